@@ -1,0 +1,194 @@
+"""The prediction cache (CONTRACTS.md §2): one folder per run.
+
+```
+RUN/
+  run.json                  # model, checkpoint, device, versions, dataset hash, settings, timings
+  predictions/orig.json     # COCO results, written once a formulation is complete
+  predictions/orig.partial.jsonl   # append-only progress log while it is not (resume point)
+  latency.json, metrics.json, realtime.json
+```
+
+Resumability: producers (``probench infer``, the evaluator node) append one line per
+finished image to ``<formulation>.partial.jsonl`` (flushed and fsynced), and call
+:meth:`PredictionWriter.finalize` when every image is done, which writes
+``<formulation>.json`` atomically and removes the log. A killed run leaves at worst a torn
+last line, which :class:`JsonlLog` drops on reopening; so a resumed run ends with the same
+cache as an uninterrupted one, and a partial run never looks complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from probench.cache.atomic import write_json_atomic
+from probench.cache.errors import CacheError
+from probench.data.dataset import FORMULATIONS
+
+
+class JsonlLog:
+    """An append-only JSON-lines file that survives being killed mid-write."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._records = list(self._read_and_repair())
+        self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def _read_and_repair(self) -> Iterator[dict]:
+        if not self.path.exists():
+            return
+        good_end = 0
+        with open(self.path, "rb") as fh:
+            data = fh.read()
+        for line in data.splitlines(keepends=True):
+            if not line.endswith(b"\n"):
+                break  # torn last line: the writer died mid-record
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                break
+            good_end += len(line)
+            yield record
+        if good_end != len(data):
+            with open(self.path, "r+b") as fh:
+                fh.truncate(good_end)
+
+    @property
+    def records(self) -> list[dict]:
+        return self._records
+
+    def append(self, record: dict) -> None:
+        self._fh.write(json.dumps(record, sort_keys=True) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._records.append(record)
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+    def __enter__(self) -> JsonlLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def sort_results(results: Iterable[dict]) -> list[dict]:
+    """Canonical order of a COCO results file: image, query, descending score, box."""
+    return sorted(results, key=lambda r: (r["image_id"], r["category_id"], -r["score"], r["bbox"]))
+
+
+class PredictionWriter:
+    """Resumable writer of one formulation's predictions."""
+
+    def __init__(self, run: RunDir, formulation: str) -> None:
+        if formulation not in FORMULATIONS:
+            raise CacheError(f"unknown formulation {formulation!r}; expected one of {FORMULATIONS}")
+        self.run = run
+        self.formulation = formulation
+        self.final_path = run.predictions_dir / f"{formulation}.json"
+        self.log = JsonlLog(run.predictions_dir / f"{formulation}.partial.jsonl")
+        self.done_images: set[int] = {int(r["image_id"]) for r in self.log.records}
+
+    @property
+    def complete(self) -> bool:
+        return self.final_path.exists()
+
+    def add_image(self, image_id: int, results: list[dict]) -> None:
+        """Record every result of one image (possibly none). Idempotent per image."""
+        image_id = int(image_id)
+        if image_id in self.done_images:
+            return
+        for r in results:
+            if int(r["image_id"]) != image_id:
+                raise CacheError(f"result for image {r['image_id']} given as part of image {image_id}")
+        self.log.append({"image_id": image_id, "results": results})
+        self.done_images.add(image_id)
+
+    def finalize(self) -> Path:
+        """Write ``<formulation>.json`` atomically and drop the progress log."""
+        results = [r for rec in self.log.records for r in rec["results"]]
+        write_json_atomic(self.final_path, sort_results(results), indent=None)
+        self.log.close()
+        self.log.path.unlink(missing_ok=True)
+        return self.final_path
+
+    def close(self) -> None:
+        self.log.close()
+
+
+class RunDir:
+    """A run folder: read and write its parts by name, atomically."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.predictions_dir = self.path / "predictions"
+
+    def create(self) -> RunDir:
+        self.predictions_dir.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def exists(self) -> bool:
+        return (self.path / "run.json").exists() or self.predictions_dir.exists()
+
+    # -- generic JSON parts ------------------------------------------------------------
+    def write_json(self, name: str, obj: Any) -> Path:
+        path = self.path / name
+        write_json_atomic(path, obj)
+        return path
+
+    def read_json(self, name: str, default: Any = None) -> Any:
+        path = self.path / name
+        if not path.exists():
+            return default
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CacheError(f"{path}: cannot read JSON: {exc}") from exc
+
+    @property
+    def info(self) -> dict:
+        return self.read_json("run.json", default={})
+
+    def write_info(self, info: dict) -> None:
+        self.write_json("run.json", info)
+
+    # -- predictions ---------------------------------------------------------------
+    def writer(self, formulation: str) -> PredictionWriter:
+        self.create()
+        return PredictionWriter(self, formulation)
+
+    def formulations(self) -> list[str]:
+        """Formulations whose predictions are complete, in the canonical order."""
+        return [f for f in FORMULATIONS if (self.predictions_dir / f"{f}.json").exists()]
+
+    def incomplete_formulations(self) -> list[str]:
+        return [
+            f
+            for f in FORMULATIONS
+            if (self.predictions_dir / f"{f}.partial.jsonl").exists()
+            and not (self.predictions_dir / f"{f}.json").exists()
+        ]
+
+    def predictions(self, formulation: str) -> list[dict]:
+        """One formulation's COCO results; a :class:`CacheError` names what is wrong."""
+        path = self.predictions_dir / f"{formulation}.json"
+        if not path.exists():
+            raise CacheError(f"{path}: no predictions for formulation {formulation!r}")
+        data = self.read_json(f"predictions/{formulation}.json")
+        if not isinstance(data, list):
+            raise CacheError(f"{path}: expected a JSON list of COCO results")
+        for i, r in enumerate(data):
+            if not isinstance(r, dict) or not {"image_id", "category_id", "bbox", "score"} <= r.keys():
+                raise CacheError(f"{path}: record {i} lacks image_id/category_id/bbox/score")
+            bbox = r["bbox"]
+            if not (isinstance(bbox, list) and len(bbox) == 4 and all(isinstance(v, (int, float)) for v in bbox)):
+                raise CacheError(f"{path}: record {i} has a malformed bbox {bbox!r}")
+            if not isinstance(r["score"], (int, float)) or not 0.0 <= r["score"] <= 1.0:
+                raise CacheError(f"{path}: record {i} has a score outside [0, 1]: {r['score']!r}")
+        return data

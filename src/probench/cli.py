@@ -1,0 +1,102 @@
+"""The ``probench`` command line (CONTRACTS.md §4).
+
+Each command lives in the room it belongs to, as a module with ``add_arguments(parser)``
+and ``run(args) -> int``; this file only dispatches, importing just the chosen command's
+module so that ``probench --help`` stays fast (no torch, no rclpy).
+
+Errors: a :class:`probench.errors.ProbenchError` becomes one line on stderr and its exit
+code (2 usage, 1 failed check); anything unexpected becomes one line too, with the
+traceback only when ``PROBENCH_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from probench import __version__
+from probench.errors import ProbenchError
+
+# name -> (module, one-line help, issue that builds it)
+COMMANDS: dict[str, tuple[str, str, int]] = {
+    "validate": ("probench.data.cli", "check a dataset; every problem named with its record id", 3),
+    "models": ("probench.models.cli_models", "list the model zoo", 4),
+    "infer": ("probench.models.cli_infer", "offline inference into the prediction cache (resumable)", 4),
+    "latency": ("probench.models.cli_latency", "the paper's latency protocol", 4),
+    "score": ("probench.scoring.cli", "the full metric suite of a run", 3),
+    "report": ("probench.report.cli", "Table II (Markdown + CSV) and the paper's figures as PNG", 3),
+    "bag": ("probench.bags.cli", "write a dataset as a rosbag2 (mcap or sqlite3)", 6),
+    "eval": ("probench.ros.cli_eval", "replay a bag through the ROS 2 graph and score it", 6),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors exit 2 with one line (argparse's own convention)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser(command: str | None = None) -> tuple[argparse.ArgumentParser, object | None]:
+    parser = _Parser(
+        prog="probench",
+        description="Pro-Bench: prompt-robust open-vocabulary grounding benchmark and ROS 2 tools.",
+    )
+    parser.add_argument("--version", action="version", version=f"probench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    module = None
+    for name, (module_name, help_text, _issue) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == command:
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as exc:
+                if exc.name != module_name:
+                    raise
+                module = None
+            if module is not None:
+                module.add_arguments(p)
+            else:
+                p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    return parser, module
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command not in COMMANDS:
+        command = None
+    parser, module = build_parser(command)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    if module is None:
+        issue = COMMANDS[args.command][2]
+        print(f"probench {args.command}: not built yet (issue {issue})", file=sys.stderr)
+        return 2
+    try:
+        return int(module.run(args) or 0)
+    except ProbenchError as exc:
+        print(f"probench {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"probench {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the CLI promises no tracebacks
+        if os.environ.get("PROBENCH_DEBUG") == "1":
+            traceback.print_exc()
+        print(
+            f"probench {args.command}: internal error: {type(exc).__name__}: {exc} "
+            "(set PROBENCH_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

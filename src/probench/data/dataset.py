@@ -1,0 +1,205 @@
+"""The Pro-Bench dataset format (CONTRACTS.md §1): COCO, extended with queries as categories.
+
+``load_dataset`` parses and validates (every problem named, see :mod:`probench.data.validate`)
+and returns an immutable :class:`Dataset`. ``Dataset.from_dict`` builds one from an
+in-memory COCO dict (synthetic datasets, tests) without touching the disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from probench.data.errors import DatasetError
+
+FORMULATIONS: tuple[str, ...] = ("orig", "cat", "tmpl")
+PROMPT_TYPES: tuple[str, ...] = (
+    "categorical",
+    "attributive",
+    "relational",
+    "affordance",
+    "state",
+    "part-whole",
+    "negative",
+    "compositional",
+)
+KNOWN_DOMAINS: tuple[str, ...] = ("subterranean", "industrial", "indoor", "outdoor", "urban")
+TEMPLATE_PREFIX = "a photo of "
+
+
+@dataclass(frozen=True)
+class Query:
+    """One target description (a COCO category) with its three formulations."""
+
+    id: int
+    name: str
+    prompts: Mapping[str, str]  # formulation -> prompt text, all three present
+    prompt_types: tuple[str, ...] = ()
+    coref: tuple[str, ...] = FORMULATIONS  # formulations verified to keep the referent
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    id: int
+    file_name: str
+    width: int
+    height: int
+    domain: str = ""
+    query_ids: tuple[int, ...] | None = None  # explicit label space, when given
+
+
+@dataclass(frozen=True)
+class Annotation:
+    id: int
+    image_id: int
+    query_id: int
+    bbox: tuple[float, float, float, float]  # x, y, w, h in pixels
+    area: float
+    iscrowd: int = 0
+    segmentation: object = None
+
+
+@dataclass
+class Dataset:
+    """An immutable-by-convention Pro-Bench dataset. ``root`` is None for in-memory ones."""
+
+    images: dict[int, ImageRecord]
+    queries: dict[int, Query]
+    annotations: list[Annotation]
+    root: Path | None = None
+    raw: dict = field(default_factory=dict, repr=False)
+
+    # -- construction ------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, coco: dict, root: str | Path | None = None) -> Dataset:
+        """Build from a COCO dict that already passed validation (or is trusted)."""
+        queries = {}
+        for c in coco.get("categories", []):
+            queries[int(c["id"])] = parse_query(c)
+        images = {}
+        for im in coco.get("images", []):
+            qids = im.get("query_ids")
+            images[int(im["id"])] = ImageRecord(
+                id=int(im["id"]),
+                file_name=str(im["file_name"]),
+                width=int(im["width"]),
+                height=int(im["height"]),
+                domain=str(im.get("domain", "")),
+                query_ids=None if qids is None else tuple(int(q) for q in qids),
+            )
+        annotations = []
+        for a in coco.get("annotations", []):
+            x, y, w, h = (float(v) for v in a["bbox"])
+            annotations.append(
+                Annotation(
+                    id=int(a["id"]),
+                    image_id=int(a["image_id"]),
+                    query_id=int(a["category_id"]),
+                    bbox=(x, y, w, h),
+                    area=float(a.get("area", w * h)),
+                    iscrowd=int(a.get("iscrowd", 0)),
+                    segmentation=a.get("segmentation"),
+                )
+            )
+        return cls(images, queries, annotations, Path(root) if root is not None else None, coco)
+
+    # -- structure ----------------------------------------------------------------------
+    @cached_property
+    def annotations_by_image(self) -> dict[int, list[Annotation]]:
+        out: dict[int, list[Annotation]] = {i: [] for i in self.images}
+        for a in self.annotations:
+            out.setdefault(a.image_id, []).append(a)
+        return out
+
+    def label_space(self, image_id: int) -> tuple[int, ...]:
+        """The queries evaluated on an image: ``query_ids`` if given, else those with GT there."""
+        rec = self.images[image_id]
+        if rec.query_ids is not None:
+            return rec.query_ids
+        return tuple(sorted({a.query_id for a in self.annotations_by_image.get(image_id, [])}))
+
+    def prompts_for(self, image_id: int, formulation: str) -> tuple[list[int], list[str]]:
+        """The (query ids, prompt texts) a detector is given for one image and formulation."""
+        qids = list(self.label_space(image_id))
+        return qids, [self.queries[q].prompts[formulation] for q in qids]
+
+    def image_path(self, image_id: int) -> Path:
+        if self.root is None:
+            raise DatasetError("this dataset was built in memory and has no image files")
+        return self.root / self.images[image_id].file_name
+
+    def read_image(self, image_id: int) -> np.ndarray:
+        """The image as an RGB uint8 array (H, W, 3); a clear error when it cannot be read."""
+        from probench.data.images import read_rgb
+
+        return read_rgb(self.image_path(image_id))
+
+    @cached_property
+    def content_hash(self) -> str:
+        """SHA-256 of the canonical annotations JSON (images are named, not hashed)."""
+        canonical = json.dumps(self.raw, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+
+def parse_query(c: Mapping) -> Query:
+    """A category record as a :class:`Query`, deriving ``cat``/``tmpl`` as CONTRACTS.md §1 says."""
+    name = str(c["name"])
+    given = dict(c.get("prompts") or {})
+    orig = given.get("orig")
+    if orig is None:
+        raise DatasetError(f"category {c.get('id')}: no 'orig' prompt")
+    prompts = {
+        "orig": str(orig),
+        "cat": str(given.get("cat", name)),
+        "tmpl": str(given.get("tmpl", TEMPLATE_PREFIX + str(orig))),
+    }
+    coref = tuple(c.get("coref") or FORMULATIONS)
+    return Query(
+        id=int(c["id"]),
+        name=name,
+        prompts=prompts,
+        prompt_types=tuple(c.get("prompt_types") or ()),
+        coref=coref,
+    )
+
+
+def load_dataset(path: str | Path, *, check_files: bool = True) -> Dataset:
+    """Read and validate ``DATASET/annotations.json``; raises :class:`DatasetError` listing
+    every problem. ``check_files=False`` skips checking that image files exist (scoring
+    needs annotations only)."""
+    from probench.data.validate import validate_coco
+
+    root = Path(path)
+    ann_path = root / "annotations.json" if root.is_dir() else root
+    if root.is_file():
+        root = root.parent
+    if not ann_path.exists():
+        raise DatasetError(f"{ann_path}: no such file (a dataset is a folder with annotations.json)")
+    try:
+        coco = json.loads(ann_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{ann_path}: cannot read: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{ann_path}: not valid JSON: {exc}") from exc
+    problems = validate_coco(coco, root=root if check_files else None)
+    if problems:
+        raise DatasetError(f"{ann_path}: {len(problems)} problem(s)", problems=problems)
+    return Dataset.from_dict(coco, root=root)
+
+
+def dataset_from_queries(
+    images: Sequence[dict], categories: Sequence[dict], annotations: Sequence[dict]
+) -> Dataset:
+    """Convenience for tests: an in-memory dataset from the three COCO lists."""
+    return Dataset.from_dict(
+        {"images": list(images), "categories": list(categories), "annotations": list(annotations)}
+    )

@@ -1,0 +1,132 @@
+"""The one detection type that flows from models to nodes, caches and scoring.
+
+Modelled on supervision's ``Detections``: plain validated numpy arrays, so no
+transformers/ultralytics object ever leaks out of :mod:`probench.models`. Adapters build
+it with their ``from_*`` helpers; everything downstream only sees this.
+
+Conventions (documented once, used everywhere):
+- ``xyxy``: float64 ``(N, 4)`` boxes in **pixels of the original image**, ``x1 <= x2``,
+  ``y1 <= y2``, clipped to the image.
+- ``scores``: float64 ``(N,)`` in ``[0, 1]``.
+- ``prompt_index``: int64 ``(N,)``: index into the prompt list the detector was called with.
+- ``masks``: optional bool ``(N, H, W)`` for segmentation-capable models.
+- ``timings_ms``: per-stage wall time of the call that produced it
+  (``preprocess``, ``forward``, ``postprocess``; ``total`` is their sum).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+STAGES = ("preprocess", "forward", "postprocess")
+
+
+class DetectionsError(ValueError):
+    """A Detections object was built from inconsistent arrays."""
+
+
+@dataclass(frozen=True)
+class Detections:
+    xyxy: np.ndarray
+    scores: np.ndarray
+    prompt_index: np.ndarray
+    masks: np.ndarray | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        xyxy = np.asarray(self.xyxy, dtype=np.float64).reshape(-1, 4)
+        scores = np.asarray(self.scores, dtype=np.float64).reshape(-1)
+        prompt_index = np.asarray(self.prompt_index, dtype=np.int64).reshape(-1)
+        n = len(xyxy)
+        if len(scores) != n or len(prompt_index) != n:
+            raise DetectionsError(
+                f"length mismatch: {n} boxes, {len(scores)} scores, {len(prompt_index)} prompt indices"
+            )
+        if not np.all(np.isfinite(xyxy)) or not np.all(np.isfinite(scores)):
+            raise DetectionsError("boxes and scores must be finite")
+        if n and (np.any(xyxy[:, 2] < xyxy[:, 0]) or np.any(xyxy[:, 3] < xyxy[:, 1])):
+            raise DetectionsError("boxes must be x1 <= x2 and y1 <= y2")
+        if n and (scores.min() < 0.0 or scores.max() > 1.0):
+            raise DetectionsError("scores must lie in [0, 1]")
+        if n and prompt_index.min() < 0:
+            raise DetectionsError("prompt indices must be >= 0")
+        masks = self.masks
+        if masks is not None:
+            masks = np.asarray(masks, dtype=bool)
+            if masks.ndim != 3 or len(masks) != n:
+                raise DetectionsError(f"masks must be (N, H, W) with N={n}, got {masks.shape}")
+        object.__setattr__(self, "xyxy", xyxy)
+        object.__setattr__(self, "scores", scores)
+        object.__setattr__(self, "prompt_index", prompt_index)
+        object.__setattr__(self, "masks", masks)
+        timings = {k: float(v) for k, v in self.timings_ms.items()}
+        if timings and "total" not in timings:
+            timings["total"] = sum(timings.get(s, 0.0) for s in STAGES)
+        object.__setattr__(self, "timings_ms", timings)
+
+    # -- constructors -------------------------------------------------------------------
+    @classmethod
+    def empty(cls, timings_ms: dict[str, float] | None = None) -> Detections:
+        return cls(np.zeros((0, 4)), np.zeros(0), np.zeros(0, dtype=np.int64), None, timings_ms or {})
+
+    @classmethod
+    def from_arrays(
+        cls,
+        xyxy: Sequence | np.ndarray,
+        scores: Sequence | np.ndarray,
+        prompt_index: Sequence | np.ndarray,
+        *,
+        image_size: tuple[int, int] | None = None,
+        masks: np.ndarray | None = None,
+        timings_ms: dict[str, float] | None = None,
+    ) -> Detections:
+        """Build from raw arrays (numpy or torch via ``np.asarray``), clipping boxes to
+        ``image_size=(height, width)`` when given and clamping scores into [0, 1]."""
+        xyxy = np.asarray(xyxy, dtype=np.float64).reshape(-1, 4).copy()
+        if image_size is not None:
+            h, w = image_size
+            xyxy[:, [0, 2]] = xyxy[:, [0, 2]].clip(0, w)
+            xyxy[:, [1, 3]] = xyxy[:, [1, 3]].clip(0, h)
+        # Some heads emit boxes with swapped corners after clipping: order them.
+        x1 = np.minimum(xyxy[:, 0], xyxy[:, 2])
+        x2 = np.maximum(xyxy[:, 0], xyxy[:, 2])
+        y1 = np.minimum(xyxy[:, 1], xyxy[:, 3])
+        y2 = np.maximum(xyxy[:, 1], xyxy[:, 3])
+        xyxy = np.stack([x1, y1, x2, y2], axis=1)
+        scores = np.clip(np.asarray(scores, dtype=np.float64).reshape(-1), 0.0, 1.0)
+        return cls(xyxy, scores, np.asarray(prompt_index), masks, timings_ms or {})
+
+    # -- views ------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    @property
+    def xywh(self) -> np.ndarray:
+        out = self.xyxy.copy()
+        out[:, 2:] -= out[:, :2]
+        return out
+
+    def filter(self, keep: np.ndarray) -> Detections:
+        """A subset (boolean mask or index array), timings kept."""
+        masks = None if self.masks is None else self.masks[keep]
+        return Detections(self.xyxy[keep], self.scores[keep], self.prompt_index[keep], masks, self.timings_ms)
+
+    def above(self, threshold: float) -> Detections:
+        return self.filter(self.scores >= threshold)
+
+    def to_coco(self, image_id: int, category_ids: Sequence[int]) -> list[dict]:
+        """COCO result records; ``category_ids[i]`` is the query id of prompt ``i``."""
+        out = []
+        for box, score, pi in zip(self.xywh, self.scores, self.prompt_index, strict=True):
+            out.append(
+                {
+                    "image_id": int(image_id),
+                    "category_id": int(category_ids[int(pi)]),
+                    "bbox": [round(float(v), 3) for v in box],
+                    "score": round(float(score), 6),
+                }
+            )
+        return out

@@ -1,0 +1,58 @@
+"""Scripted detectors for tests and benchmarks of the layers around the models.
+
+``test-instant`` returns at once; ``test-slow-<N>ms`` sleeps N ms per frame (a model that
+cannot keep up with the camera). Both answer every prompt with one deterministic box
+derived from the prompt text and the image size, so outputs can be checked end to end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+
+import numpy as np
+
+from probench.detections import Detections
+from probench.models.base import BaseDetector
+
+_SLOW = re.compile(r"^test-slow-(\d+)ms$")
+
+
+def _unit(text: str, salt: str) -> float:
+    digest = hashlib.sha256(f"{salt}:{text}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") / 2**32
+
+
+class ScriptedDetector(BaseDetector):
+    def __init__(self, name: str = "test-instant", delay_s: float = 0.0, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.name = name
+        self.delay_s = float(delay_s)
+
+    def _run(self, image: np.ndarray, text_state: object) -> Detections:
+        t0 = time.perf_counter()
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        h, w = image.shape[:2]
+        boxes, scores = [], []
+        for p in self._prompts:
+            cx, cy = _unit(p, "cx") * w, _unit(p, "cy") * h
+            bw, bh = (0.1 + 0.4 * _unit(p, "w")) * w, (0.1 + 0.4 * _unit(p, "h")) * h
+            boxes.append([cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2])
+            scores.append(0.05 + 0.9 * _unit(p, "s"))
+        ms = (time.perf_counter() - t0) * 1000.0
+        return Detections.from_arrays(
+            boxes, scores, np.arange(len(boxes)), image_size=(h, w),
+            timings_ms={"preprocess": 0.0, "forward": ms, "postprocess": 0.0},
+        )
+
+
+def scripted_detector(name: str, **kwargs: object) -> ScriptedDetector | None:
+    """The scripted detector a ``test-*`` name denotes, or None."""
+    if name == "test-instant":
+        return ScriptedDetector(name, 0.0, **kwargs)
+    m = _SLOW.match(name)
+    if m:
+        return ScriptedDetector(name, int(m.group(1)) / 1000.0, **kwargs)
+    return None
