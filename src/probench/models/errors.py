@@ -25,3 +25,11 @@ class PromptError(UsageError):
 
 class ImageInputError(UsageError):
     """An image given to a detector is not an RGB uint8 (H, W, 3) array."""
+
+
+class InferenceError(ModelError):
+    """A detector failed on an image during offline inference or latency measurement."""
+
+
+class RunMismatchError(CheckFailed):
+    """A run folder holds another experiment (model, dataset, settings) than the one asked for."""

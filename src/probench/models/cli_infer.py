@@ -1,0 +1,110 @@
+"""``probench infer``: offline inference into the prediction cache (resumable).
+
+Bad arguments exit 2 before anything heavy loads; a run folder holding another experiment
+exits 1 (unless ``--overwrite``); an image that cannot be decoded stops the run with
+exit 1, naming the file (never skipped: a skipped image would silently change the scores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from probench.errors import UsageError
+
+
+def add_common_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model/dataset/run flags ``infer`` and ``latency`` share."""
+    parser.add_argument("--model", required=True, help="zoo name (`probench models`), e.g. tiny-owlv2")
+    parser.add_argument("--dataset", required=True, help="dataset folder (with annotations.json)")
+    parser.add_argument("--out", required=True, help="run folder (created if missing)")
+    parser.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1 (default cpu)")
+    parser.add_argument("--precision", default="fp32", help="fp32 (default), fp16, ... as the model supports")
+    parser.add_argument("--weights", default=None, metavar="DIR", help="local folder with the model's weights")
+    parser.add_argument(
+        "--random-weights", action="store_true",
+        help="build the real-size architecture with random weights (no checkpoint needed)",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true",
+        help="replace a run folder that holds another model/dataset/settings instead of refusing",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common_model_arguments(parser)
+    parser.add_argument(
+        "--formulations", default="orig,cat,tmpl",
+        help="comma-separated subset of orig,cat,tmpl (default all three)",
+    )
+    parser.add_argument(
+        "--score-threshold", type=float, default=0.0,
+        help="drop boxes scoring below this (default 0.0: keep what the model's post-processing keeps)",
+    )
+    parser.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N images by id")
+
+
+def check_paths(args: argparse.Namespace) -> Path:
+    """Usage errors about paths, before any model is built."""
+    dataset = Path(args.dataset)
+    if not dataset.exists():
+        raise UsageError(f"--dataset {dataset}: no such folder")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a folder")
+    if args.weights is not None and not Path(args.weights).exists():
+        raise UsageError(f"--weights {args.weights}: no such file or folder")
+    return out
+
+
+def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[object, float]:
+    """The detector the flags name, and the seconds it took to build."""
+    from probench.models.zoo import load_detector
+
+    t0 = time.perf_counter()
+    detector = load_detector(
+        args.model, device=args.device, precision=args.precision, score_threshold=score_threshold,
+        weights=args.weights, random_weights=args.random_weights,
+    )
+    return detector, time.perf_counter() - t0
+
+
+def run(args: argparse.Namespace) -> int:
+    from probench.cache.run import RunDir
+    from probench.data.dataset import load_dataset
+    from probench.models.infer import (
+        check_compatible, check_formulations, model_info, run_inference,
+    )
+
+    formulations = check_formulations([f.strip() for f in args.formulations.split(",") if f.strip()])
+    if not 0.0 <= args.score_threshold <= 1.0:
+        raise UsageError(f"--score-threshold must lie in [0, 1], got {args.score_threshold}")
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit must be >= 1, got {args.limit}")
+    out = check_paths(args)
+    dataset = load_dataset(args.dataset)
+    run_dir = RunDir(out)
+    if not args.overwrite and run_dir.info:
+        # Cheap early refusal before a slow model load; the full check runs again after.
+        early = {
+            "source": "offline", "model": model_info(args.model), "dataset": {"hash": dataset.content_hash},
+            "device": args.device, "precision": args.precision,
+        }
+        check_compatible(run_dir.info, early, out)
+    detector, load_s = load_model(args, args.score_threshold)
+    info = run_inference(
+        detector, dataset, run_dir, formulations, progress=not args.no_progress,
+        model=model_info(args.model, detector, random_weights=args.random_weights, weights=args.weights),
+        device=args.device, precision=args.precision, limit=args.limit, overwrite=args.overwrite,
+        model_load_s=load_s,
+    )
+    n = info["settings"]["n_images_evaluated"]
+    print(
+        f"{out}: {info['model']['name']} on {n} image(s), formulations {','.join(info['formulations'])}, "
+        f"{info['timings']['infer_s']:.1f} s of inference",
+        file=sys.stdout,
+    )
+    return 0
