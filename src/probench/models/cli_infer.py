@@ -22,7 +22,9 @@ def add_common_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="run folder (created if missing)")
     parser.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1 (default cpu)")
     parser.add_argument("--precision", default="fp32", help="fp32 (default), fp16, ... as the model supports")
-    parser.add_argument("--weights", default=None, metavar="DIR", help="local folder with the model's weights")
+    parser.add_argument(
+        "--weights", default=None, metavar="DIR", help="local folder with the model's weights"
+    )
     parser.add_argument(
         "--random-weights", action="store_true",
         help="build the real-size architecture with random weights (no checkpoint needed)",
@@ -76,7 +78,10 @@ def run(args: argparse.Namespace) -> int:
     from probench.cache.run import RunDir
     from probench.data.dataset import load_dataset
     from probench.models.infer import (
-        check_compatible, check_formulations, model_info, run_inference,
+        check_compatible,
+        check_formulations,
+        model_info,
+        run_inference,
     )
 
     formulations = check_formulations([f.strip() for f in args.formulations.split(",") if f.strip()])

@@ -188,7 +188,8 @@ def check_formulations(formulations: Sequence[str]) -> list[str]:
     """Validate and put formulations in canonical order (orig, cat, tmpl), no repeats."""
     bad = [f for f in formulations if f not in FORMULATIONS]
     if bad:
-        raise UsageError(f"unknown formulation(s) {', '.join(map(repr, bad))}; expected some of {FORMULATIONS}")
+        names = ", ".join(map(repr, bad))
+        raise UsageError(f"unknown formulation(s) {names}; expected some of {FORMULATIONS}")
     if not formulations:
         raise UsageError("no formulations given")
     return [f for f in FORMULATIONS if f in formulations]
@@ -338,7 +339,7 @@ def _infer_image(detector: object, dataset: Dataset, image_id: int, formulation:
         dets = detector.detect(image, texts)
     except ProbenchError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any backend failure, reported with its context
+    except Exception as exc:  # any backend failure, reported with its context
         raise InferenceError(
             f"{getattr(detector, 'name', 'model')} failed on image {image_id} "
             f"({dataset.images[image_id].file_name}, {formulation}): {type(exc).__name__}: {exc}"
