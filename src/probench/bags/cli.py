@@ -1,0 +1,46 @@
+"""``probench bag --dataset D --out BAG [--storage mcap|sqlite3] [--compressed]``."""
+
+from __future__ import annotations
+
+import argparse
+
+from probench.bags.layout import STORAGES
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dataset", required=True, help="dataset folder (with annotations.json and images)")
+    parser.add_argument("--out", required=True, help="bag folder to create (must not exist)")
+    parser.add_argument("--storage", choices=STORAGES, default="mcap", help="rosbag2 storage (default mcap)")
+    parser.add_argument(
+        "--compressed", action="store_true", help="store images as sensor_msgs/CompressedImage (jpeg)"
+    )
+    parser.add_argument(
+        "--rate", type=float, default=30.0, help="frame rate of the bag's timestamps in Hz (default 30)"
+    )
+    parser.add_argument("--jpeg-quality", type=int, default=90, help="JPEG quality with --compressed")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    from probench.bags.errors import BagUsageError
+    from probench.bags.writer import write_bag
+    from probench.data.dataset import load_dataset
+
+    if not 1 <= args.jpeg_quality <= 100:
+        raise BagUsageError(f"--jpeg-quality must be in 1..100, got {args.jpeg_quality}")
+    dataset = load_dataset(args.dataset)
+    summary = write_bag(
+        dataset,
+        args.out,
+        storage=args.storage,
+        compressed=args.compressed,
+        rate_hz=args.rate,
+        jpeg_quality=args.jpeg_quality,
+        progress=not args.quiet,
+    )
+    print(
+        f"wrote {summary.path} ({summary.storage}, {summary.n_frames} frames, "
+        f"{'jpeg' if summary.compressed else 'rgb8'}, {summary.size_bytes / 1e6:.2f} MB, "
+        f"dataset {summary.dataset_hash[:19]})"
+    )
+    return 0

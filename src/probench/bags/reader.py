@@ -1,0 +1,222 @@
+"""Read a probench bag: its frames (in bag order) and the dataset embedded in it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from probench.bags.errors import BagError
+from probench.bags.layout import (
+    BAG_FORMAT,
+    COMPRESSED_MSGTYPE,
+    COMPRESSED_TOPIC,
+    DATASET_TOPIC,
+    FRAME_INFO_TOPIC,
+    IMAGE_MSGTYPE,
+    IMAGE_TOPIC,
+)
+from probench.data.dataset import Dataset
+
+_FRAME_KEYS = ("image_id", "file_name", "width", "height", "domain", "label_space")
+
+
+@dataclass(frozen=True)
+class BagFrame:
+    """One recorded frame: its info, and the image message as recorded (CDR bytes)."""
+
+    image_id: int
+    info: dict
+    msgtype: str  # sensor_msgs/msg/Image or sensor_msgs/msg/CompressedImage
+    raw: bytes  # the CDR-serialized message (rclpy can deserialize it as is)
+    timestamp_ns: int
+
+    def message(self) -> Any:
+        """The image message as a rosbags dataclass."""
+        from probench.bags.typestore import typestore
+
+        try:
+            return typestore().deserialize_cdr(self.raw, self.msgtype)
+        except Exception as exc:  # noqa: BLE001 - any decoding failure means a corrupt record
+            raise BagError(f"image {self.image_id}: corrupt {self.msgtype} message: {exc}") from exc
+
+    def rgb(self) -> np.ndarray:
+        """The frame as an RGB uint8 array (H, W, 3)."""
+        return image_message_to_rgb(self.message(), self.msgtype, what=f"image {self.image_id}")
+
+
+def image_message_to_rgb(msg: Any, msgtype: str, *, what: str = "image") -> np.ndarray:
+    if msgtype == COMPRESSED_MSGTYPE:
+        import cv2
+
+        bgr = cv2.imdecode(np.asarray(msg.data, dtype=np.uint8), cv2.IMREAD_COLOR)
+        if bgr is None:
+            raise BagError(f"{what}: compressed data ({msg.format!r}) cannot be decoded")
+        return np.ascontiguousarray(bgr[:, :, ::-1])
+    h, w, step, enc = int(msg.height), int(msg.width), int(msg.step), str(msg.encoding)
+    if enc not in ("rgb8", "bgr8"):
+        raise BagError(f"{what}: encoding {enc!r} is not supported (rgb8 or bgr8)")
+    data = np.asarray(msg.data, dtype=np.uint8)
+    if step < w * 3 or data.size < step * h:
+        raise BagError(f"{what}: {data.size} bytes do not hold {w}x{h} {enc} with step {step}")
+    rgb = data[: step * h].reshape(h, step)[:, : w * 3].reshape(h, w, 3)
+    if enc == "bgr8":
+        rgb = rgb[:, :, ::-1]
+    return np.ascontiguousarray(rgb)
+
+
+class ProbenchBag:
+    """A probench bag opened for reading. Bad bags raise :class:`BagError` with one line."""
+
+    def __init__(self, path: str | Path) -> None:
+        from rosbags.rosbag2 import Reader
+
+        self.path = Path(path)
+        if not self.path.exists():
+            raise BagError(f"{self.path}: no such bag")
+        try:
+            self._reader = Reader(self.path)
+            self._reader.open()
+        except Exception as exc:  # noqa: BLE001 - rosbags raises several types for bad input
+            raise BagError(f"{self.path}: not a readable rosbag2: {_one_line(exc)}") from exc
+        try:
+            self._check_topics()
+            self.storage = self._storage_id()
+            self._load_dataset()
+        except BaseException:
+            self._reader.close()
+            raise
+
+    # -- structure ----------------------------------------------------------------------
+    def _check_topics(self) -> None:
+        topics = self._reader.topics
+        missing = [t for t in (DATASET_TOPIC, FRAME_INFO_TOPIC) if t not in topics]
+        if IMAGE_TOPIC in topics:
+            self.image_topic, self.image_msgtype = IMAGE_TOPIC, IMAGE_MSGTYPE
+        elif COMPRESSED_TOPIC in topics:
+            self.image_topic, self.image_msgtype = COMPRESSED_TOPIC, COMPRESSED_MSGTYPE
+        else:
+            missing.append(f"{IMAGE_TOPIC} (or {COMPRESSED_TOPIC})")
+        if missing:
+            raise BagError(f"{self.path}: not a probench bag: missing topic(s) {', '.join(missing)}")
+        if topics[self.image_topic].msgtype != self.image_msgtype:
+            raise BagError(
+                f"{self.path}: topic {self.image_topic} has type {topics[self.image_topic].msgtype}, "
+                f"expected {self.image_msgtype}"
+            )
+        self.compressed = self.image_topic == COMPRESSED_TOPIC
+        self.n_frames = topics[self.image_topic].msgcount
+        self.custom_data = self._custom_data()
+
+    def _storage_id(self) -> str:
+        files = [p.suffix for p in self.path.rglob("*") if p.is_file()] if self.path.is_dir() else []
+        return "sqlite3" if ".db3" in files else "mcap"
+
+    def _custom_data(self) -> dict[str, str]:
+        meta = self.path / "metadata.yaml" if self.path.is_dir() else None
+        if meta is None or not meta.exists():
+            return {}
+        from ruamel.yaml import YAML
+
+        try:
+            info = YAML(typ="safe").load(meta.read_text(encoding="utf-8"))
+            return dict(info["rosbag2_bagfile_information"].get("custom_data") or {})
+        except Exception:  # noqa: BLE001 - metadata was already parsed by rosbags; be lenient
+            return {}
+
+    def _load_dataset(self) -> None:
+        msgs = list(self._messages([DATASET_TOPIC], limit=1))
+        if not msgs:
+            raise BagError(f"{self.path}: topic {DATASET_TOPIC} holds no message")
+        _, _, raw = msgs[0]
+        try:
+            payload = json.loads(self._string(raw, DATASET_TOPIC))
+        except json.JSONDecodeError as exc:
+            raise BagError(f"{self.path}: {DATASET_TOPIC} is not valid JSON: {exc}") from exc
+        if not isinstance(payload, dict) or payload.get("format") != BAG_FORMAT:
+            raise BagError(f"{self.path}: {DATASET_TOPIC} is not a {BAG_FORMAT} dataset message")
+        try:
+            self.dataset = Dataset.from_dict(payload["annotations"])
+        except Exception as exc:  # noqa: BLE001 - malformed embedded annotations
+            raise BagError(f"{self.path}: embedded dataset is malformed: {_one_line(exc)}") from exc
+        self.dataset_hash = str(payload.get("dataset_hash", ""))
+        if self.dataset.content_hash != self.dataset_hash:
+            raise BagError(
+                f"{self.path}: embedded dataset hash {self.dataset_hash or '(none)'} does not match "
+                f"its content ({self.dataset.content_hash}): the bag is corrupt"
+            )
+
+    # -- reading ------------------------------------------------------------------------
+    def _messages(self, topics: list[str], limit: int | None = None) -> Iterator[tuple[str, int, bytes]]:
+        conns = [c for c in self._reader.connections if c.topic in topics]
+        n = 0
+        try:
+            for conn, t, raw in self._reader.messages(connections=conns):
+                yield conn.topic, t, raw
+                n += 1
+                if limit is not None and n >= limit:
+                    return
+        except BagError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - storage-level corruption
+            raise BagError(f"{self.path}: corrupt bag data: {_one_line(exc)}") from exc
+
+    def _string(self, raw: bytes, topic: str) -> str:
+        from probench.bags.typestore import typestore
+
+        try:
+            return typestore().deserialize_cdr(raw, "std_msgs/msg/String").data
+        except Exception as exc:  # noqa: BLE001
+            raise BagError(f"{self.path}: corrupt std_msgs/String on {topic}: {_one_line(exc)}") from exc
+
+    def frames(self) -> Iterator[BagFrame]:
+        """Every frame in bag order, paired with its frame info (same timestamp)."""
+        infos: dict[int, dict] = {}
+        images: dict[int, bytes] = {}
+        seen = 0
+        for topic, t, raw in self._messages([self.image_topic, FRAME_INFO_TOPIC]):
+            if topic == FRAME_INFO_TOPIC:
+                infos[t] = self._frame_info(raw, t)
+            else:
+                images[t] = raw
+            if t in infos and t in images:
+                info = infos.pop(t)
+                seen += 1
+                yield BagFrame(int(info["image_id"]), info, self.image_msgtype, images.pop(t), t)
+        if images or infos:
+            stamps = sorted(images) or sorted(infos)
+            raise BagError(
+                f"{self.path}: {len(images)} image(s) and {len(infos)} frame info(s) without a partner "
+                f"(first at t={stamps[0]} ns)"
+            )
+        if seen == 0:
+            raise BagError(f"{self.path}: the bag holds no frames")
+
+    def _frame_info(self, raw: bytes, t: int) -> dict:
+        try:
+            info = json.loads(self._string(raw, FRAME_INFO_TOPIC))
+        except json.JSONDecodeError as exc:
+            raise BagError(f"{self.path}: frame info at t={t} ns is not JSON: {exc}") from exc
+        if not isinstance(info, dict) or any(k not in info for k in _FRAME_KEYS):
+            raise BagError(f"{self.path}: frame info at t={t} ns lacks one of {', '.join(_FRAME_KEYS)}")
+        if int(info["image_id"]) not in self.dataset.images:
+            raise BagError(f"{self.path}: frame at t={t} ns names image {info['image_id']}, not in the dataset")
+        return info
+
+    def close(self) -> None:
+        self._reader.close()
+
+    def __enter__(self) -> ProbenchBag:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
