@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             "source": "offline", "model": model_info(args.model), "dataset": {"hash": dataset.content_hash},
             "device": args.device, "precision": args.precision,
         }
-        check_compatible(run_dir.info, early, out)
+        check_compatible(run_dir.info, early, out / "run.json")
     detector, load_s = load_model(args, args.score_threshold)
     info = run_inference(
         detector, dataset, run_dir, formulations, progress=not args.no_progress,

@@ -124,14 +124,14 @@ _MISSING = object()
 
 def check_compatible(existing: dict, new: dict, run_path: Path | str) -> None:
     """Raise :class:`RunMismatchError` naming the first field where a run folder's
-    ``run.json`` and the run about to start disagree (fields absent on either side are
-    not compared)."""
+    ``run.json`` (or latency.json, at ``run_path``) and the run about to start disagree
+    (fields absent on either side are not compared)."""
     for path in _IDENTITY_KEYS:
         old, cur = _get(existing, path), _get(new, path)
         if old is _MISSING or cur is _MISSING or old == cur:
             continue
         raise RunMismatchError(
-            f"{run_path}: run.json has {'.'.join(path)}={old!r} but this run has {cur!r}; "
+            f"{run_path} has {'.'.join(path)}={old!r} but this run has {cur!r}; "
             "use another --out folder or pass --overwrite to replace it"
         )
 
@@ -253,7 +253,7 @@ def run_inference(
         clear_run(run_dir)
         existing = {}
     elif existing:
-        check_compatible(existing, info, run_dir.path)
+        check_compatible(existing, info, run_dir.path / "run.json")
     elif run_dir.predictions_dir.is_dir() and any(run_dir.predictions_dir.iterdir()):
         raise RunMismatchError(
             f"{run_dir.path}: holds predictions but no run.json; pass --overwrite to replace them"

@@ -1,0 +1,44 @@
+"""``probench latency``: the paper's latency protocol (§IV-B) into ``RUN/latency.json``.
+
+Defaults are the paper's: 50 images, 3 warm-up inferences excluded, 10 timed runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from probench.errors import UsageError
+from probench.models.cli_infer import add_common_model_arguments, check_paths, load_model
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common_model_arguments(parser)
+    parser.add_argument("--images", type=int, default=50, help="size of the fixed image subset (default 50)")
+    parser.add_argument("--warmup", type=int, default=3, help="warm-up inferences, not timed (default 3)")
+    parser.add_argument("--runs", type=int, default=10, help="timed passes over the subset (default 10)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from probench.cache.run import RunDir
+    from probench.data.dataset import load_dataset
+    from probench.models.infer import model_info
+    from probench.models.latency import format_summary, run_latency
+
+    if args.images < 1:
+        raise UsageError(f"--images must be >= 1, got {args.images}")
+    if args.warmup < 0:
+        raise UsageError(f"--warmup must be >= 0, got {args.warmup}")
+    if args.runs < 1:
+        raise UsageError(f"--runs must be >= 1, got {args.runs}")
+    out = check_paths(args)
+    dataset = load_dataset(args.dataset)
+    detector, _load_s = load_model(args)
+    result = run_latency(
+        detector, dataset, RunDir(out), n_images=args.images, warmup=args.warmup, runs=args.runs,
+        model=model_info(args.model, detector, random_weights=args.random_weights, weights=args.weights),
+        device=args.device, precision=args.precision, overwrite=args.overwrite,
+        progress=not args.no_progress,
+    )
+    print(format_summary(result))
+    print(f"wrote {out / 'latency.json'}")
+    return 0

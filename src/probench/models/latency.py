@@ -1,0 +1,252 @@
+"""The paper's latency protocol (§IV-B), written to ``RUN/latency.json``.
+
+Protocol, as implemented:
+- a fixed subset: the first ``n_images`` (50) images by image id whose label space is not
+  empty (an image with nothing to ask has no workload), all of them if fewer;
+- the query workload held constant: each image's label space under ``orig``, identical
+  prompt texts asked once (exactly what ``probench infer`` asks);
+- images are decoded once before timing: **decoding is excluded**, the model's own
+  pre-processing (resize, normalise, tokenise) is included;
+- ``warmup`` (3) warm-up inferences (the first images of the subset, in order) run and are
+  excluded; then ``runs`` (10) timed passes over the whole subset, so
+  ``runs x n_images`` timed inferences;
+- one timed inference is end to end: ``set_prompts`` (re-encodes the text side only when
+  the prompt set differs from the previous image's: the detector's text cache, timed as
+  stage ``text``) plus ``detect`` (pre-processing + forward + post-processing);
+- on CUDA, ``torch.cuda.synchronize()`` before and after each inference.
+
+Reported: mean, std (population, ddof=0), p50/p95/p99 (linear interpolation) and max over
+all timed inferences, plus per-stage means from each detection's ``timings_ms``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from probench import __version__
+from probench.cache.run import RunDir
+from probench.data.dataset import Dataset
+from probench.errors import ProbenchError, UsageError
+from probench.models.errors import InferenceError
+from probench.models.infer import (
+    check_compatible,
+    clear_run,
+    dataset_info,
+    library_versions,
+    model_info,
+    unique_prompts,
+    utc_now,
+)
+
+STAGE_KEYS = ("text", "preprocess", "forward", "postprocess")
+
+
+def latency_subset(dataset: Dataset, n_images: int = 50) -> list[int]:
+    """The fixed subset: the first ``n_images`` image ids (ascending) with a non-empty label space."""
+    if n_images < 1:
+        raise UsageError(f"--images must be >= 1, got {n_images}")
+    out = []
+    for image_id in sorted(dataset.images):
+        if dataset.label_space(image_id):
+            out.append(image_id)
+            if len(out) == n_images:
+                break
+    if not out:
+        raise UsageError("the dataset has no image with a non-empty label space: nothing to time")
+    return out
+
+
+def cuda_sync(device: str) -> Callable[[], None] | None:
+    """``torch.cuda.synchronize`` for a CUDA device, else None (nothing to wait for)."""
+    if not str(device).startswith("cuda"):
+        return None
+    import torch
+
+    return torch.cuda.synchronize
+
+
+def summarize(samples_ms: Sequence[float]) -> dict[str, float]:
+    """mean, std (ddof=0), p50, p95, p99, max of a list of times in ms."""
+    a = np.asarray(samples_ms, dtype=np.float64)
+    if a.size == 0:
+        raise ValueError("no samples to summarize")
+    return {
+        "mean": float(a.mean()),
+        "std": float(a.std()),
+        "p50": float(np.percentile(a, 50)),
+        "p95": float(np.percentile(a, 95)),
+        "p99": float(np.percentile(a, 99)),
+        "max": float(a.max()),
+    }
+
+
+def measure_latency(
+    detector: Any,
+    workload: Sequence[tuple[int, np.ndarray, list[str]]],
+    *,
+    warmup: int = 3,
+    runs: int = 10,
+    sync: Callable[[], None] | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Time ``detector`` over ``workload`` ((image_id, decoded RGB image, prompts) triples).
+
+    Returns ``samples_ms`` (one per timed inference, run-major order), per-stage sample
+    lists in ``stages`` and the number of text-encoder calls during the timed runs."""
+    from tqdm import tqdm
+
+    if warmup < 0:
+        raise UsageError(f"--warmup must be >= 0, got {warmup}")
+    if runs < 1:
+        raise UsageError(f"--runs must be >= 1, got {runs}")
+    if not workload:
+        raise UsageError("no images to time")
+    samples: list[float] = []
+    stages: dict[str, list[float]] = {k: [] for k in STAGE_KEYS}
+    calls0 = getattr(detector, "text_encoder_calls", None)
+    with tqdm(
+        total=warmup + runs * len(workload), desc=f"latency {getattr(detector, 'name', '')}",
+        unit="inf", disable=not progress, dynamic_ncols=True,
+    ) as bar:
+        for i in range(warmup):
+            image_id, image, prompts = workload[i % len(workload)]
+            _timed_call(detector, image_id, image, prompts, sync)
+            bar.update(1)
+        calls0 = getattr(detector, "text_encoder_calls", None)
+        for _ in range(runs):
+            for image_id, image, prompts in workload:
+                total_ms, text_ms, timings = _timed_call(detector, image_id, image, prompts, sync)
+                samples.append(total_ms)
+                stages["text"].append(text_ms)
+                for k in STAGE_KEYS[1:]:
+                    if k in timings:
+                        stages[k].append(timings[k])
+                bar.update(1)
+    calls1 = getattr(detector, "text_encoder_calls", None)
+    return {
+        "samples_ms": samples,
+        "stages": stages,
+        "text_encoder_calls": None if calls0 is None or calls1 is None else int(calls1 - calls0),
+    }
+
+
+def _timed_call(
+    detector: Any, image_id: int, image: np.ndarray, prompts: list[str], sync: Callable[[], None] | None
+) -> tuple[float, float, dict[str, float]]:
+    try:
+        if sync is not None:
+            sync()
+        t0 = time.perf_counter()
+        detector.set_prompts(prompts)
+        if sync is not None:
+            sync()  # so the text stage holds its own kernels
+        t1 = time.perf_counter()
+        dets = detector.detect(image)
+        if sync is not None:
+            sync()
+        t2 = time.perf_counter()
+    except ProbenchError:
+        raise
+    except Exception as exc:  # any backend failure, reported with its context
+        raise InferenceError(
+            f"{getattr(detector, 'name', 'model')} failed on image {image_id}: {type(exc).__name__}: {exc}"
+        ) from exc
+    return (t2 - t0) * 1000.0, (t1 - t0) * 1000.0, dict(dets.timings_ms)
+
+
+def load_workload(dataset: Dataset, image_ids: Sequence[int]) -> list[tuple[int, np.ndarray, list[str]]]:
+    """Decode the subset once (decoding is not part of the measured latency)."""
+    workload = []
+    for image_id in image_ids:
+        qids, prompts = dataset.prompts_for(image_id, "orig")
+        texts, _groups = unique_prompts(qids, prompts)
+        workload.append((image_id, dataset.read_image(image_id), texts))
+    return workload
+
+
+def run_latency(
+    detector: Any,
+    dataset: Dataset,
+    run_dir: RunDir | str | Path,
+    *,
+    n_images: int = 50,
+    warmup: int = 3,
+    runs: int = 10,
+    model: dict[str, Any] | None = None,
+    device: str | None = None,
+    precision: str = "fp32",
+    overwrite: bool = False,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run the protocol and write ``run_dir/latency.json`` (atomically); returns its content.
+
+    A run folder whose run.json or latency.json names another model, device, precision or
+    dataset is refused unless ``overwrite`` (which clears the folder's probench files)."""
+    run_dir = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+    device = device or str(getattr(detector, "device", "cpu"))
+    model = model or model_info(str(getattr(detector, "name", "unknown")), detector)
+    identity = {"model": model, "device": device, "precision": precision,
+                "dataset": {"hash": dataset.content_hash}}
+    if overwrite:
+        clear_run(run_dir)
+    else:
+        for name in ("run.json", "latency.json"):
+            existing = run_dir.read_json(name, default=None)
+            if existing:
+                check_compatible(existing, identity, run_dir.path / name)
+    image_ids = latency_subset(dataset, n_images)
+    workload = load_workload(dataset, image_ids)
+    sync = cuda_sync(device)
+    measured = measure_latency(detector, workload, warmup=warmup, runs=runs, sync=sync, progress=progress)
+    samples = measured["samples_ms"]
+    stages_ms = {k: summarize(v) for k, v in measured["stages"].items() if len(v) == len(samples)}
+    result = {
+        "protocol": {
+            "warmup": warmup,
+            "runs": runs,
+            "n_images": len(image_ids),
+            "n_images_requested": n_images,
+            "n_samples": len(samples),
+            "cuda_synchronized": sync is not None,
+            "end_to_end": True,
+            "decode_included": False,
+            "prompts_per_image": "label space of each image (orig)",
+            "text_encoding": "included when the prompt set differs from the previous image's "
+                             "(the detector's text cache); stage 'text'",
+            "std": "population (ddof=0)",
+        },
+        "model": model,
+        "device": device,
+        "precision": precision,
+        "random_weights": bool(model.get("random_weights", False)),
+        "dataset": dataset_info(dataset),
+        "image_ids": image_ids,
+        "summary_ms": summarize(samples),
+        "stages_ms": stages_ms,
+        "text_encoder_calls": measured["text_encoder_calls"],
+        "samples_ms": [round(s, 4) for s in samples],
+        "created": utc_now(),
+        "probench_version": __version__,
+        "versions": library_versions(),
+    }
+    run_dir.path.mkdir(parents=True, exist_ok=True)
+    run_dir.write_json("latency.json", result)
+    return result
+
+
+def format_summary(result: dict[str, Any]) -> str:
+    s, p = result["summary_ms"], result["protocol"]
+    stages = ", ".join(f"{k} {v['mean']:.2f}" for k, v in result["stages_ms"].items())
+    return (
+        f"{result['model']['name']} on {result['device']} ({result['precision']}"
+        f"{', random weights' if result['random_weights'] else ''}): "
+        f"{s['mean']:.2f} ± {s['std']:.2f} ms (p50 {s['p50']:.2f}, p95 {s['p95']:.2f}, "
+        f"p99 {s['p99']:.2f}, max {s['max']:.2f}) over {p['n_samples']} timed inferences "
+        f"({p['n_images']} images x {p['runs']} runs, {p['warmup']} warm-up excluded"
+        f"{', CUDA-synchronised' if p['cuda_synchronized'] else ''}); stage means ms: {stages}"
+    )
