@@ -39,7 +39,8 @@ def test_not_a_bag(tmp_path: Path) -> None:
 
 def test_missing_topics(tmp_path: Path) -> None:
     _string_only_bag(tmp_path / "chatter")
-    with pytest.raises(BagError, match=r"missing topic\(s\) /probench/dataset, /probench/frame_info, /camera"):
+    missing = r"missing topic\(s\) /probench/dataset, /probench/frame_info, /camera"
+    with pytest.raises(BagError, match=missing):
         ProbenchBag(tmp_path / "chatter")
 
 
@@ -48,9 +49,8 @@ def test_corrupt_storage(image_dataset: Path, tmp_path: Path) -> None:
     mcap = next((tmp_path / "bag").glob("*.mcap"))
     data = mcap.read_bytes()
     mcap.write_bytes(data[: len(data) // 2])  # truncated, e.g. a copy that died
-    with pytest.raises(BagError) as err:
-        with ProbenchBag(tmp_path / "bag") as bag:
-            list(bag.frames())
+    with pytest.raises(BagError) as err, ProbenchBag(tmp_path / "bag") as bag:
+        list(bag.frames())
     assert "\n" not in str(err.value) and str(tmp_path / "bag") in str(err.value)
 
 
@@ -58,9 +58,8 @@ def test_sqlite_corrupt(image_dataset: Path, tmp_path: Path) -> None:
     write_bag(load_dataset(image_dataset), tmp_path / "bag", storage="sqlite3", progress=False)
     db = next((tmp_path / "bag").glob("*.db3"))
     db.write_bytes(b"\0" * 100)
-    with pytest.raises(BagError, match="bag"):
-        with ProbenchBag(tmp_path / "bag") as bag:
-            list(bag.frames())
+    with pytest.raises(BagError, match="bag"), ProbenchBag(tmp_path / "bag") as bag:
+        list(bag.frames())
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

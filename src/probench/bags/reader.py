@@ -41,7 +41,7 @@ class BagFrame:
 
         try:
             return typestore().deserialize_cdr(self.raw, self.msgtype)
-        except Exception as exc:  # noqa: BLE001 - any decoding failure means a corrupt record
+        except Exception as exc:
             raise BagError(f"image {self.image_id}: corrupt {self.msgtype} message: {exc}") from exc
 
     def rgb(self) -> np.ndarray:
@@ -81,7 +81,7 @@ class ProbenchBag:
         try:
             self._reader = Reader(self.path)
             self._reader.open()
-        except Exception as exc:  # noqa: BLE001 - rosbags raises several types for bad input
+        except Exception as exc:
             raise BagError(f"{self.path}: not a readable rosbag2: {_one_line(exc)}") from exc
         try:
             self._check_topics()
@@ -141,7 +141,7 @@ class ProbenchBag:
             raise BagError(f"{self.path}: {DATASET_TOPIC} is not a {BAG_FORMAT} dataset message")
         try:
             self.dataset = Dataset.from_dict(payload["annotations"])
-        except Exception as exc:  # noqa: BLE001 - malformed embedded annotations
+        except Exception as exc:
             raise BagError(f"{self.path}: embedded dataset is malformed: {_one_line(exc)}") from exc
         self.dataset_hash = str(payload.get("dataset_hash", ""))
         if self.dataset.content_hash != self.dataset_hash:
@@ -162,7 +162,7 @@ class ProbenchBag:
                     return
         except BagError:
             raise
-        except Exception as exc:  # noqa: BLE001 - storage-level corruption
+        except Exception as exc:
             raise BagError(f"{self.path}: corrupt bag data: {_one_line(exc)}") from exc
 
     def _string(self, raw: bytes, topic: str) -> str:
@@ -170,7 +170,7 @@ class ProbenchBag:
 
         try:
             return typestore().deserialize_cdr(raw, "std_msgs/msg/String").data
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise BagError(f"{self.path}: corrupt std_msgs/String on {topic}: {_one_line(exc)}") from exc
 
     def frames(self) -> Iterator[BagFrame]:
@@ -204,7 +204,9 @@ class ProbenchBag:
         if not isinstance(info, dict) or any(k not in info for k in _FRAME_KEYS):
             raise BagError(f"{self.path}: frame info at t={t} ns lacks one of {', '.join(_FRAME_KEYS)}")
         if int(info["image_id"]) not in self.dataset.images:
-            raise BagError(f"{self.path}: frame at t={t} ns names image {info['image_id']}, not in the dataset")
+            raise BagError(
+                f"{self.path}: frame at t={t} ns names image {info['image_id']}, not in the dataset"
+            )
         return info
 
     def close(self) -> None:
