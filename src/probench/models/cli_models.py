@@ -1,0 +1,63 @@
+"""``probench models [--json]``: the model zoo, honestly (what runs here and what does not).
+
+No torch import: installability is checked with ``importlib.util.find_spec`` and weights by
+looking into the local caches only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from probench.models.zoo import ZOO, ModelSpec, tiny_names
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _row(spec: ModelSpec) -> dict:
+    caps = spec.capabilities
+    return {
+        "name": spec.name,
+        "paper_name": spec.paper_name,
+        "family": spec.family,
+        "backend": spec.backend,
+        "checkpoint": spec.checkpoint,
+        "capabilities": dict(caps),
+        "weights_present": spec.weights_present(),
+        "installable": spec.installable_here(),
+        "tiny": ("tiny-" + spec.name) if spec.tiny_factory else None,
+        "notes": spec.notes,
+        "install_hint": spec.install_hint,
+    }
+
+
+def _yn(v: object) -> str:
+    return "yes" if v else "no"
+
+
+def run(args: argparse.Namespace) -> int:
+    rows = [_row(s) for s in ZOO.values()]
+    if args.json:
+        out = {"models": rows, "tiny": tiny_names(), "scripted": ["test-instant", "test-slow-<N>ms"]}
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        return 0
+    head = ("name", "paper", "family", "backend", "checkpoint", "masks", "trt", "batch", "weights", "here")
+    table = [head]
+    for r in rows:
+        c = r["capabilities"]
+        table.append((
+            r["name"], r["paper_name"], r["family"], r["backend"], r["checkpoint"],
+            _yn(c.get("masks")), _yn(c.get("tensorrt")), _yn(c.get("batched")),
+            _yn(r["weights_present"]), _yn(r["installable"]),
+        ))
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
+    for row in table:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    print(f"\n{len(rows)} configurations. weights = present in the local cache; "
+          "here = its library imports on this machine.")
+    print("tiny test variants: " + ", ".join(tiny_names()))
+    print("scripted test detectors: test-instant, test-slow-<N>ms")
+    return 0

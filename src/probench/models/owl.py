@@ -1,0 +1,231 @@
+"""OWL-ViT and OWLv2 (transformers ``OwlViTForObjectDetection`` / ``Owlv2ForObjectDetection``).
+
+Native interface: a list of text queries, one sigmoid logit per (patch box, query); the
+processor's ``post_process_object_detection`` keeps, per box, its best query.
+
+Text cache (full): the text tower runs once per prompt set (``get_text_features``); each
+frame then runs only ``image_embedder`` + ``class_predictor`` + ``box_predictor`` — exactly
+the computation of the model's ``forward`` minus the text tower.
+
+Geometry: OWL-ViT resizes the image to a square (aspect not kept); OWLv2 pads it to a
+square at the bottom/right, then resizes. The processors' post-processing undoes each
+(OWLv2 scales boxes by ``max(h, w)``); boxes falling in OWLv2's padding are clipped to the
+image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from probench.detections import Detections
+from probench.models import hf_common as hf
+from probench.models.base import StageTimer, check_image
+from probench.models.zoo import ModelSpec
+
+# Real-size configs (from the checkpoints' config.json), used for random_weights builds.
+REAL_CONFIGS: dict[str, dict[str, Any]] = {
+    "owlv2-b": {
+        "text_config": {"hidden_size": 512, "intermediate_size": 2048, "num_hidden_layers": 12,
+                        "num_attention_heads": 8, "max_position_embeddings": 16},
+        "vision_config": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                          "num_attention_heads": 12, "image_size": 960, "patch_size": 16},
+        "projection_dim": 512,
+    },
+    "owlv2-l": {
+        "text_config": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                        "num_attention_heads": 12, "max_position_embeddings": 16},
+        "vision_config": {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
+                          "num_attention_heads": 16, "image_size": 1008, "patch_size": 14},
+        "projection_dim": 768,
+    },
+    "owlvit": {
+        "text_config": {"hidden_size": 512, "intermediate_size": 2048, "num_hidden_layers": 12,
+                        "num_attention_heads": 8, "max_position_embeddings": 16},
+        "vision_config": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                          "num_attention_heads": 12, "image_size": 768, "patch_size": 32},
+        "projection_dim": 512,
+    },
+}
+
+TINY_IMAGE = 64
+
+
+def _tiny_config(name: str) -> dict[str, Any]:
+    patch = 16 if name == "owlvit" else 8  # keeps OWL-ViT's coarser grid than OWLv2's
+    return {
+        "text_config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                        "num_attention_heads": 4, "max_position_embeddings": 16},
+        "vision_config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                          "num_attention_heads": 4, "image_size": TINY_IMAGE, "patch_size": patch},
+        "projection_dim": 32,
+    }
+
+
+def _classes(spec: ModelSpec) -> tuple[Any, Any, Any]:
+    """(config class, model class, image processor class) of the spec's OWL generation."""
+    import transformers as tf
+
+    if spec.name == "owlvit":
+        return tf.OwlViTConfig, tf.OwlViTForObjectDetection, tf.OwlViTImageProcessor
+    return tf.Owlv2Config, tf.Owlv2ForObjectDetection, tf.Owlv2ImageProcessor
+
+
+def _image_processor(spec: ModelSpec, side: int) -> Any:
+    _, _, proc_cls = _classes(spec)
+    size = {"height": side, "width": side}
+    if spec.name == "owlvit":
+        return proc_cls(size=size, crop_size=size, do_center_crop=False, resample=3)
+    return proc_cls(size=size)
+
+
+def _vocab_config(cfg: dict[str, Any], tokenizer: Any) -> dict[str, Any]:
+    cfg = {**cfg, "text_config": dict(cfg["text_config"])}
+    cfg["text_config"].update(
+        vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )
+    return cfg
+
+
+class OwlDetector(hf.HFDetector):
+    """One adapter for both OWL generations (their detection heads are the same code)."""
+
+    def __init__(self, model: Any, image_processor: Any, tokenizer: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.model = model
+        self.image_processor = image_processor
+        self.tokenizer = tokenizer
+        self._clip = getattr(model, "owlv2", None) or model.owlvit
+        self.max_text_len = int(model.config.text_config.max_position_embeddings)
+
+    def _encode_prompts(self, prompts: tuple[str, ...]) -> Any:
+        import torch
+
+        tok = self.tokenizer(
+            list(prompts), padding="max_length", truncation=True, max_length=self.max_text_len,
+            return_tensors="pt",
+        )
+        with torch.inference_mode():
+            out = self._clip.get_text_features(
+                input_ids=tok["input_ids"].to(self.dev), attention_mask=tok["attention_mask"].to(self.dev)
+            )
+        return out.pooler_output[None]  # (1, Q, D): one query set shared by every image
+
+    def _forward(self, pixel_values: Any, text: Any) -> tuple[Any, Any]:
+        import torch
+
+        with torch.inference_mode():
+            feature_map, _ = self.model.image_embedder(pixel_values=pixel_values)
+            b, gh, gw, d = feature_map.shape
+            feats = feature_map.reshape(b, gh * gw, d)
+            logits, _ = self.model.class_predictor(feats, text.expand(b, -1, -1), None)
+            boxes = self.model.box_predictor(feats, feature_map)
+        return logits, boxes
+
+    def _run(self, image: np.ndarray, text_state: object) -> Detections:
+        return self._run_many([image], text_state)[0]
+
+    def detect_batch(
+        self, images: Sequence[np.ndarray], prompts: Sequence[str] | None = None
+    ) -> list[Detections]:
+        """One forward for the whole batch; each result's timings are its share of the batch."""
+        if prompts is not None:
+            self.set_prompts(prompts)
+        if not self._prompts:
+            from probench.models.errors import PromptError
+
+            raise PromptError("no prompts set: call set_prompts() or pass prompts")
+        images = [check_image(im) for im in images]
+        if not images:
+            return []
+        dets = self._run_many(images, self._text_state)
+        if self.score_threshold > 0:
+            dets = [d.above(self.score_threshold) for d in dets]
+        return dets
+
+    def _run_many(self, images: list[np.ndarray], text: Any) -> list[Detections]:
+        timer = StageTimer(sync=hf.cuda_sync(self.dev))
+        with timer.stage("preprocess"):
+            pv = self.image_processor(images=list(images), return_tensors="pt")["pixel_values"]
+            pv = pv.to(device=self.dev, dtype=self.dtype)
+        with timer.stage("forward"):
+            logits, boxes = self._forward(pv, text)
+        with timer.stage("postprocess"):
+            sizes = [im.shape[:2] for im in images]
+            outputs = SimpleNamespace(logits=logits.float(), pred_boxes=boxes.float())
+            results = self.image_processor.post_process_object_detection(
+                outputs, threshold=0.0, target_sizes=sizes
+            )
+            parts = []
+            for res, size in zip(results, sizes, strict=True):
+                scores = res["scores"].cpu().numpy()
+                labels = res["labels"].cpu().numpy()
+                keep = hf.cap_per_prompt(scores, labels)
+                parts.append((res["boxes"].cpu().numpy()[keep], scores[keep], labels[keep], size))
+        share = {k: v / len(images) for k, v in timer.timings_ms.items()}
+        return [
+            Detections.from_arrays(b, s, p, image_size=size, timings_ms=share) for b, s, p, size in parts
+        ]
+
+
+def build(
+    spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
+    weights: str | None, random_weights: bool,
+) -> OwlDetector:
+    dev, dtype = hf.resolve_device(device, precision)
+    config_cls, model_cls, _ = _classes(spec)
+    if random_weights:
+        from probench.models.tiny_tokenizers import clip_tokenizer
+
+        tokenizer = clip_tokenizer(pad_token="!")
+        cfg = _vocab_config(REAL_CONFIGS[spec.name], tokenizer)
+        with hf.seeded():
+            model = model_cls(config_cls(**cfg))
+        side = cfg["vision_config"]["image_size"]
+        image_processor = _image_processor(spec, side)
+        source = "random init (real-size config; generated tokenizer)"
+    else:
+        import transformers as tf
+
+        source = hf.pretrained_source(spec.name, spec.checkpoint, weights)
+        model = hf.from_pretrained(model_cls.from_pretrained, source, spec.name)
+        processor = hf.from_pretrained(tf.AutoProcessor.from_pretrained, source, f"{spec.name} processor")
+        image_processor, tokenizer = processor.image_processor, processor.tokenizer
+    det = OwlDetector(
+        hf.finish_model(model, dev, dtype), image_processor, tokenizer,
+        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
+    )
+    det.weights_source = source
+    return det
+
+
+def _tame(model: Any) -> Any:
+    """Random init saturates the tiny heads (scores ~1, degenerate boxes): shrink the last
+    box layer and the logit shift/scale so boxes sit near each patch's prior box and scores
+    spread over (0, 1) — closer to a trained model's output shape, still deterministic."""
+    import torch
+
+    with torch.no_grad():
+        model.box_head.dense2.weight.mul_(0.02)
+        model.class_head.logit_shift.weight.mul_(0.1)
+        model.class_head.logit_scale.weight.mul_(0.1)
+    return model
+
+
+def build_tiny(spec: ModelSpec, *, device: str, precision: str, score_threshold: float) -> OwlDetector:
+    from probench.models.tiny_tokenizers import clip_tokenizer
+
+    dev, dtype = hf.resolve_device(device, precision)
+    config_cls, model_cls, _ = _classes(spec)
+    tokenizer = clip_tokenizer(pad_token="!")
+    cfg = _vocab_config(_tiny_config(spec.name), tokenizer)
+    with hf.seeded():
+        model = _tame(model_cls(config_cls(**cfg)))
+    return OwlDetector(
+        hf.finish_model(model, dev, dtype), _image_processor(spec, TINY_IMAGE), tokenizer,
+        name="tiny-" + spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
+    )
