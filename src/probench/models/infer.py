@@ -79,7 +79,8 @@ def model_info(
     random_weights: bool = False,
     weights: str | None = None,
 ) -> dict[str, Any]:
-    """run.json's ``model`` record, from the zoo spec (or the detector's own ``spec``).
+    """run.json's ``model`` record: the detector's ``model_info`` (set by ``load_detector``),
+    else built from the zoo spec (or the detector's own ``spec``).
 
     Scripted ``test-*`` detectors have no spec: they are recorded as backend "scripted".
     Without a detector (an early resume check before the model loads) the fields only
@@ -87,6 +88,9 @@ def model_info(
     """
     from probench.models.zoo import ZOO
 
+    given = getattr(detector, "model_info", None)
+    if isinstance(given, dict) and given:
+        return dict(given)  # load_detector's own record (DESIGN.md): the authority
     spec = getattr(detector, "spec", None) or ZOO.get(name)
     info: dict[str, Any] = {"name": name}
     if spec is not None:
