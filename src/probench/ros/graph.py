@@ -1,0 +1,202 @@
+"""ONE description of the evaluation graph: grounding_node + evaluator_node.
+
+Used by both ``launch/eval.launch.py`` (each description becomes a ``launch_ros`` ``Node``,
+plus a shutdown when the evaluator exits) and ``probench eval`` (each becomes a subprocess
+of the node's console script with ``--ros-args``). Parameters come from
+``config/eval.yaml`` plus the overrides the caller gives; the nodes declare them (and their
+defaults) themselves, so nothing is declared twice. Pure data: no rclpy, no launch.
+
+Launch arguments are strings; :func:`eval_graph_from_arguments` parses them with explicit
+converters (never ``eval``), an empty string meaning "leave the params file's value".
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from probench.errors import UsageError
+from probench.ros.node_spec import PACKAGE, grounding_node_description
+
+EVALUATOR_EXECUTABLE = "evaluator_node"
+EVALUATOR_NAME = "evaluator_node"
+GROUNDING_NAME = "grounding_node"
+MODES = ("camera-rate", "as-fast-as-answered")
+# Both nodes meet on these topics: the replayed camera and its compressed twin.
+IMAGE_TOPIC = "/probench/camera/image_raw"
+COMPRESSED_TOPIC = IMAGE_TOPIC + "/compressed"
+
+# Launch arguments of eval.launch.py (== the flags of `probench eval`): name -> (default, help).
+EVAL_ARGUMENTS: dict[str, tuple[str, str]] = {
+    "bag": ("", "probench bag to replay (required)"),
+    "out": ("", "run folder to write (required; resumed if it holds a partial run)"),
+    "model": ("", "zoo model name of the grounding node (empty: from params_file)"),
+    "device": ("", "torch device of the grounding node (empty: from params_file)"),
+    "mode": ("", "camera-rate | as-fast-as-answered (empty: from params_file)"),
+    "rate": ("", "camera-rate replay rate in Hz (empty: from params_file)"),
+    "formulations": ("", "comma-separated subset of orig,cat,tmpl (empty: from params_file)"),
+    "answer_timeout": ("", "seconds to wait for a frame's detections (empty: from params_file)"),
+    "params_file": ("", "parameter YAML (empty: the package's config/eval.yaml)"),
+}
+
+
+def default_params_file() -> Path:
+    """config/eval.yaml of the source tree, else of the installed ROS package."""
+    here = Path(__file__).resolve().parents[3] / "config" / "eval.yaml"
+    if here.is_file():
+        return here
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        return Path(get_package_share_directory(PACKAGE)) / "config" / "eval.yaml"
+    except (ImportError, LookupError, ValueError):
+        return here
+
+
+def _positive_float(name: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{name} must be a number, got {text!r}") from None
+    if not value > 0:
+        raise UsageError(f"{name} must be positive, got {text!r}")
+    return value
+
+
+def parse_formulations(text: str) -> list[str]:
+    from probench.data.dataset import FORMULATIONS
+
+    items = [f.strip() for f in text.split(",") if f.strip()]
+    bad = [f for f in items if f not in FORMULATIONS]
+    if bad or not items:
+        raise UsageError(f"formulations must be a comma-separated subset of {','.join(FORMULATIONS)}, "
+                         f"got {text!r}")
+    return [f for f in FORMULATIONS if f in items]
+
+
+def eval_graph(
+    *,
+    bag: str | Path,
+    out: str | Path,
+    model: str | None = None,
+    device: str | None = None,
+    mode: str | None = None,
+    rate: float | None = None,
+    formulations: list[str] | None = None,
+    answer_timeout: float | None = None,
+    params_file: str | Path | None = None,
+) -> list[dict[str, Any]]:
+    """``launch_ros.actions.Node`` keyword arguments of the two nodes (grounding first)."""
+    if not str(bag):
+        raise UsageError("a bag is required")
+    if not str(out):
+        raise UsageError("a run folder (out) is required")
+    if mode is not None and mode not in MODES:
+        raise UsageError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    params_file = str(params_file or default_params_file())
+    grounding: dict[str, Any] = {}
+    if model:
+        grounding["model"] = model
+    if device:
+        grounding["device"] = device
+    if mode == "as-fast-as-answered":
+        # No frame may be lost in transport when accuracy is what is measured.
+        grounding["image_reliability"] = "reliable"
+    g = grounding_node_description(
+        params_file=params_file,
+        overrides=grounding,
+        image_topic=IMAGE_TOPIC,
+        name=GROUNDING_NAME,
+        remappings={"image/compressed": COMPRESSED_TOPIC},
+    )
+    evaluator: dict[str, Any] = {
+        "bag": str(Path(bag).resolve()),
+        "out": str(Path(out).resolve()),
+        "grounding_node": "/" + GROUNDING_NAME,
+    }
+    if mode:
+        evaluator["mode"] = mode
+    if rate is not None:
+        evaluator["rate_hz"] = float(rate)
+    if formulations:
+        evaluator["formulations"] = list(formulations)
+    if answer_timeout is not None:
+        evaluator["answer_timeout"] = float(answer_timeout)
+    e = {
+        "package": PACKAGE,
+        "executable": EVALUATOR_EXECUTABLE,
+        "name": EVALUATOR_NAME,
+        "namespace": "",
+        "parameters": [params_file, evaluator],
+        "remappings": [("image", IMAGE_TOPIC), ("image/compressed", COMPRESSED_TOPIC)],
+        "output": "screen",
+    }
+    return [g, e]
+
+
+def eval_graph_from_arguments(values: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The graph from launch-argument strings (eval.launch.py); '' = params file's value."""
+    unknown = sorted(set(values) - set(EVAL_ARGUMENTS))
+    if unknown:
+        raise UsageError(f"unknown eval argument(s): {', '.join(unknown)}")
+    v = {k: str(values.get(k, d)).strip() for k, (d, _) in EVAL_ARGUMENTS.items()}
+    return eval_graph(
+        bag=v["bag"],
+        out=v["out"],
+        model=v["model"] or None,
+        device=v["device"] or None,
+        mode=v["mode"] or None,
+        rate=_positive_float("rate", v["rate"]) if v["rate"] else None,
+        formulations=parse_formulations(v["formulations"]) if v["formulations"] else None,
+        answer_timeout=(
+            _positive_float("answer_timeout", v["answer_timeout"]) if v["answer_timeout"] else None
+        ),
+        params_file=v["params_file"] or None,
+    )
+
+
+# -- the same graph as subprocesses (probench eval) -------------------------------------------
+def _yaml_value(value: Any) -> str:
+    """A parameter value as ``-p name:=VALUE`` text. JSON is valid YAML and keeps types
+    exact: a string stays a string even when it looks like a number, a float keeps its dot."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return json.dumps(value)
+
+
+def ros_arguments(desc: Mapping[str, Any]) -> list[str]:
+    """``--ros-args ...`` that give a process what the launch Node description gives it."""
+    args = ["--ros-args", "-r", f"__node:={desc['name']}"]
+    if desc.get("namespace"):
+        args += ["-r", f"__ns:={desc['namespace']}"]
+    for p in desc.get("parameters", []):
+        if isinstance(p, Mapping):
+            for name, value in p.items():
+                args += ["-p", f"{name}:={_yaml_value(value)}"]
+        else:
+            args += ["--params-file", str(p)]
+    for src, dst in desc.get("remappings", []):
+        args += ["-r", f"{src}:={dst}"]
+    return args
+
+
+def executable_path(name: str) -> str:
+    """The console script of a node: next to this Python (the venv), else on PATH."""
+    here = Path(sys.executable).parent / name
+    if here.is_file():
+        return str(here)
+    found = shutil.which(name)
+    if found is None:
+        raise UsageError(f"console script {name!r} not found next to {sys.executable} nor on PATH "
+                         "(is probench installed in this environment?)")
+    return found
+
+
+def command_line(desc: Mapping[str, Any]) -> list[str]:
+    return [executable_path(str(desc["executable"])), *ros_arguments(desc)]
