@@ -1,0 +1,54 @@
+"""Drawing detections on an image (pure numpy + cv2; used by the debug image and reports)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from probench.detections import Detections
+
+# Distinct, readable colours (RGB), indexed by prompt index.
+PALETTE: tuple[tuple[int, int, int], ...] = (
+    (230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200), (245, 130, 48),
+    (145, 30, 180), (70, 240, 240), (240, 50, 230), (210, 245, 60), (250, 190, 212),
+    (0, 128, 128), (220, 190, 255), (170, 110, 40), (255, 250, 200), (128, 0, 0),
+)
+
+
+def color_for(index: int, bgr: bool = False) -> tuple[int, int, int]:
+    r, g, b = PALETTE[index % len(PALETTE)]
+    return (b, g, r) if bgr else (r, g, b)
+
+
+def draw_detections(
+    image: np.ndarray,
+    detections: Detections,
+    labels: Sequence[str],
+    *,
+    bgr: bool = False,
+    max_label_chars: int = 40,
+) -> np.ndarray:
+    """A copy of ``image`` (uint8 ``(H, W, 3)``, RGB unless ``bgr``) with each box and
+    ``"<label> <score>"`` drawn; ``labels[i]`` names prompt ``i``. The input is not modified."""
+    import cv2
+
+    out = np.array(image, dtype=np.uint8, copy=True, order="C")
+    h, w = out.shape[:2]
+    thick = max(1, round(min(h, w) / 320))
+    font_scale = max(0.35, min(h, w) / 1000)
+    for box, score, pi in zip(detections.xyxy, detections.scores, detections.prompt_index, strict=True):
+        color = color_for(int(pi), bgr)
+        x1, y1, x2, y2 = (round(float(v)) for v in box)
+        cv2.rectangle(out, (x1, y1), (x2, y2), color, thick, cv2.LINE_AA)
+        label = labels[int(pi)] if 0 <= int(pi) < len(labels) else f"#{int(pi)}"
+        if len(label) > max_label_chars:
+            label = label[: max_label_chars - 1] + "~"
+        text = f"{label} {score:.2f}"
+        (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, 1)
+        ty = y1 - 2 if y1 - th - base - 2 >= 0 else min(h - 1, y1 + th + base + 2)
+        cv2.rectangle(out, (x1, ty - th - base), (x1 + tw + 2, ty + 1), color, -1)
+        # dark text on the coloured label background stays readable for every palette entry
+        cv2.putText(out, text, (x1 + 1, ty - base + 1), cv2.FONT_HERSHEY_SIMPLEX, font_scale,
+                    (0, 0, 0), 1, cv2.LINE_AA)
+    return out
