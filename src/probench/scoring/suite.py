@@ -1,0 +1,227 @@
+"""The full metric suite (CONTRACTS.md §3): ``score`` on in-memory predictions, ``score_run``
+on a run folder. Definitions and edge cases: docs/METRICS.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from probench.data.dataset import FORMULATIONS, PROMPT_TYPES, Dataset
+from probench.scoring.ap import average_precision, mean_ap
+from probench.scoring.consistency import pcr_plc
+from probench.scoring.constants import COCO_IOUS, PCR_IOU, SIZES, SWEEP_IOUS, all_thresholds, sweep_key
+from probench.scoring.errors import ScoringError, ScoringUsageError
+from probench.scoring.match import Matched, match
+from probench.scoring.tables import DetArrays, GroundTruth
+
+ORIG_AREAS = ("all", *SIZES)  # the size breakdown is reported under orig only
+
+
+def _f(x: float) -> float | None:
+    """A metric as JSON: NaN (nothing to average) becomes None."""
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+class _Formulation:
+    """One formulation's matching and per-query APs on (area, threshold) columns."""
+
+    def __init__(self, gt: GroundTruth, dets: DetArrays, areas: tuple[str, ...]) -> None:
+        self.areas = areas
+        self.thr = all_thresholds()
+        self.m: Matched = match(gt, dets, areas, self.thr)
+        n_a, n_t = len(areas), len(self.thr)
+        self.det_query = gt.pair_query[self.m.det_pair]
+        self.det_image = gt.pair_image[self.m.det_pair]
+        tp = self.m.tp.reshape(len(self.m.det_pair), n_a * n_t)
+        fp = self.m.fp.reshape(len(self.m.det_pair), n_a * n_t)
+        n_pos = self._n_pos(gt, np.ones(len(gt.gt_pair), bool))
+        self.ap = average_precision(
+            self.det_query, self.det_image, self.m.det_score, self.m.det_order, tp, fp, n_pos
+        ).reshape(gt.n_queries, n_a, n_t)
+        self.n_pos = n_pos.reshape(gt.n_queries, n_a, n_t)[:, :, 0]
+
+    def _n_pos(self, gt: GroundTruth, gt_mask: np.ndarray) -> np.ndarray:
+        n_t = len(self.thr)
+        cols = []
+        for a in range(len(self.areas)):
+            keep = gt_mask & ~self.m.gt_ignored[:, a]
+            cols.append(np.bincount(gt.gt_query[keep], minlength=gt.n_queries))
+        n_pos = np.stack(cols, axis=1) if cols else np.zeros((gt.n_queries, 0), np.int64)
+        return np.repeat(n_pos, n_t, axis=1)  # (Q, A*T)
+
+    def t_index(self, values: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.thr, values)
+
+    def summary(self, area: str = "all") -> dict:
+        a = self.areas.index(area)
+        m = mean_ap(self.ap[:, a, :])  # per threshold
+        coco = m[self.t_index(COCO_IOUS)]
+        ti = self.t_index(SWEEP_IOUS)
+        return {
+            "map50": _f(m[self.t_index(np.array([0.5]))[0]]),
+            "map75": _f(m[self.t_index(np.array([0.75]))[0]]),
+            "map50_95": _f(float(np.mean(coco)) if not np.isnan(coco).any() else math.nan),
+            "ap_by_iou": {sweep_key(t): _f(m[i]) for t, i in zip(SWEEP_IOUS, ti, strict=True)},
+        }
+
+    def group(self, queries: np.ndarray, area: str = "all") -> dict:
+        """map50 / map50_95 over a subset of queries (those with GT in the area count)."""
+        a = self.areas.index(area)
+        ap = self.ap[queries, a, :]
+        has = ap[:, 0] > -1
+        ci = self.t_index(COCO_IOUS)
+        i50 = self.t_index(np.array([0.5]))[0]
+        if not has.any():
+            return {"map50": None, "map50_95": None, "n_queries": 0}
+        return {
+            "map50": float(ap[has, i50].mean()),
+            "map50_95": float(ap[has][:, ci].mean(axis=0).mean()),
+            "n_queries": int(has.sum()),
+        }
+
+    def domain(self, gt: GroundTruth, dom: int) -> dict:
+        """map50 / map50_95 with images restricted to one domain (area "all")."""
+        ci = self.t_index(COCO_IOUS)
+        in_dom = gt.image_domain == dom
+        dk = in_dom[self.det_image]
+        gk = in_dom[gt.gt_image]
+        n_t = len(self.thr)
+        a = self.areas.index("all")
+        cols = a * n_t + ci
+        tp = self.m.tp.reshape(len(dk), -1)[dk][:, cols]
+        fp = self.m.fp.reshape(len(dk), -1)[dk][:, cols]
+        n_pos = self._n_pos(gt, gk)[:, cols]
+        ap = average_precision(
+            self.det_query[dk], self.det_image[dk], self.m.det_score[dk], self.m.det_order[dk], tp, fp, n_pos
+        )
+        has = ap[:, 0] > -1
+        if not has.any():
+            return {"map50": None, "map50_95": None, "n_queries": 0}
+        i50 = int(np.flatnonzero(COCO_IOUS == 0.5)[0])
+        return {
+            "map50": float(ap[has, i50].mean()),
+            "map50_95": float(ap[has].mean(axis=0).mean()),
+            "n_queries": int(has.sum()),
+        }
+
+    def recovered(self, gt: GroundTruth) -> tuple[np.ndarray, np.ndarray]:
+        """Per GT: matched at IoU 0.5 (area "all"), and the matched prediction's box."""
+        t = int(self.t_index(np.array([PCR_IOU]))[0])
+        det = self.m.gt_match[:, self.areas.index("all"), t]
+        ok = det >= 0
+        box = np.zeros((len(det), 4))
+        box[ok] = self.m.det_box[det[ok]]
+        return ok, box
+
+
+def score(
+    dataset: Dataset | GroundTruth,
+    predictions: Mapping[str, Iterable[Mapping] | DetArrays],
+    *,
+    latency: Mapping | None = None,
+    realtime: Mapping | None = None,
+) -> dict:
+    """Every metric of CONTRACTS §3 for the formulations given (a subset of orig/cat/tmpl)."""
+    unknown = sorted(set(predictions) - set(FORMULATIONS))
+    if unknown:
+        raise ScoringUsageError(
+            f"unknown formulation(s) {unknown}; expected a subset of {list(FORMULATIONS)}"
+        )
+    gt = dataset if isinstance(dataset, GroundTruth) else GroundTruth.from_dataset(dataset)
+    present = [f for f in FORMULATIONS if f in predictions]
+    evals = {
+        f: _Formulation(gt, DetArrays.from_results(predictions[f], where=f"{f} predictions"),
+                        ORIG_AREAS if f == "orig" else ("all",))
+        for f in present
+    }  # fmt: skip
+    out: dict = {
+        "formulations": present,
+        "formulations_missing": [f for f in FORMULATIONS if f not in predictions],
+        "n_images": len(gt.image_ids),
+        "n_queries": int(gt.n_queries),
+        "n_queries_with_gt": int((np.bincount(gt.gt_query[~gt.gt_crowd], minlength=gt.n_queries) > 0).sum()),
+        "n_annotations": len(gt.gt_pair),
+        "by_formulation": {},
+    }
+    for f, ev in evals.items():
+        s = ev.summary()
+        s["n_predictions"] = ev.m.n_given
+        s["n_outside_label_space"] = ev.m.n_outside
+        s["n_beyond_max_dets"] = ev.m.n_beyond_max
+        out["by_formulation"][f] = s
+    orig = out["by_formulation"].get("orig", {})
+    for key in ("map50", "map75", "map50_95"):
+        out[key] = orig.get(key)
+    m = {f: out["by_formulation"].get(f, {}).get("map50") for f in FORMULATIONS}
+    for f in FORMULATIONS:
+        out[f"m_{f}"] = m[f]
+    out["delta_orig_cat"] = _diff(m["orig"], m["cat"])
+    out["delta_tmpl_orig"] = _diff(m["tmpl"], m["orig"])
+    scored = [f for f in FORMULATIONS if m[f] is not None]
+    if len(scored) >= 2:
+        vals = [m[f] for f in scored]
+        out["delta_max"] = max(vals) - min(vals)
+        out["best_formulation"] = scored[int(np.argmax(vals))]  # ties: first in orig, cat, tmpl
+    else:
+        out["delta_max"] = None
+        out["best_formulation"] = None
+    cons = pcr_plc(gt.query_coref, gt.gt_query, gt.gt_crowd, {f: ev.recovered(gt) for f, ev in evals.items()})
+    out.update(cons)
+    out["by_prompt_type"], out["by_domain"], out["by_size"] = {}, {}, {}
+    if "orig" in evals:
+        ev = evals["orig"]
+        types = [t for t in PROMPT_TYPES if any(t in qt for qt in gt.query_types)]
+        types += sorted({t for qt in gt.query_types for t in qt} - set(types))
+        for t in types:
+            qs = np.array([i for i, qt in enumerate(gt.query_types) if t in qt], dtype=np.int64)
+            out["by_prompt_type"][t] = ev.group(qs)
+        for k, d in enumerate(gt.domains):
+            out["by_domain"][d] = ev.domain(gt, k)
+        for size in SIZES:
+            s = ev.summary(size)
+            a = ev.areas.index(size)
+            out["by_size"][size] = {
+                "map50": s["map50"],
+                "map75": s["map75"],
+                "map50_95": s["map50_95"],
+                "n_queries": int((ev.n_pos[:, a] > 0).sum()),
+            }
+    if latency is not None:
+        out["latency_ms"] = dict(latency)
+    if realtime is not None:
+        out["realtime"] = dict(realtime)
+    return out
+
+
+def _diff(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
+def score_run(dataset: Dataset, run_dir: str | Path) -> dict:
+    """Score a run folder (CONTRACTS §2): its complete formulations, latency and realtime."""
+    from probench.cache.run import RunDir
+
+    run = RunDir(run_dir)
+    if not run.path.is_dir():
+        raise ScoringUsageError(f"{run.path}: no such run folder")
+    forms = run.formulations()
+    if not forms:
+        partial = run.incomplete_formulations()
+        hint = f" (incomplete: {', '.join(partial)}; finish the run first)" if partial else ""
+        raise ScoringError(f"{run.path}: no complete predictions/<formulation>.json{hint}")
+    preds = {f: run.predictions(f) for f in forms}
+    latency = run.read_json("latency.json")
+    realtime = run.read_json("realtime.json")
+    summary = latency.get("summary_ms") if isinstance(latency, dict) else None
+    out = score(dataset, preds, latency=summary, realtime=realtime if isinstance(realtime, dict) else None)
+    info = run.info if isinstance(run.info, dict) else {}
+    model = info.get("model")
+    out["model"] = model.get("name") if isinstance(model, dict) else None
+    run_hash = (info.get("dataset") or {}).get("hash") if isinstance(info.get("dataset"), dict) else None
+    out["dataset_hash_matches"] = None if run_hash is None else run_hash == dataset.content_hash
+    out["formulations_incomplete"] = run.incomplete_formulations()
+    return out

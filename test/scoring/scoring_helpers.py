@@ -1,0 +1,90 @@
+"""Shared helpers of the scoring tests: random datasets with the hard cases, and a
+pycocotools reference that evaluates exactly the label-space pairs."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+
+import numpy as np
+
+from probench.data.synthetic import synthetic_coco, synthetic_prediction_arrays
+
+
+def hard_coco(seed: int, n_images: int = 40, n_queries: int = 8) -> dict:
+    """A random dataset plus the edge cases: crowd, duplicate GT boxes (IoU ties), areas on
+    the COCO size boundaries, a query without GT, an image with no GT at all."""
+    coco = synthetic_coco(n_images, n_queries, seed=seed, crowd_fraction=0.1, negatives_per_image=1.5,
+                          size_range=(48, 400))  # fmt: skip
+    anns = coco["annotations"]
+    rng = np.random.default_rng(seed)
+    next_id = max(a["id"] for a in anns) + 1
+    for a in list(anns[:: max(1, len(anns) // 6)]):  # identical GT boxes in one pair
+        anns.append({**copy.deepcopy(a), "id": next_id, "iscrowd": 0})
+        next_id += 1
+    for k, a in enumerate(anns[:4]):  # areas exactly on the size boundaries
+        a["area"] = float([32**2, 96**2][k % 2])
+    # a query nobody has GT for, in some label spaces (negatives only)
+    ghost = {"id": 999, "name": "ghost", "prompts": {"orig": "a ghost"}, "prompt_types": []}
+    coco["categories"].append(ghost)
+    for im in coco["images"][:3]:
+        gtq = sorted({a["category_id"] for a in anns if a["image_id"] == im["id"]})
+        im["query_ids"] = sorted(set(im.get("query_ids") or gtq) | {999})
+    # an image with an empty label space
+    coco["images"].append({"id": 5000, "file_name": "x.png", "width": 100, "height": 100, "domain": "urban"})
+    del rng
+    return coco
+
+
+def hard_predictions(coco: dict, formulation: str, seed: int, fp_per_pair: float = 4.0) -> list[dict]:
+    arr = synthetic_prediction_arrays(coco, formulation, seed=seed, fp_per_pair=fp_per_pair, duplicates=0.5,
+                                      score_decimals=1)  # fmt: skip
+    res = [
+        {"image_id": int(i), "category_id": int(c), "bbox": [float(v) for v in b], "score": float(s)}
+        for i, c, b, s in zip(arr["image_id"], arr["category_id"], arr["bbox"], arr["score"], strict=True)
+    ]
+    # detections outside any label space (must be ignored) and exact duplicates (score ties)
+    res.append({"image_id": 5000, "category_id": 1, "bbox": [1.0, 1.0, 5.0, 5.0], "score": 0.9})
+    res += [dict(r) for r in res[:20]]
+    return res
+
+
+def label_pairs(coco: dict) -> set[tuple[int, int]]:
+    gtq: dict[int, set[int]] = {}
+    for a in coco["annotations"]:
+        gtq.setdefault(a["image_id"], set()).add(a["category_id"])
+    out = set()
+    for im in coco["images"]:
+        qs = im.get("query_ids")
+        for q in sorted(gtq.get(im["id"], ())) if qs is None else qs:
+            out.add((im["id"], q))
+    return out
+
+
+def cocoeval(coco: dict, results: list[dict], iou_thrs: np.ndarray, area: bool = True):
+    """pycocotools' COCOeval (bbox) on the label-space-filtered results; prints silenced."""
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    pairs = label_pairs(coco)
+    res = [copy.deepcopy(r) for r in results if (r["image_id"], r["category_id"]) in pairs]
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt = COCO()
+        gt.dataset = copy.deepcopy(coco)
+        gt.createIndex()
+        dt = gt.loadRes(res)
+        ev = COCOeval(gt, dt, "bbox")
+        ev.params.iouThrs = np.asarray(iou_thrs)
+        ev.params.maxDets = [100]
+        if not area:
+            ev.params.areaRng = ev.params.areaRng[:1]
+            ev.params.areaRngLbl = ev.params.areaRngLbl[:1]
+        ev.evaluate()
+        ev.accumulate()
+    return ev
+
+
+def ref_map(ev, t: int, a: int = 0) -> float:
+    s = ev.eval["precision"][t, :, :, a, 0]
+    return float(np.mean(s[s > -1])) if (s > -1).any() else float("nan")
