@@ -40,7 +40,7 @@ def draw_detections(
     for box, score, pi in zip(detections.xyxy, detections.scores, detections.prompt_index, strict=True):
         color = color_for(int(pi), bgr)
         x1, y1, x2, y2 = (round(float(v)) for v in box)
-        cv2.rectangle(out, (x1, y1), (x2, y2), color, thick, cv2.LINE_AA)
+        cv2.rectangle(out, (x1, y1), (x2, y2), color, thick, cv2.LINE_8)
         label = labels[int(pi)] if 0 <= int(pi) < len(labels) else f"#{int(pi)}"
         if len(label) > max_label_chars:
             label = label[: max_label_chars - 1] + "~"

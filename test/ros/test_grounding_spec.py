@@ -1,0 +1,46 @@
+"""The grounding node's pure parts: parameter table vs config/grounding.yaml, prompt splitting,
+node description for launch, statistics window."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from probench.ros import node_spec
+from probench.ros.errors import ParameterValueError
+from probench.ros.grounding_stats import GroundingStats
+
+
+def test_yaml_defaults_match_the_node_declarations(repo_root) -> None:
+    doc = yaml.safe_load((repo_root / "config" / "grounding.yaml").read_text())
+    params = doc["/**"]["ros__parameters"]
+    assert params == node_spec.PARAMETER_DEFAULTS
+    assert node_spec.default_params_file() == repo_root / "config" / "grounding.yaml"
+
+
+def test_split_prompts() -> None:
+    assert node_spec.split_prompts(" a red cup ;the door;; ") == ["a red cup", "the door"]
+    assert node_spec.split_prompts(" ; ") == []
+
+
+def test_node_description() -> None:
+    d = node_spec.grounding_node_description(params_file="/p.yaml", overrides={"model": "m"},
+                                             image_topic="/cam/image")
+    assert d["executable"] == "grounding_node" and d["package"] == "probench"
+    assert d["parameters"] == ["/p.yaml", {"model": "m"}]
+    assert d["remappings"] == [("image", "/cam/image")]
+    with pytest.raises(ParameterValueError, match="unknown grounding_node parameter"):
+        node_spec.grounding_node_description(overrides={"modle": "m"})
+
+
+def test_stats_window() -> None:
+    s = GroundingStats(window=4)
+    for i, lat in enumerate([10.0, 20.0, 30.0, 40.0, 1000.0]):
+        s.record_frame(lat, now=100.0 + 0.1 * i)
+    s.count("skipped", 3)
+    snap = s.snapshot(now=100.5)
+    assert snap["frames_processed"] == 5 and snap["frames_skipped"] == 3
+    assert snap["latency_max_ms"] == 1000.0  # window holds the last 4: 20, 30, 40, 1000
+    assert snap["latency_p50_ms"] == pytest.approx(35.0)
+    assert snap["rate_hz"] == pytest.approx(10.0)
+    assert s.snapshot(now=200.0)["rate_hz"] == 0.0  # stale: nothing finished recently
