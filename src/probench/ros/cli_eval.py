@@ -1,0 +1,174 @@
+"""``probench eval --model M --bag BAG --out RUN``: the eval graph of eval.launch.py, scored.
+
+Runs the two nodes of :func:`probench.ros.graph.eval_graph` as subprocesses of their
+console scripts (``--ros-args`` from the same description the launch file uses), waits for
+the evaluator to finish (global ``--timeout``), stops the grounding node and prints a
+summary of RUN/metrics.json. The children stay in this process's group (so killing the
+group kills all) and get SIGTERM if this process dies; DDS stays on loopback
+(``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``) and a random ``ROS_DOMAIN_ID`` keeps
+concurrent runs apart, unless the environment sets them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from probench.errors import CheckFailed, UsageError
+from probench.ros.graph import MODES
+
+_SIGTERM_GRACE_S = 5.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="zoo model name (`probench models`), e.g. tiny-owlv2")
+    parser.add_argument("--bag", required=True, help="probench bag (`probench bag`)")
+    parser.add_argument("--out", required=True, help="run folder (resumed if it holds a partial run)")
+    parser.add_argument("--rate", type=float, default=None, help="camera-rate replay rate in Hz (default 30)")
+    parser.add_argument("--mode", choices=MODES, default=None,
+                        help="camera-rate (default: frames the model cannot keep up with are missed) or "
+                             "as-fast-as-answered (every frame answered: for accuracy)")
+    parser.add_argument("--formulations", default=None, help="comma-separated subset of orig,cat,tmpl")
+    parser.add_argument("--device", default=None, help="torch device of the grounding node (default cpu)")
+    parser.add_argument("--answer-timeout", type=float, default=None,
+                        help="seconds to wait for a frame's detections before counting it missed (default 5)")
+    parser.add_argument("--params-file", default=None, help="parameter YAML (default: config/eval.yaml)")
+    parser.add_argument("--timeout", type=float, default=3600.0,
+                        help="give up (and stop both nodes) after this many seconds (default 3600)")
+    parser.add_argument("--domain-id", type=int, default=None,
+                        help="ROS_DOMAIN_ID for the graph (default: $ROS_DOMAIN_ID, else a random one)")
+
+
+def child_environment(domain_id: int | None = None) -> dict[str, str]:
+    """The nodes' environment: loopback discovery and an isolated domain unless chosen."""
+    env = dict(os.environ)
+    env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    if domain_id is not None:
+        env["ROS_DOMAIN_ID"] = str(domain_id)
+    elif not env.get("ROS_DOMAIN_ID"):
+        env["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(1, 101))
+    return env
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the parent dies (Linux), so none is orphaned."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGINT (a ROS node's clean shutdown), then SIGTERM, then SIGKILL."""
+    for sig, grace in ((signal.SIGINT, _SIGTERM_GRACE_S), (signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
+        if proc.poll() is not None:
+            return
+        try:
+            proc.send_signal(sig)
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            continue
+        except ProcessLookupError:
+            return
+
+
+def run(args: argparse.Namespace) -> int:
+    from probench.bags.reader import ProbenchBag
+    from probench.ros.graph import command_line, eval_graph, parse_formulations
+
+    if args.domain_id is not None and not 0 <= args.domain_id <= 232:
+        raise UsageError(f"--domain-id must be in 0..232, got {args.domain_id}")
+    for name in ("rate", "answer_timeout", "timeout"):
+        value = getattr(args, name)
+        if value is not None and not value > 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive, got {value}")
+    with ProbenchBag(args.bag) as bag:  # a bad bag fails here, in one line, before any node starts
+        n_frames = bag.n_frames
+    _check_model(args.model)
+    graph = eval_graph(
+        bag=args.bag, out=args.out, model=args.model, device=args.device, mode=args.mode, rate=args.rate,
+        formulations=parse_formulations(args.formulations) if args.formulations else None,
+        answer_timeout=args.answer_timeout, params_file=args.params_file,
+    )
+    env = child_environment(args.domain_id)
+    print(f"probench eval: {args.model} on {args.bag} ({n_frames} frames), "
+          f"ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']}", file=sys.stderr)
+    procs: list[subprocess.Popen] = []
+    try:
+        for desc in graph:
+            procs.append(subprocess.Popen(command_line(desc), env=env, preexec_fn=_die_with_parent))
+        grounding, evaluator = procs
+        deadline = time.monotonic() + args.timeout
+        while evaluator.poll() is None:
+            if grounding.poll() is not None:
+                raise CheckFailed(f"grounding_node exited with code {grounding.returncode} before the "
+                                  "evaluation finished (its error is printed above)")
+            if time.monotonic() > deadline:
+                raise CheckFailed(f"evaluation did not finish within --timeout {args.timeout:g} s; "
+                                  "rerun the same command to resume")
+            time.sleep(0.2)
+    finally:
+        for p in reversed(procs):
+            _stop(p)
+    if evaluator.returncode == 130:
+        raise KeyboardInterrupt
+    if evaluator.returncode != 0:
+        raise CheckFailed(f"evaluator_node exited with code {evaluator.returncode} (its error is printed "
+                          "above); rerun the same command to resume")
+    metrics_path = Path(args.out) / "metrics.json"
+    metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+    info = json.loads((Path(args.out) / "run.json").read_text(encoding="utf-8"))
+    print(summary_table(metrics, info))
+    print(f"run folder: {args.out}  (probench report {args.out} --out DIR)")
+    return 0
+
+
+def _check_model(name: str) -> None:
+    """A zoo (or test-*) name, checked without loading it (the grounding node loads it)."""
+    from probench.models.testing import scripted_detector
+    from probench.models.zoo import resolve
+
+    if scripted_detector(name) is not None:
+        return
+    resolve(name)  # UnknownModelError (a one-line usage error) for a name not in the zoo
+
+
+def _fmt(v: object, pct: bool = False) -> str:
+    if v is None:
+        return "-"
+    if pct:
+        return f"{100 * float(v):.1f}%"
+    return f"{float(v):.3f}" if isinstance(v, float) else str(v)
+
+
+def summary_table(metrics: dict, info: dict) -> str:
+    model = info.get("model") or {}
+    ros = info.get("ros") or {}
+    rt = metrics.get("realtime") or {}
+    lat = rt.get("latency_ms") or {}
+    weights = "random weights: the numbers test the pipeline, not the model" if model.get(
+        "random_weights") else f"weights: {model.get('weights_source', '?')}"
+    mode = ros.get("mode", "?")
+    rate = f" at {ros.get('rate_hz')} Hz" if mode == "camera-rate" else ""
+    lines = [f"model {model.get('name', '?')} ({weights}); mode {mode}{rate}", "",
+             "| formulation | mAP.5 | mAP.75 | mAP.5:.95 |", "| --- | --- | --- | --- |"]
+    for f, m in (metrics.get("by_formulation") or {}).items():
+        lines.append(f"| {f} | {_fmt(m.get('map50'))} | {_fmt(m.get('map75'))} | {_fmt(m.get('map50_95'))} |")
+    lines += [
+        "",
+        f"PCR@.5 {_fmt(metrics.get('pcr50'))}   PLC {_fmt(metrics.get('plc'))}",
+        f"frames sent {rt.get('frames_sent', '-')}, received {rt.get('frames_received', '-')}, "
+        f"missed {rt.get('frames_missed', '-')}; latency p50 {_fmt(lat.get('p50'))} ms, "
+        f"p95 {_fmt(lat.get('p95'))} ms; within {rt.get('budget_ms', '-')} ms budget: "
+        f"{_fmt(rt.get('within_budget'), pct=True)}",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,181 @@
+"""The evaluator's run: replay every group, record as answers arrive, then summarise and score.
+
+Split from :mod:`probench.ros.evaluator_node` (the rclpy shell); ``node`` is that node.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from probench.ros.errors import RosError
+from probench.ros.eval_plan import plan_groups, realtime_summary
+
+REALTIME_LOG = "realtime_frames.jsonl"
+
+
+# -- the run ------------------------------------------------------------------------------
+def run_evaluation(node: Any) -> dict:
+    """Replay, record, score. Returns the metrics dict (also in RUN/metrics.json)."""
+    from rclpy.serialization import deserialize_message
+
+    from probench import __version__
+    from probench.bags.reader import ProbenchBag
+    from probench.cache.run import JsonlLog, RunDir
+    from probench.models.infer import check_compatible, dataset_info, library_versions, utc_now
+    from probench.scoring import score_run
+
+    cfg = node.cfg
+    t_start = time.monotonic()
+    with ProbenchBag(cfg["bag"]) as bag:
+        dataset = bag.dataset
+        frames = list(bag.frames())
+        compressed = bag.compressed
+    infos = [f.info for f in frames]
+    node.make_image_publisher(compressed)
+
+    grounding = node.query_grounding_parameters(timeout=min(30.0, cfg["startup_timeout"]))
+    model_name = str(grounding.get("model") or "unknown")
+    model = model_record(model_name, str(grounding.get("weights") or ""))
+    settings = {
+        "mode": cfg["mode"],
+        "rate_hz": cfg["rate_hz"],
+        "budget_ms": cfg["budget_ms"],
+        "answer_timeout": cfg["answer_timeout"],
+        "score_threshold": grounding.get("score_threshold"),
+        "max_detections": grounding.get("max_detections"),
+        "image_reliability": grounding.get("image_reliability"),
+        "compressed": compressed,
+    }
+    run = RunDir(cfg["out"]).create()
+    info = {
+        "probench_version": __version__,
+        "created": utc_now(),
+        "source": "ros",
+        "status": "running",
+        "model": model,
+        "device": grounding.get("device"),
+        "precision": grounding.get("precision"),
+        "dataset": {**dataset_info(dataset), "path": str(Path(cfg["bag"]).resolve()), "bag": cfg["bag"]},
+        "formulations": cfg["formulations"],
+        "settings": settings,
+        "versions": library_versions(),
+        "ros": {"mode": cfg["mode"], "rate_hz": cfg["rate_hz"], "bag": str(Path(cfg["bag"]).resolve()),
+                "grounding_node": cfg["grounding_node"]},
+    }
+    old = run.info
+    if old:
+        check_compatible(old, info, run.path)
+        info["created"] = old.get("created", info["created"])
+        info["formulations"] = [f for f in ("orig", "cat", "tmpl")
+                                if f in set(old.get("formulations", [])) | set(cfg["formulations"])]
+    run.write_info(info)
+
+    rt_log = JsonlLog(run.path / REALTIME_LOG)
+    sink: queue.Queue = queue.Queue()
+    node.sink = sink
+    writers = {f: run.writer(f) for f in cfg["formulations"]}
+    failure: list[BaseException] = []
+
+    def write_loop() -> None:  # one thread owns the files: fsyncs never delay the replay clock
+        while True:
+            item = sink.get()
+            try:
+                if item is None:
+                    return
+                fp, record, results = item
+                if not failure:
+                    if record is not None:
+                        rt_log.append(record)
+                    writers[fp.formulation].add_image(fp.image_id, results)
+            except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+                failure.append(exc)
+            finally:
+                sink.task_done()
+
+    writer_thread = threading.Thread(target=write_loop, name="evaluator-writer", daemon=True)
+    writer_thread.start()
+    log = node.get_logger()
+    first = True
+    try:
+        for f in cfg["formulations"]:
+            w = writers[f]
+            if w.complete:
+                log.info(f"{f}: already complete, skipped")
+                continue
+            groups, empty = plan_groups(infos, f, w.done_images)
+            for fp in empty:
+                sink.put((fp, None, []))
+            n = sum(len(g.frames) for g in groups)
+            log.info(f"{f}: {n} frame(s) in {len(groups)} prompt group(s) to replay "
+                     f"({len(w.done_images)} already done)")
+            for g in groups:
+                node.hand_over(g, cfg["startup_timeout"] if first else max(30.0, cfg["answer_timeout"]))
+                first = False
+                if not node.wait_for(lambda: node.image_pub.get_subscription_count() > 0,
+                                     cfg["startup_timeout"]):
+                    raise RosError("nobody subscribes to the image topic (remapping mismatch?)")
+                msgs = [deserialize_message(frames[fp.index].raw, node.image_type) for fp in g.frames]
+                node.stream(g, msgs)
+                if failure:
+                    raise failure[0]
+            sink.join()
+            if failure:
+                raise failure[0]
+            w.finalize()
+    except BaseException as exc:
+        interrupted = isinstance(exc, KeyboardInterrupt) or getattr(exc, "exit_code", None) == 130
+        info["status"] = "interrupted" if interrupted else "failed"
+        info["error"] = f"{type(exc).__name__}: {exc}"
+        run.write_info(info)
+        raise
+    finally:
+        sink.put(None)
+        writer_thread.join(timeout=30.0)
+        rt_log.close()
+        for w in writers.values():
+            w.close()
+    if failure:
+        raise failure[0]
+
+    # Everything is in the cache: summaries and scores.
+    records = JsonlLog(run.path / REALTIME_LOG)
+    realtime = realtime_summary(records.records, budget_ms=cfg["budget_ms"], rate_hz=cfg["rate_hz"],
+                                mode=cfg["mode"])
+    records.close()
+    realtime["stray_messages"] = node.stray
+    run.write_json("realtime.json", realtime)
+    info["status"] = "complete"
+    info.pop("error", None)
+    info.setdefault("timings", {})["eval_s"] = round(time.monotonic() - t_start, 3)
+    run.write_info(info)
+    metrics = score_run(dataset, run.path)
+    run.write_json("metrics.json", metrics)
+    return metrics
+
+
+
+
+def model_record(name: str, weights: str = "") -> dict[str, Any]:
+    """run.json's ``model`` for the model the grounding node runs (known by name only here:
+    the detector lives in the other process). ``tiny-*`` models have random weights."""
+    from probench.models.errors import UnknownModelError
+    from probench.models.testing import scripted_detector
+    from probench.models.zoo import resolve
+
+    if scripted_detector(name) is not None:
+        return {"name": name, "paper_name": name, "family": "scripted", "backend": "scripted",
+                "checkpoint": "", "random_weights": False, "weights_source": "scripted"}
+    try:
+        spec, tiny = resolve(name)
+    except UnknownModelError:
+        return {"name": name, "paper_name": name, "family": "unknown", "backend": "unknown",
+                "checkpoint": "", "random_weights": False, "weights_source": weights or "unknown"}
+    return {
+        "name": name, "paper_name": spec.paper_name, "family": spec.family, "backend": spec.backend,
+        "checkpoint": spec.checkpoint, "random_weights": tiny,
+        "weights_source": "random" if tiny else (weights or spec.checkpoint),
+    }

@@ -1,0 +1,314 @@
+"""``evaluator_node``: replays a probench bag through the grounding node and scores it.
+
+In the operator's role (docs/DESIGN.md, "ROS graph contract"): for each formulation, frames
+are grouped by identical prompt set (:mod:`probench.ros.eval_plan`); per group the node
+publishes the prompt set on ``prompt``, waits for the grounding node's LabelInfo
+acknowledgement, then streams the group's frames on ``image`` (or ``image/compressed``) with
+FRESH unique stamps, either at ``rate_hz`` (camera-rate: frames the grounding node drops are
+missed) or one after the other as answers come back (as-fast-as-answered: none dropped).
+A frame is answered by the Detection2DArray carrying its stamp; one nobody answers within
+``answer_timeout`` counts as missed, with no detections.
+
+Everything lands in the run folder as it happens (resumable, CONTRACTS §2): one cache line
+per frame (``PredictionWriter.add_image``) and one realtime record per frame
+(``realtime_frames.jsonl``), ``finalize()`` per formulation; then ``realtime.json``,
+``run.json`` and ``metrics.json`` (``probench.scoring.score_run``). Then the node exits, so
+the launch (or ``probench eval``) shuts down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from probench.errors import ProbenchError
+from probench.ros.errors import ParameterValueError, RosError
+from probench.ros.eval_plan import AttributionError, FramePlan, Group, results_for_frame
+from probench.ros.graph import MODES
+
+NODE_NAME = "evaluator_node"
+# name -> (default, description); declared once, here (config/eval.yaml sets values).
+PARAMETERS: dict[str, tuple[Any, str]] = {
+    "bag": ("", "probench bag to replay"),
+    "out": ("", "run folder (resumed when it holds a partial run of the same settings)"),
+    "mode": ("camera-rate", "camera-rate | as-fast-as-answered"),
+    "rate_hz": (30.0, "camera-rate replay rate (Hz)"),
+    "formulations": (["orig", "cat", "tmpl"], "formulations to replay, in order"),
+    "answer_timeout": (5.0, "seconds to wait for a frame's detections before counting it missed"),
+    "startup_timeout": (180.0, "seconds to wait for the grounding node (model load, first prompts)"),
+    "budget_ms": (33.3, "real-time budget of one frame (ms)"),
+    "grounding_node": ("/grounding_node", "the grounding node whose parameters go into run.json"),
+}
+_GROUNDING_PARAMS = ("model", "device", "precision", "weights", "score_threshold", "max_detections",
+                     "image_reliability")
+
+
+class Interrupted(ProbenchError):
+    """ROS was shut down (Ctrl-C, SIGTERM) before the evaluation finished."""
+
+    exit_code = 130
+
+
+def _stamp_ns(stamp: Any) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def _make_node_class() -> type:
+    """Defined lazily so that importing this module needs no rclpy."""
+    import rclpy
+    from rclpy.node import Node
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import String
+    from vision_msgs.msg import Detection2DArray, LabelInfo
+
+    from probench.ros import convert
+
+    class EvaluatorNode(Node):
+        def __init__(self) -> None:
+            super().__init__(NODE_NAME)
+            for name, (default, description) in PARAMETERS.items():
+                self.declare_parameter(name, default, _descriptor(description))
+            self.cfg = self._read_parameters()
+            self._cv = threading.Condition()
+            self._pending: dict[int, tuple[FramePlan, int]] = {}  # stamp -> (frame, sent_ns)
+            self._answered: set[int] = set()
+            self._intervals: dict[int, float] = {}  # stamp -> ms since the group's previous send
+            self._acks: list[tuple[int, tuple[str, ...]]] = []
+            self.stray = 0
+            self.sink: queue.Queue | None = None  # finished frames, for the writer thread
+            reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+            latched = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                                 durability=DurabilityPolicy.TRANSIENT_LOCAL)
+            self.prompt_pub = self.create_publisher(String, "prompt", QoSProfile(
+                depth=10, reliability=ReliabilityPolicy.RELIABLE))
+            self.create_subscription(Detection2DArray, "detections", self._on_detections, reliable)
+            self.create_subscription(LabelInfo, "label_info", self._on_label_info, latched)
+            self.image_pub = None
+
+        # -- configuration ------------------------------------------------------------
+        def _read_parameters(self) -> dict[str, Any]:
+            from probench.models.infer import check_formulations
+
+            cfg = {name: self.get_parameter(name).value for name in PARAMETERS}
+            if not cfg["bag"]:
+                raise ParameterValueError("parameter 'bag' is required (a probench bag)")
+            if not cfg["out"]:
+                raise ParameterValueError("parameter 'out' is required (a run folder)")
+            if cfg["mode"] not in MODES:
+                raise ParameterValueError(f"mode must be one of {', '.join(MODES)}, got {cfg['mode']!r}")
+            for name in ("rate_hz", "answer_timeout", "startup_timeout", "budget_ms"):
+                if not float(cfg[name]) > 0:
+                    raise ParameterValueError(f"{name} must be positive, got {cfg[name]}")
+                cfg[name] = float(cfg[name])
+            try:
+                cfg["formulations"] = check_formulations(list(cfg["formulations"] or []))
+            except ProbenchError as exc:
+                raise ParameterValueError(f"formulations: {exc}") from None
+            return cfg
+
+        def make_image_publisher(self, compressed: bool) -> None:
+            from sensor_msgs.msg import CompressedImage, Image
+
+            qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+            if compressed:
+                self.image_type, topic = CompressedImage, "image/compressed"
+            else:
+                self.image_type, topic = Image, "image"
+            self.image_pub = self.create_publisher(self.image_type, topic, qos)
+
+        # -- callbacks (executor thread) -------------------------------------------------
+        def _on_label_info(self, msg: Any) -> None:
+            with self._cv:
+                self._acks.append((_stamp_ns(msg.header.stamp), tuple(convert.label_info_to_prompts(msg))))
+                self._cv.notify_all()
+
+        def _on_detections(self, msg: Any) -> None:
+            recv_ns = time.time_ns()
+            stamp = _stamp_ns(msg.header.stamp)
+            with self._cv:
+                entry = self._pending.get(stamp)
+                if entry is None or stamp in self._answered:
+                    self.stray += 1  # not a frame of the current group: counted, never credited
+                    return
+                fp, sent_ns = entry
+            try:
+                xyxy, scores, class_ids = convert.detection_array_to_arrays(msg)
+                results = results_for_frame(fp, xyxy, scores, class_ids)
+            except (AttributionError, ValueError) as exc:
+                self.get_logger().warning(f"image {fp.image_id}: answer not credited: {exc}")
+                with self._cv:
+                    self.stray += 1
+                return
+            with self._cv:
+                if stamp in self._answered or stamp not in self._pending:
+                    self.stray += 1
+                    return
+                self._answered.add(stamp)
+                self._emit(fp, stamp, sent_ns, recv_ns, results)
+                self._cv.notify_all()
+
+        def _emit(self, fp: FramePlan, stamp: int, sent_ns: int, recv_ns: int | None,
+                  results: list[dict]) -> None:
+            interval = self._intervals.get(stamp)
+            record = {
+                "formulation": fp.formulation, "image_id": fp.image_id, "sent_ns": sent_ns,
+                "received_ns": recv_ns,
+                "latency_ms": None if recv_ns is None else round((recv_ns - sent_ns) / 1e6, 4),
+                "send_interval_ms": interval, "n_results": len(results),
+            }
+            if self.sink is None:
+                raise RuntimeError("no sink: run_evaluation() sets it before streaming")
+            self.sink.put((fp, record, results))
+
+        # -- the replay (main thread) --------------------------------------------------
+        def wait_for(self, predicate: Any, timeout: float) -> bool:
+            deadline = time.monotonic() + timeout
+            with self._cv:
+                while not predicate():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    if not rclpy.ok():
+                        raise Interrupted("ROS shut down")
+                    self._cv.wait(timeout=min(left, 0.2))
+            return True
+
+        def hand_over(self, group: Group, timeout: float) -> None:
+            """Publish the group's prompt set and wait for its LabelInfo acknowledgement."""
+            t_pub = time.time_ns()
+            msg = String()
+            msg.data = group.prompt_message
+            self.prompt_pub.publish(msg)
+            ok = self.wait_for(
+                lambda: any(s >= t_pub and texts == group.texts for s, texts in self._acks), timeout)
+            if not ok:
+                raise RosError(
+                    f"the grounding node did not acknowledge the prompt set {group.prompt_message[:80]!r} "
+                    f"within {timeout:.0f} s (is it running, with the same ROS_DOMAIN_ID?)")
+            with self._cv:
+                self._acks.clear()
+
+        def stream(self, group: Group, messages: list[Any]) -> None:
+            period = 1.0 / self.cfg["rate_hz"]
+            timeout = self.cfg["answer_timeout"]
+            fast = self.cfg["mode"] == "as-fast-as-answered"
+            with self._cv:
+                self._pending.clear()
+                self._answered.clear()
+                self._intervals = {}
+            last_stamp = 0
+            t0 = time.perf_counter()
+            stamps: list[int] = []
+            for i, (fp, msg) in enumerate(zip(group.frames, messages, strict=True)):
+                if not fast:
+                    delay = t0 + i * period - time.perf_counter()
+                    if delay > 0:
+                        time.sleep(delay)
+                stamp = max(time.time_ns(), last_stamp + 1)  # fresh and unique
+                msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
+                with self._cv:
+                    self._pending[stamp] = (fp, stamp)
+                    if last_stamp:
+                        self._intervals[stamp] = round((stamp - last_stamp) / 1e6, 4)
+                self.image_pub.publish(msg)
+                last_stamp = stamp
+                stamps.append(stamp)
+                if fast:
+                    self.wait_for(lambda s=stamp: s in self._answered, timeout)
+                elif not rclpy.ok():
+                    raise Interrupted("ROS shut down")
+            if not fast:
+                self.wait_for(lambda: all(s in self._answered for s in stamps), timeout)
+            with self._cv:  # whatever is still unanswered is missed; later answers are strays
+                for s in stamps:
+                    if s not in self._answered:
+                        fp, sent = self._pending[s]
+                        self._emit(fp, s, sent, None, [])
+                self._pending.clear()
+
+        def query_grounding_parameters(self, timeout: float = 10.0) -> dict[str, Any]:
+            from rcl_interfaces.srv import GetParameters
+
+            name = self.cfg["grounding_node"].rstrip("/")
+            client = self.create_client(GetParameters, f"{name}/get_parameters")
+            try:
+                if not client.wait_for_service(timeout_sec=timeout):
+                    return {}
+                req = GetParameters.Request()
+                req.names = list(_GROUNDING_PARAMS)
+                future = client.call_async(req)
+                done = threading.Event()
+                future.add_done_callback(lambda _f: done.set())
+                if not done.wait(timeout) or future.result() is None:
+                    return {}
+                return {n: _param_value(v) for n, v in zip(req.names, future.result().values, strict=False)}
+            finally:
+                self.destroy_client(client)
+
+    return EvaluatorNode
+
+
+def _descriptor(description: str) -> Any:
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    return ParameterDescriptor(description=description)
+
+
+def _param_value(v: Any) -> Any:
+    # rcl_interfaces/ParameterValue: type 1 bool, 2 int, 3 double, 4 string
+    return {1: v.bool_value, 2: v.integer_value, 3: v.double_value, 4: v.string_value}.get(v.type)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``evaluator_node --ros-args -p bag:=... -p out:=...``: replay, score, exit."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+
+    rclpy.init(args=argv)
+    node = None
+    executor = SingleThreadedExecutor()
+    spinner = None
+    rc = 0
+    try:
+        node = _make_node_class()()
+        executor.add_node(node)
+        spinner = threading.Thread(target=_spin, args=(executor,), name="evaluator-spin", daemon=True)
+        spinner.start()
+        from probench.ros.eval_run import run_evaluation
+
+        metrics = run_evaluation(node)
+        rt = metrics.get("realtime") or {}
+        node.get_logger().info(
+            f"done: map50={metrics.get('map50')} frames sent={rt.get('frames_sent')} "
+            f"missed={rt.get('frames_missed')} -> {Path(node.cfg['out']) / 'metrics.json'}")
+    except ProbenchError as exc:
+        print(f"evaluator_node: error: {exc}", file=sys.stderr)
+        rc = exc.exit_code
+    except (KeyboardInterrupt, ExternalShutdownException):
+        print("evaluator_node: interrupted; rerun the same command to resume", file=sys.stderr)
+        rc = 130
+    finally:
+        # Stop the spin thread before anything is destroyed under it (else rclpy aborts).
+        rclpy.try_shutdown()
+        if spinner is not None:
+            spinner.join(timeout=5.0)
+        executor.shutdown(timeout_sec=1.0)
+        if node is not None:
+            node.destroy_node()
+    return rc
+
+
+def _spin(executor: Any) -> None:
+    from rclpy.executors import ExternalShutdownException
+
+    with contextlib.suppress(ExternalShutdownException, KeyboardInterrupt):
+        executor.spin()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
