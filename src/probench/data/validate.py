@@ -1,19 +1,203 @@
-"""Dataset validation: every problem named with its record id, one line each.
+"""Dataset validation (CONTRACTS.md §1): every problem named with its record id, one line each.
 
-PLACEHOLDER (minimal structural checks); the data helper replaces it with the full
-validator of issue 3.
+Records are named by their id when they have a usable one (``image 5``, ``query 3``,
+``annotation 17``), else by their position (``images[4]``). The checks never stop at the
+first problem: a user fixing a dataset sees the whole list at once.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import math
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+
+from probench.data.dataset import FORMULATIONS, PROMPT_TYPES
+
+_FORMS = list(FORMULATIONS)
+_TYPES = list(PROMPT_TYPES)
+BOX_TOLERANCE = 1e-3  # pixels a box may overhang the image border (float rounding in exporters)
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: object) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
+
+
+def _type_name(v: object) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    return names.get(type(v), type(v).__name__)
+
+
+class _Records:
+    """One section's records, named and de-duplicated by id."""
+
+    def __init__(self, coco: dict, key: str, label: str, problems: list[str]) -> None:
+        self.key, self.label, self.problems = key, label, problems
+        self.by_id: dict[int, dict] = {}
+        raw = coco.get(key)
+        self.items: list[tuple[str, dict]] = []
+        if raw is None:
+            problems.append(f"annotations.json: '{key}' is missing (a list of records)")
+            return
+        if not isinstance(raw, list):
+            problems.append(f"annotations.json: '{key}' must be a list, not {_type_name(raw)}")
+            return
+        first_at: dict[int, int] = {}
+        for i, rec in enumerate(raw):
+            where = f"{key}[{i}]"
+            if not isinstance(rec, dict):
+                problems.append(f"{where}: not an object ({_type_name(rec)})")
+                continue
+            rid = rec.get("id")
+            if rid is None:
+                problems.append(f"{where}: 'id' is missing")
+                continue
+            if not _is_int(rid):
+                problems.append(f"{where}: 'id' must be an integer, not {rid!r}")
+                continue
+            name = f"{label} {rid}"
+            if rid in first_at:
+                problems.append(f"{name}: duplicate id ({key}[{first_at[rid]}] and {where})")
+                continue
+            first_at[rid] = i
+            self.by_id[rid] = rec
+            self.items.append((name, rec))
+
+    def __iter__(self) -> Iterator[tuple[str, dict]]:
+        return iter(self.items)
 
 
 def validate_coco(coco: object, root: Path | None = None) -> list[str]:
+    """Every problem of a Pro-Bench annotations dict, one line each; ``root`` (the dataset
+    folder) also checks that image files exist."""
     if not isinstance(coco, dict):
-        return ["annotations.json: top level must be a JSON object"]
-    problems = []
-    for key in ("images", "categories", "annotations"):
-        if not isinstance(coco.get(key), list):
-            problems.append(f"annotations.json: '{key}' must be a list")
+        return [f"annotations.json: top level must be a JSON object, not {_type_name(coco)}"]
+    problems: list[str] = []
+    images = _Records(coco, "images", "image", problems)
+    queries = _Records(coco, "categories", "query", problems)
+    anns = _Records(coco, "annotations", "annotation", problems)
+    for name, c in queries:
+        _check_query(name, c, problems)
+    for name, im in images:
+        _check_image(name, im, queries.by_id, root, problems)
+    for name, a in anns:
+        _check_annotation(name, a, images.by_id, queries.by_id, problems)
     return problems
+
+
+def _check_query(name: str, c: dict, problems: list[str]) -> None:
+    label = c.get("name")
+    if not isinstance(label, str) or not label.strip():
+        problems.append(f"{name}: 'name' must be a non-empty string, not {label!r}")
+    prompts = c.get("prompts")
+    if prompts is None:
+        problems.append(f"{name}: 'prompts' is missing (needs at least 'orig'; cat and tmpl can be derived)")
+    elif not isinstance(prompts, dict):
+        problems.append(f"{name}: 'prompts' must be an object, not {_type_name(prompts)}")
+    else:
+        if "orig" not in prompts:
+            problems.append(f"{name}: no 'orig' prompt (cat and tmpl can be derived, orig cannot)")
+        for k, v in prompts.items():
+            if k not in FORMULATIONS:
+                problems.append(f"{name}: unknown formulation {k!r} in 'prompts' (expected {_FORMS})")
+            elif not isinstance(v, str):
+                problems.append(f"{name}: prompt {k!r} must be a string, not {_type_name(v)}")
+            elif not v.strip():
+                problems.append(f"{name}: prompt {k!r} is empty")
+    types = c.get("prompt_types")
+    if types is not None:
+        if not isinstance(types, list):
+            problems.append(f"{name}: 'prompt_types' must be a list, not {_type_name(types)}")
+        else:
+            for t in types:
+                if t not in PROMPT_TYPES:
+                    problems.append(f"{name}: unknown prompt type {t!r} (expected one of {_TYPES})")
+            if len(set(map(str, types))) != len(types):
+                problems.append(f"{name}: 'prompt_types' lists a type twice")
+    coref = c.get("coref")
+    if coref is not None:
+        if not isinstance(coref, list) or not coref:
+            problems.append(f"{name}: 'coref' must be a non-empty list of formulations, not {coref!r}")
+        else:
+            for k in coref:
+                if k not in FORMULATIONS:
+                    problems.append(f"{name}: unknown formulation {k!r} in 'coref' (expected {_FORMS})")
+            if len(set(map(str, coref))) != len(coref):
+                problems.append(f"{name}: 'coref' lists a formulation twice")
+
+
+def _check_image(name: str, im: dict, queries: dict, root: Path | None, problems: list[str]) -> None:
+    fn = im.get("file_name")
+    if not isinstance(fn, str) or not fn.strip():
+        problems.append(f"{name}: 'file_name' must be a non-empty string, not {fn!r}")
+        fn = None
+    elif PurePosixPath(fn).is_absolute() or ".." in PurePosixPath(fn).parts:
+        problems.append(f"{name}: 'file_name' {fn!r} must be relative to the dataset folder")
+        fn = None
+    for key in ("width", "height"):
+        v = im.get(key)
+        if not _is_int(v) or v <= 0:
+            problems.append(f"{name}: '{key}' must be a positive integer, not {v!r}")
+    dom = im.get("domain")
+    if dom is not None and not isinstance(dom, str):
+        problems.append(f"{name}: 'domain' must be a string, not {_type_name(dom)}")
+    qids = im.get("query_ids")
+    if qids is not None:
+        if not isinstance(qids, list):
+            problems.append(f"{name}: 'query_ids' must be a list of query ids, not {_type_name(qids)}")
+        else:
+            seen: set[int] = set()
+            for q in qids:
+                if not _is_int(q):
+                    problems.append(f"{name}: 'query_ids' entry {q!r} is not an integer")
+                elif q not in queries:
+                    problems.append(f"{name}: 'query_ids' names unknown query {q}")
+                elif q in seen:
+                    problems.append(f"{name}: 'query_ids' lists query {q} twice")
+                else:
+                    seen.add(q)
+    if root is not None and fn is not None and not (Path(root) / fn).is_file():
+        problems.append(f"{name}: image file {fn!r} not found under {root}")
+
+
+def _check_annotation(name: str, a: dict, images: dict, queries: dict, problems: list[str]) -> None:
+    im = None
+    iid = a.get("image_id")
+    if not _is_int(iid):
+        problems.append(f"{name}: 'image_id' must be an integer, not {iid!r}")
+    elif iid not in images:
+        problems.append(f"{name}: unknown image id {iid}")
+    else:
+        im = images[iid]
+    qid = a.get("category_id")
+    if not _is_int(qid):
+        problems.append(f"{name}: 'category_id' must be an integer (a query id), not {qid!r}")
+    elif qid not in queries:
+        problems.append(f"{name}: unknown query (category) id {qid}")
+    elif im is not None and isinstance(im.get("query_ids"), list) and qid not in im["query_ids"]:
+        problems.append(f"{name}: query {qid} has ground truth in image {iid} but is not in its 'query_ids'")
+    bbox = a.get("bbox")
+    if not isinstance(bbox, list) or len(bbox) != 4 or not all(_is_num(v) for v in bbox):
+        problems.append(f"{name}: 'bbox' must be [x, y, w, h] of 4 finite numbers, not {bbox!r}")
+    else:
+        x, y, w, h = bbox
+        if w <= 0 or h <= 0:
+            problems.append(f"{name}: 'bbox' {bbox} has a non-positive width or height")
+        elif im is not None and _is_int(im.get("width")) and _is_int(im.get("height")):
+            tol = BOX_TOLERANCE
+            if x < -tol or y < -tol or x + w > im["width"] + tol or y + h > im["height"] + tol:
+                size = f"{im['width']}x{im['height']}"
+                problems.append(f"{name}: 'bbox' {bbox} lies outside image {iid} ({size})")
+    area = a.get("area")
+    if area is not None and (not _is_num(area) or area < 0):
+        problems.append(f"{name}: 'area' must be a non-negative number, not {area!r}")
+    crowd = a.get("iscrowd", 0)
+    if crowd not in (0, 1) or isinstance(crowd, float):
+        problems.append(f"{name}: 'iscrowd' must be 0 or 1, not {crowd!r}")
+    seg = a.get("segmentation")
+    if seg is not None and not isinstance(seg, (list, dict)):
+        what = _type_name(seg)
+        problems.append(f"{name}: 'segmentation' must be polygons (a list) or RLE (an object), not {what}")
