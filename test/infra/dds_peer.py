@@ -41,7 +41,8 @@ def make_detections():  # -> vision_msgs.msg.Detection2DArray
     arr = Detection2DArray()
     arr.header.stamp.sec, arr.header.stamp.nanosec = 1_700_000_123, 456_789_012
     arr.header.frame_id = "camera_optical"
-    for k, (text, score) in enumerate([("the red valve on the left", 0.875), ("a pipe you could hold", 0.25)]):
+    hypotheses = [("the red valve on the left", 0.875), ("a pipe you could hold", 0.25)]
+    for k, (text, score) in enumerate(hypotheses):
         det = Detection2D()
         det.header = arr.header
         hyp = ObjectHypothesisWithPose()

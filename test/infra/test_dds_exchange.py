@@ -44,7 +44,7 @@ def test_two_processes_exchange_detections_and_image(ros_env, requires_vision_ms
         pub_out, pub_err = pub.communicate(timeout=30)
         if sub.poll() is None:
             sub.kill()
-    assert sub.returncode == 0, f"subscriber got nothing in time (rc {sub.returncode}):\n{out}\n{err}\n{pub_err}"
+    assert sub.returncode == 0, f"subscriber: nothing in time (rc {sub.returncode}):\n{out}\n{err}\n{pub_err}"
     assert pub_out.startswith("ready"), pub_err
     got = json.loads(out.strip().splitlines()[-1])
 

@@ -27,7 +27,7 @@ UPSTREAM_RIHS01 = {
     "BoundingBox3D": "bbb73a65c163d7f9bb29009c7bde9f7faa576bd2d23299c4511d19230dab4698",
     "BoundingBox3DArray": "a81938db9576b10c2eecd7c5a5da3eac496efd00221b25ed051dfbc81fb56da6",  # same fields
     "Classification": "f74db28d0eaef3afb78f48bf2161cd709a1383a0309d3454383b25be11345143",
-    "Detection2D": "0d12b69df5c593b3455b7346fac8205437a7d4bcb09b9e0e0b2dde787ded38ea",  # nested in Detection2DArray
+    "Detection2D": "0d12b69df5c593b3455b7346fac8205437a7d4bcb09b9e0e0b2dde787ded38ea",  # in Detection2DArray
     "Detection2DArray": "214274120007f4a683866481336b70310268cfa107aebe9d594a6acf75bda968",
     "Detection3D": "ddd703be132ab0b69d33121f1bb034132bfbb3b0ac5f9fb1516005ba1c8a265b",
     "Detection3DArray": "793f5eab9595ac1c0da07873cc859db42eae51f0ee76056db8562515d830e018",  # same fields
