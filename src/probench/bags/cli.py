@@ -12,12 +12,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="bag folder to create (must not exist)")
     parser.add_argument("--storage", choices=STORAGES, default="mcap", help="rosbag2 storage (default mcap)")
     parser.add_argument(
-        "--compressed", action="store_true", help="store images as sensor_msgs/CompressedImage (jpeg)"
+        "--compressed",
+        action="store_true",
+        help="store images as sensor_msgs/CompressedImage (jpeg; JPEG files are stored as they are)",
     )
     parser.add_argument(
         "--rate", type=float, default=30.0, help="frame rate of the bag's timestamps in Hz (default 30)"
     )
-    parser.add_argument("--jpeg-quality", type=int, default=90, help="JPEG quality with --compressed")
+    parser.add_argument(
+        "--jpeg-quality", type=int, default=90, help="JPEG quality with --compressed, for non-JPEG images"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 

@@ -138,7 +138,10 @@ def write_bag(
                 stamp=Time(sec=t // 1_000_000_000, nanosec=t % 1_000_000_000), frame_id=CAMERA_FRAME_ID
             )
             if compressed:
-                msg = CompressedImage(header=header, format="jpeg", data=_jpeg(rgb, jpeg_quality))
+                data = _original_jpeg(dataset.image_path(image_id))
+                if data is None:
+                    data = _jpeg(rgb, jpeg_quality)
+                msg = CompressedImage(header=header, format="jpeg", data=data)
             else:
                 h, w = rgb.shape[:2]
                 msg = Image(
@@ -166,3 +169,12 @@ def _jpeg(rgb: np.ndarray, quality: int) -> np.ndarray:
     if not ok:
         raise BagError("JPEG encoding failed")
     return buf.reshape(-1)
+
+
+def _original_jpeg(path: Path) -> np.ndarray | None:
+    """A JPEG file's own bytes: stored as is, the frame decodes to exactly the pixels offline
+    inference reads (re-encoding would lose detail and grow nothing but error)."""
+    data = np.fromfile(path, dtype=np.uint8)
+    if path.suffix.lower() in (".jpg", ".jpeg") and data[:3].tobytes() == b"\xff\xd8\xff":
+        return data
+    return None
