@@ -1,0 +1,147 @@
+"""``report.md``: one file that embeds Table II, the figures and what each row is."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from probench import __version__
+from probench.report.load import Entry
+from probench.report.table import format_number
+
+FIGURE_CAPTIONS: dict[str, str] = {
+    "fig3": "Fig. 3 - mAP (orig formulation) versus IoU threshold, 0.1 to 0.95.",
+    "fig4": "Fig. 4 - prompt-induced variation: Δmax at each IoU threshold "
+            "(max - min over the formulations of AP at that threshold).",
+    "fig5": "Fig. 5 - accuracy-latency trade-off: x end-to-end latency (ms, log scale), y mAP.5; "
+            "vertical connectors go down to mAP.5:.95, horizontal bars are the latency std, dotted "
+            "lines join scale variants, the shaded region is 0-33.3 ms (30 Hz). Paper rows were "
+            "measured on an RTX 4090; your rows on the device named in the runs table.",
+}  # fmt: skip
+
+
+def _md(text: object) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def _runs_table(runs: list[Entry]) -> list[str]:
+    lines = [
+        "| row | run folder | source | device | dataset | formulations | metrics |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for e in runs:
+        info = e.info
+        ds = info.get("dataset") if isinstance(info.get("dataset"), dict) else {}
+        ds_text = ds.get("path") or "?"
+        if ds.get("n_images") is not None:
+            ds_text += f" ({ds.get('n_images')} images, {ds.get('n_queries', '?')} queries)"
+        forms = e.metrics.get("formulations") or info.get("formulations") or []
+        source = "scored now (no metrics.json)" if e.scored_now else "metrics.json"
+        lines.append(
+            "| " + " | ".join(_md(x) for x in (
+                e.label, e.path, info.get("source", "?"), info.get("device", "?"), ds_text,
+                ", ".join(forms) if isinstance(forms, list) else forms, source,
+            )) + " |"
+        )  # fmt: skip
+    return lines
+
+
+def _breakdown(runs: list[Entry], key: str, title: str) -> list[str]:
+    """mAP.5 per group (prompt type, domain, size) with rows = groups, columns = runs."""
+    groups: list[str] = []
+    for e in runs:
+        by = e.metrics.get(key)
+        if isinstance(by, dict):
+            groups += [g for g in by if g not in groups]
+    if not groups:
+        return []
+    lines = [f"### mAP.5 by {title} (orig formulation)", ""]
+    lines.append("| " + " | ".join([title, *(_md(e.label) for e in runs)]) + " |")
+    lines.append("|" + "|".join(["---"] + [":-:"] * len(runs)) + "|")
+    for g in groups:
+        cells = [_md(g)]
+        for e in runs:
+            by = e.metrics.get(key)
+            rec = by.get(g) if isinstance(by, dict) else None
+            v = rec.get("map50") if isinstance(rec, dict) else None
+            n = rec.get("n_queries") if isinstance(rec, dict) else None
+            text = format_number("map50", v if isinstance(v, (int, float)) else None)
+            cells.append(f"{text} (n={n})" if text and n is not None else text)
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _realtime(runs: list[Entry]) -> list[str]:
+    rows = [e for e in runs if isinstance(e.metrics.get("realtime"), dict)]
+    if not rows:
+        return []
+    lines = [
+        "## Real-time (ROS graph)", "",
+        "| row | rate (Hz) | frames sent | received | missed | within 33.3 ms | p50 (ms) | p95 (ms) |",
+        "|---|:-:|:-:|:-:|:-:|:-:|:-:|:-:|",
+    ]  # fmt: skip
+    for e in rows:
+        rt = e.metrics["realtime"]
+        lat = rt.get("latency_ms") if isinstance(rt.get("latency_ms"), dict) else {}
+        within = rt.get("within_budget")
+        lines.append("| " + " | ".join(_md(x) for x in (
+            e.label, rt.get("rate_hz", ""), rt.get("frames_sent", ""), rt.get("frames_received", ""),
+            rt.get("frames_missed", ""), f"{within:.1%}" if isinstance(within, (int, float)) else "",
+            _fmt(lat.get("p50")), _fmt(lat.get("p95")),
+        )) + " |")  # fmt: skip
+    return [*lines, ""]
+
+
+def _fmt(v: object) -> str:
+    return f"{v:.1f}" if isinstance(v, (int, float)) else ""
+
+
+def _warnings(runs: list[Entry]) -> list[str]:
+    out = []
+    hashes = {
+        (e.info.get("dataset") or {}).get("hash")
+        for e in runs
+        if isinstance(e.info.get("dataset"), dict) and (e.info.get("dataset") or {}).get("hash")
+    }
+    if len(hashes) > 1:
+        out.append("The runs were made on **different datasets** (run.json dataset hashes differ): "
+                   "their rows are not comparable.")
+    stale = [e.label for e in runs if e.metrics.get("dataset_hash_matches") is False]
+    if stale:
+        out.append("Scored against a dataset that differs from the one inferred on: " + ", ".join(stale))
+    models = [e.info.get("model") for e in runs]
+    if any(isinstance(m, dict) and m.get("random_weights") is True for m in models):
+        out.append("Rows marked *(random weights)* come from models with random weights: they test the "
+                   "pipeline and say nothing about the model's accuracy.")
+    return out
+
+
+def render(entries: list[Entry], table_md: str, figures: dict[str, str | None], notes: list[str]) -> str:
+    """The report as Markdown; ``figures`` maps fig3/fig4/fig5 to a PNG file name or None."""
+    runs = [e for e in entries if not e.reference]
+    refs = [e for e in entries if e.reference]
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    refs_text = f" and {len(refs)} published reference row(s) marked *(paper)*." if refs else "."
+    head = f"Generated {stamp} by probench {__version__}: {len(runs)} run(s){refs_text}"
+    out = ["# probench report", "", head, ""]
+    for w in _warnings(runs):
+        out += [f"> {w}", ""]
+    if runs:
+        out += ["## Runs", "", *_runs_table(runs), ""]
+    out += ["## Table II", "", table_md.rstrip("\n"), "",
+            "Also as [`table2.csv`](table2.csv) and [`table2.md`](table2.md).", ""]  # fmt: skip
+    out += ["## Figures", ""]
+    for key, caption in FIGURE_CAPTIONS.items():
+        name = figures.get(key)
+        if name:
+            out += [f"![{caption}]({name})", "", f"*{caption}*", ""]
+        else:
+            out += [f"*{caption.split(' - ')[0]}: not drawn (no row has the data it needs).*", ""]
+    if notes:
+        out += ["Rows left out of a figure:", "", *(f"- {_md(n)}" for n in notes), ""]
+    breakdown = []
+    for key, title in (("by_prompt_type", "prompt type"), ("by_domain", "domain"), ("by_size", "size")):
+        breakdown += _breakdown(runs, key, title)
+    if breakdown:
+        out += ["## Breakdowns", "", *breakdown]
+    out += _realtime(runs)
+    return "\n".join(out).rstrip("\n") + "\n"

@@ -1,0 +1,243 @@
+"""The paper's figures 3-5 as matplotlib Figures (Agg canvas, no pyplot global state).
+
+Each ``fig_*`` returns a :class:`Plot`: the figure (None when no row can be drawn) and a
+note per row that was left out and why. Artists carry a ``gid`` (``"run:<label>"``,
+``"pareto"``, ``"budget"``...) so that tests can inspect what was drawn without pixels.
+matplotlib is imported inside the functions: ``probench --help`` never loads it.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from probench.cache.atomic import write_bytes_atomic
+from probench.report.load import FORMULATIONS, Entry
+
+SWEEP: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+BUDGET_MS = 33.3  # 30 Hz: the paper's real-time operational reference
+DPI = 150
+LEGEND_INSIDE_MAX = 6  # more lines than this: the legend goes outside, right of the axes
+
+
+@dataclass
+class Plot:
+    figure: Any  # matplotlib.figure.Figure | None
+    notes: list[str] = field(default_factory=list)
+
+
+def _figure(width: float, height: float) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _colours(n: int) -> list:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
+
+
+def _legend(ax: Any, n: int) -> None:
+    if n > LEGEND_INSIDE_MAX:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    else:
+        ax.legend(loc="best", fontsize=8)
+
+
+def _sweep_axes(ax: Any, ylabel: str) -> None:
+    ax.set_xlabel("IoU threshold")
+    ax.set_ylabel(ylabel)
+    ax.set_xticks(list(SWEEP))
+    ax.set_xticklabels([f"{t:g}" for t in SWEEP], fontsize=8)
+    ax.set_xlim(0.07, 0.98)
+    ax.grid(True, alpha=0.3)
+
+
+def fig_map_vs_iou(entries: list[Entry]) -> Plot:
+    """Fig. 3: mAP (orig formulation) at each IoU threshold of the sweep, one line per run."""
+    notes, series = [], []
+    for e in entries:
+        sweep = e.ap_by_iou("orig")
+        if sweep is None:
+            why = "published rows have no IoU sweep" if e.reference else "no orig IoU sweep in its metrics"
+            notes.append(f"{e.label}: left out of Fig. 3 ({why})")
+            continue
+        series.append((e, sweep))
+    if not series:
+        return Plot(None, notes)
+    fig = _figure(8.0 if len(series) > LEGEND_INSIDE_MAX else 6.4, 4.2)
+    ax = fig.add_subplot()
+    for (e, sweep), colour in zip(series, _colours(len(series)), strict=True):
+        xs = list(sweep)
+        ax.plot(xs, [sweep[t] for t in xs], marker="o", ms=3.5, lw=1.6, color=colour, label=e.label,
+                gid=f"run:{e.label}")
+    _sweep_axes(ax, "mAP (orig formulation)")
+    top = max(max(s.values()) for _, s in series)
+    ax.set_ylim(0.0, max(0.05, min(1.0, top * 1.1)))
+    ax.set_title("Fig. 3 - mAP versus IoU threshold", fontsize=10)
+    _legend(ax, len(series))
+    return Plot(fig, notes)
+
+
+def delta_max_by_iou(entry: Entry) -> dict[float, float] | None:
+    """Δmax at each IoU: max - min over the formulations of AP at that IoU (>= 2 needed)."""
+    sweeps = [s for f in FORMULATIONS if (s := entry.ap_by_iou(f)) is not None]
+    if len(sweeps) < 2:
+        return None
+    out = {}
+    for t in sorted(set().union(*sweeps)):
+        vals = [s[t] for s in sweeps if t in s]
+        if len(vals) >= 2:
+            out[t] = max(vals) - min(vals)
+    return out or None
+
+
+def fig_delta_vs_iou(entries: list[Entry]) -> Plot:
+    """Fig. 4: prompt-induced variation Δmax at each IoU threshold, one line per run."""
+    notes, series = [], []
+    for e in entries:
+        d = delta_max_by_iou(e)
+        if d is None:
+            why = (
+                "published rows have no IoU sweep"
+                if e.reference
+                else "fewer than two formulations with an IoU sweep"
+            )
+            notes.append(f"{e.label}: left out of Fig. 4 ({why})")
+            continue
+        series.append((e, d))
+    if not series:
+        return Plot(None, notes)
+    fig = _figure(8.0 if len(series) > LEGEND_INSIDE_MAX else 6.4, 4.2)
+    ax = fig.add_subplot()
+    for (e, d), colour in zip(series, _colours(len(series)), strict=True):
+        xs = list(d)
+        ax.plot(xs, [d[t] for t in xs], marker="o", ms=3.5, lw=1.6, color=colour, label=e.label,
+                gid=f"run:{e.label}")
+    _sweep_axes(ax, "Δmax (max - min of AP over formulations)")
+    top = max(max(d.values()) for _, d in series)
+    ax.set_ylim(0.0, max(0.05, min(1.0, top * 1.15)))
+    ax.set_title("Fig. 4 - prompt-induced variation versus IoU threshold", fontsize=10)
+    _legend(ax, len(series))
+    return Plot(fig, notes)
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the accuracy-latency Pareto frontier (lower latency, higher accuracy),
+    in increasing latency: a point is on it when no faster-or-equal point is as accurate."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
+    front, best = [], float("-inf")
+    for i in order:
+        if points[i][1] > best:
+            front.append(i)
+            best = points[i][1]
+    return front
+
+
+def fig_pareto(entries: list[Entry]) -> Plot:
+    """Fig. 5: accuracy-latency trade-off (x latency ms, log; y mAP.5), Pareto frontier,
+    connectors mAP.5 -> mAP.5:.95, latency std as horizontal bars, 30 Hz region."""
+    notes, rows = [], []
+    for e in entries:
+        lat, m50 = e.number("latency_ms"), e.number("map50")
+        if lat is None or lat <= 0 or m50 is None:
+            why = "no latency measured" if lat is None or lat <= 0 else "no mAP.5"
+            notes.append(f"{e.label}: left out of Fig. 5 ({why})")
+            continue
+        rows.append((e, lat, m50))
+    if not rows:
+        return Plot(None, notes)
+    fig = _figure(8.6, 5.0)
+    ax = fig.add_subplot()
+    ax.set_xscale("log")
+    lats = [r[1] for r in rows]
+    lo, hi = min([*lats, BUDGET_MS]) / 1.6, max([*lats, BUDGET_MS]) * 2.5  # room for labels
+    ax.set_xlim(lo, hi)
+    ax.axvspan(lo, BUDGET_MS, color="tab:green", alpha=0.08, lw=0, gid="realtime-region")
+    ax.axvline(BUDGET_MS, color="tab:green", ls="--", lw=1.0, gid="budget")
+    colours = _colours(len(rows))
+    for (e, lat, m50), colour in zip(rows, colours, strict=True):
+        m5095 = e.number("map50_95")
+        if m5095 is not None:  # localisation tightness, as the paper's vertical connectors
+            ax.vlines(lat, m5095, m50, color=colour, lw=1.2, alpha=0.8, gid=f"connector:{e.label}")
+            ax.plot([lat], [m5095], marker="_", ms=7, color=colour)
+        std = e.latency_std
+        marker = "s" if e.reference else "o"
+        bars = ax.errorbar([lat], [m50], xerr=[[std], [std]] if std else None, fmt=marker, ms=5.5,
+                           color=colour, mec="black" if not e.reference else colour, mew=0.6, capsize=2.5,
+                           elinewidth=1.0)
+        bars.lines[0].set_gid(f"point:{e.label}")
+        for coll in bars.lines[2]:  # the horizontal std bar, when there is one
+            coll.set_gid(f"std:{e.label}")
+    ymax = max(r[2] for r in rows)
+    ax.set_ylim(0.0, max(0.05, min(1.0, ymax * 1.15)))
+    _labels(ax, fig, rows)
+    _family_connectors(ax, rows)
+    front = pareto_front([(r[1], r[2]) for r in rows])
+    ax.plot([rows[i][1] for i in front], [rows[i][2] for i in front], drawstyle="steps-post", color="0.2",
+            lw=1.2, ls="-", alpha=0.7, gid="pareto")
+    ax.set_xlabel("end-to-end latency per image (ms, log scale)")
+    ax.set_ylabel("mAP.5 (vertical connector: down to mAP.5:.95)")
+    ax.grid(True, which="both", alpha=0.25)
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = [
+        Line2D([], [], marker="o", ls="", color="0.5", mec="black", label="your runs"),
+        Line2D([], [], marker="s", ls="", color="0.5", label="paper (RTX 4090)"),
+        Line2D([], [], color="0.2", lw=1.2, label="Pareto frontier"),
+        Line2D([], [], color="0.5", ls=":", lw=1.0, label="scale variants"),
+    ]
+    handles.append(Patch(color="tab:green", alpha=0.15, label="0-33.3 ms: 30 Hz real time"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    ax.set_title("Fig. 5 - accuracy-latency trade-off", fontsize=10)
+    return Plot(fig, notes)
+
+
+def _labels(ax: Any, fig: Any, rows: list[tuple[Entry, float, float]]) -> None:
+    """Point labels, pushed down a line when they would overprint one already placed."""
+    to_px = ax.transData.transform
+    line_px = 9.0 * fig.dpi / 72.0  # one 6.5 pt label line, with leading
+    placed: list[tuple[float, float, float]] = []  # (x, y, width) in pixels, of placed labels
+    for e, lat, m50 in sorted(rows, key=lambda r: -r[2]):
+        x, y = to_px((lat, m50))
+        width = 6.5 * 0.55 * len(e.label) * fig.dpi / 72.0
+        dy = 3.0
+        for _ in range(6):
+            y_text = y + dy * fig.dpi / 72.0
+            clash = any(abs(y_text - py) < line_px and px - width < x < px + pw for px, py, pw in placed)
+            if not clash:
+                break
+            dy -= 9.0
+        placed.append((x, y + dy * fig.dpi / 72.0, width))
+        ax.annotate(e.label, (lat, m50), xytext=(4, dy), textcoords="offset points", fontsize=6.5,
+                    color="black" if not e.reference else "0.3", gid=f"label:{e.label}", zorder=5,
+                    bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.6})
+
+
+def _family_connectors(ax: Any, rows: list[tuple[Entry, float, float]]) -> None:
+    """Dotted lines joining scale variants of one architecture (same family, same source)."""
+    groups: dict[tuple[str, bool], list[tuple[float, float]]] = {}
+    for e, lat, m50 in rows:
+        if e.family:
+            groups.setdefault((e.family, e.reference), []).append((lat, m50))
+    for (family, _ref), pts in groups.items():
+        if len(pts) >= 2:
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], ls=":", lw=1.0, color="0.5",
+                    gid=f"family:{family}")
+
+
+def save_png(fig: Any, path: str | Path) -> Path:
+    """Render at 150 dpi and write atomically."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    write_bytes_atomic(path, buf.getvalue())
+    return Path(path)

@@ -1,0 +1,210 @@
+"""Rows of a report: run folders (metrics.json + run.json) and reference tables (CSV).
+
+A run without ``metrics.json`` is scored on the fly with :func:`probench.scoring.score_run`
+(the dataset comes from ``--dataset`` or run.json's ``dataset.path``); nothing is written
+into the run folder, so a report never modifies its inputs.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from probench.errors import ProbenchError
+from probench.report.errors import ReportError, ReportUsageError
+
+# The columns of the paper's Table II, in order (shared/spec/table2.csv).
+COLUMNS: tuple[str, ...] = (
+    "model", "map50", "map75", "map50_95", "latency_ms", "m_cat", "m_tmpl",
+    "delta_max", "best_formulation", "pcr50", "plc",
+)  # fmt: skip
+NUMERIC: tuple[str, ...] = tuple(c for c in COLUMNS if c not in ("model", "best_formulation"))
+FORMULATIONS = ("orig", "cat", "tmpl")
+RANDOM_MARK = " (random weights)"
+PAPER_MARK = " (paper)"
+
+# Scale variants of one architecture in the paper's Table II (Fig. 5 joins them with dashes).
+PAPER_FAMILIES: dict[str, str] = {
+    "OWLv2-L": "owlv2", "OWLv2-B": "owlv2", "YOLOE-X": "yoloe", "YOLOE-S": "yoloe",
+    "YOLO-W-X": "yolo-world", "YOLO-W-S": "yolo-world", "MM-G-D-L": "mm-gdino", "MM-G-D-T": "mm-gdino",
+}  # fmt: skip
+
+
+@dataclass
+class Entry:
+    """One row of the report: a run of the user's, or a published reference row."""
+
+    label: str
+    metrics: dict
+    reference: bool = False
+    path: Path | None = None
+    info: dict = field(default_factory=dict)  # run.json
+    family: str | None = None
+    scored_now: bool = False  # metrics computed by the report (no metrics.json)
+
+    def number(self, column: str) -> float | None:
+        """A Table II numeric column (``latency_ms`` is the latency mean)."""
+        if column == "latency_ms":
+            lat = self.metrics.get("latency_ms")
+            return _num(lat.get("mean"), self._where("latency_ms.mean")) if isinstance(lat, dict) else None
+        return _num(self.metrics.get(column), self._where(column))
+
+    def text(self, column: str) -> str | None:
+        v = self.metrics.get(column)
+        return None if v is None else str(v)
+
+    @property
+    def latency_std(self) -> float | None:
+        lat = self.metrics.get("latency_ms")
+        return _num(lat.get("std"), self._where("latency_ms.std")) if isinstance(lat, dict) else None
+
+    def ap_by_iou(self, formulation: str) -> dict[float, float] | None:
+        """The IoU sweep of one formulation as {threshold: AP}, or None when not scored."""
+        by = self.metrics.get("by_formulation")
+        rec = by.get(formulation) if isinstance(by, dict) else None
+        sweep = rec.get("ap_by_iou") if isinstance(rec, dict) else None
+        if not isinstance(sweep, dict):
+            return None
+        out = {}
+        for key, v in sweep.items():
+            try:
+                t = float(key)
+            except ValueError as exc:
+                where = self._where(f"by_formulation.{formulation}.ap_by_iou")
+                raise ReportError(f"{where}: threshold key {key!r} is not a number") from exc
+            val = _num(v, self._where(f"by_formulation.{formulation}.ap_by_iou[{key}]"))
+            if val is not None:
+                out[t] = val
+        return dict(sorted(out.items())) or None
+
+    def _where(self, key: str) -> str:
+        return f"{self.path / 'metrics.json' if self.path else self.label}: {key}"
+
+
+def _num(v: object, where: str) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ReportError(f"{where} is {v!r}, not a number")
+    return float(v) if math.isfinite(v) else None
+
+
+# -- run folders ------------------------------------------------------------------------------
+def load_run(path: str | Path, dataset: str | Path | None = None) -> Entry:
+    """An :class:`Entry` from a run folder, scoring it when it has no metrics.json."""
+    from probench.cache.run import RunDir
+
+    run = RunDir(path)
+    if not run.path.is_dir():
+        raise ReportUsageError(f"{run.path}: no such run folder")
+    info = run.info  # CacheError (exit 1, one line) if run.json is malformed
+    if not isinstance(info, dict):
+        raise ReportError(f"{run.path / 'run.json'}: expected a JSON object")
+    metrics = run.read_json("metrics.json")
+    scored_now = False
+    if metrics is None:
+        metrics = _score(run, info, dataset)
+        scored_now = True
+    if not isinstance(metrics, dict):
+        raise ReportError(f"{run.path / 'metrics.json'}: expected a JSON object")
+    model = info.get("model") if isinstance(info.get("model"), dict) else {}
+    label = str(model.get("paper_name") or model.get("name") or run.path.resolve().name)
+    if model.get("random_weights") is True:
+        label += RANDOM_MARK
+    # scale variants are known by the paper's names (a zoo "family" like "owl" also spans
+    # OWL-ViT and OWLv2, which are different architectures)
+    family = PAPER_FAMILIES.get(str(model.get("paper_name")))
+    return Entry(label, metrics, path=run.path, info=info, family=family, scored_now=scored_now)
+
+
+def _score(run: object, info: dict, dataset: str | Path | None) -> dict:
+    ds = info.get("dataset") if isinstance(info.get("dataset"), dict) else {}
+    ds_path = dataset if dataset is not None else ds.get("path")
+    where = run.path  # type: ignore[attr-defined]
+    if not ds_path:
+        raise ReportError(
+            f"{where}: no metrics.json and no dataset to score it with (run.json names none); "
+            "run `probench score` first or pass --dataset"
+        )
+    from probench.data import load_dataset
+    from probench.scoring import score_run
+
+    try:
+        data = load_dataset(ds_path, check_files=False)
+    except ProbenchError as exc:
+        # a DatasetError lists every problem on its own line: keep the headline, name the run
+        first = str(exc).splitlines()[0]
+        raise ReportError(f"{where}: cannot score it (no metrics.json): {first}") from exc
+    return score_run(data, where)
+
+
+def disambiguate(entries: list[Entry]) -> None:
+    """Give rows that share a label the run folder's name, so that every row is told apart."""
+    counts: dict[str, int] = {}
+    for e in entries:
+        counts[e.label] = counts.get(e.label, 0) + 1
+    for e in entries:
+        if counts[e.label] > 1 and e.path is not None:
+            e.label = f"{e.label} [{e.path.resolve().name}]"
+    seen: dict[str, int] = {}
+    for e in entries:  # same folder name twice (different parents): number them
+        n = seen.get(e.label, 0)
+        seen[e.label] = n + 1
+        if n:
+            e.label = f"{e.label} #{n + 1}"
+
+
+# -- reference tables ------------------------------------------------------------------------
+def load_reference(path: str | Path) -> list[Entry]:
+    """Rows of a CSV with Table II's columns (e.g. shared/spec/table2.csv), labelled "(paper)".
+
+    Extra columns are ignored; an empty cell is a missing value; anything else malformed
+    is a one-line :class:`ReportError` naming the line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ReportUsageError(f"{path}: no such reference table")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{path}: cannot read: {exc}") from exc
+    try:
+        rows = list(csv.DictReader(text.splitlines()))
+        header = csv.DictReader(text.splitlines()).fieldnames or []
+    except csv.Error as exc:
+        raise ReportError(f"{path}: not a valid CSV: {exc}") from exc
+    missing = [c for c in COLUMNS if c not in header]
+    if missing:
+        raise ReportError(f"{path}: not a Table II CSV: missing column(s) {', '.join(missing)}")
+    if not rows:
+        raise ReportError(f"{path}: no rows")
+    entries = []
+    for line, row in enumerate(rows, start=2):
+        if None in row:  # DictReader puts surplus cells under the key None
+            raise ReportError(f"{path} line {line}: more cells than columns")
+        name = (row.get("model") or "").strip()
+        if not name:
+            raise ReportError(f"{path} line {line}: empty model name")
+        metrics: dict = {}
+        for col in NUMERIC:
+            cell = (row.get(col) or "").strip()
+            if not cell:
+                continue
+            try:
+                value = float(cell)
+            except ValueError as exc:
+                raise ReportError(f"{path} line {line}: {col} {cell!r} is not a number") from exc
+            if not math.isfinite(value):
+                raise ReportError(f"{path} line {line}: {col} {cell!r} is not a finite number")
+            if col == "latency_ms":
+                metrics["latency_ms"] = {"mean": value}
+            else:
+                metrics[col] = value
+        best = (row.get("best_formulation") or "").strip()
+        if best and best not in FORMULATIONS:
+            raise ReportError(f"{path} line {line}: best_formulation {best!r} is not one of orig, cat, tmpl")
+        metrics["best_formulation"] = best or None
+        entries.append(Entry(name + PAPER_MARK, metrics, reference=True, family=PAPER_FAMILIES.get(name)))
+    return entries

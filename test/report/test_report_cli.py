@@ -1,0 +1,103 @@
+"""``probench report`` end to end: files written, PNGs valid, scoring on the fly, errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+import struct
+from pathlib import Path
+
+from probench.cli import main
+from probench.report.load import COLUMNS
+
+SAMPLE = Path(__file__).resolve().parents[2] / "datasets" / "probench-sample"
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_report_writes_table_figures_and_document(two_runs, reference_csv, tmp_path, capsys):
+    out = tmp_path / "report"
+    rc = main(["report", *map(str, two_runs), "--out", str(out), "--reference", str(reference_csv)])
+    assert rc == 0
+    printed = capsys.readouterr().out.split()
+    expected = ["table2.md", "table2.csv", "fig3_map_vs_iou.png", "fig4_delta_max_vs_iou.png",
+                "fig5_pareto.png", "report.md"]  # fmt: skip
+    assert [Path(p).name for p in printed] == expected
+    for name in expected:
+        assert (out / name).is_file()
+    rows = list(csv.DictReader((out / "table2.csv").open(encoding="utf-8")))
+    assert len(rows) == 5 and tuple(rows[0]) == COLUMNS
+    for name in expected[2:5]:
+        w, h = _png_size(out / name)
+        assert 600 <= w <= 2000 and 400 <= h <= 1200, (name, w, h)  # 150 dpi figures
+    doc = (out / "report.md").read_text(encoding="utf-8")
+    for name in expected[:5]:
+        assert f"]({name})" in doc or f"({name})" in doc
+    assert "OWLv2-B (random weights)" in doc and "random weights" in doc.lower()
+    assert "| model | map50 |" in doc
+
+
+def test_run_without_metrics_is_scored_from_its_dataset(tmp_path, capsys):
+    ann = json.loads((SAMPLE / "annotations.json").read_text(encoding="utf-8"))
+    run = tmp_path / "perfect"
+    (run / "predictions").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"model": {"name": "oracle"}, "dataset": {"path": str(SAMPLE)}}))
+    gt = [{"image_id": a["image_id"], "category_id": a["category_id"], "bbox": a["bbox"], "score": 0.9}
+          for a in ann["annotations"]]  # fmt: skip
+    for f in ("orig", "cat", "tmpl"):
+        (run / "predictions" / f"{f}.json").write_text(json.dumps(gt if f != "cat" else gt[: len(gt) // 2]))
+    out = tmp_path / "rep"
+    assert main(["report", str(run), "--out", str(out)]) == 0
+    (row,) = list(csv.DictReader((out / "table2.csv").open(encoding="utf-8")))
+    assert row["model"] == "oracle" and row["map50"] == "1.000" and row["best_formulation"] == "orig"
+    assert float(row["m_cat"]) < 1.0 and row["latency_ms"] == ""
+    assert not (run / "metrics.json").exists()  # a report never writes into its inputs
+    doc = (out / "report.md").read_text(encoding="utf-8")
+    assert "scored now" in doc and "left out of Fig. 5 (no latency measured)" in doc
+    assert not (out / "fig5_pareto.png").exists()
+
+
+def test_run_without_metrics_or_dataset_is_a_one_line_error(make_run, tmp_path, capsys):
+    run = make_run("bare", with_metrics=False)
+    rc = main(["report", str(run), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and "\n" not in err
+    assert "no metrics.json and no dataset" in err and "bare" in err
+
+
+def test_malformed_reference_is_a_one_line_error(two_runs, tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("model;map50\nX;0.1\n", encoding="utf-8")
+    rc = main(["report", str(two_runs[0]), "--out", str(tmp_path / "o"), "--reference", str(bad)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and "\n" not in err and "not a Table II CSV" in err
+    assert not (tmp_path / "o").exists()  # checked before anything is written
+
+
+def test_missing_run_folder_is_a_usage_error(tmp_path, capsys):
+    rc = main(["report", str(tmp_path / "nope"), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "no such run folder" in err and "\n" not in err
+
+
+def test_malformed_metrics_value_is_a_one_line_error(make_run, tmp_path, capsys):
+    run = make_run("weird")
+    m = json.loads((run / "metrics.json").read_text())
+    m["map50"] = "high"
+    (run / "metrics.json").write_text(json.dumps(m))
+    rc = main(["report", str(run), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and "\n" not in err and "map50 is 'high', not a number" in err
+
+
+def test_same_model_twice_gets_folder_names(make_run, tmp_path):
+    a, b = make_run("first"), make_run("second")
+    out = tmp_path / "o"
+    assert main(["report", str(a), str(b), "--out", str(out)]) == 0
+    models = {r["model"] for r in csv.DictReader((out / "table2.csv").open(encoding="utf-8"))}
+    assert models == {"OWLv2-B [first]", "OWLv2-B [second]"}

@@ -1,0 +1,95 @@
+"""Table II: columns, order, top-five marks, reference rows, malformed reference tables."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from probench.report.errors import ReportError
+from probench.report.load import COLUMNS, Entry, load_reference, load_run
+from probench.report.table import mark, ranks, to_csv, to_markdown
+
+
+def _entries(two_runs, reference_csv):
+    return [load_run(r) for r in two_runs] + load_reference(reference_csv)
+
+
+def test_csv_has_exactly_the_paper_columns_sorted_by_map50(two_runs, reference_csv):
+    rows = list(csv.DictReader(io.StringIO(to_csv(_entries(two_runs, reference_csv)))))
+    assert tuple(rows[0].keys()) == COLUMNS
+    assert [r["model"] for r in rows] == [
+        "OWL-ViT", "SAM3-Lite (paper)", "OmDet-T (paper)", "OWLv2-B (random weights)", "YOLO-W-S (paper)",
+    ]  # fmt: skip
+    m50 = [float(r["map50"]) for r in rows]
+    assert m50 == sorted(m50, reverse=True)
+    # the paper's rows come back as published; a run's cells are its metrics, rounded
+    sam = next(r for r in rows if r["model"] == "SAM3-Lite (paper)")
+    assert sam["latency_ms"] == "683.0" and sam["plc"] == "0.917" and sam["best_formulation"] == "cat"
+    owl = next(r for r in rows if r["model"] == "OWL-ViT")
+    assert owl["best_formulation"] == "orig" and owl["latency_ms"] == "20.0"
+    assert float(owl["map50"]) == pytest.approx(0.9 * (1 - 0.5**3), abs=5e-4)
+
+
+def test_ranks_lower_is_better_for_latency_and_delta_max(two_runs, reference_csv):
+    entries = _entries(two_runs, reference_csv)
+    lat = {e.label: r for e, r in zip(entries, ranks(entries, "latency_ms"), strict=True)}
+    assert lat["YOLO-W-S (paper)"] == 1 and lat["SAM3-Lite (paper)"] == 5
+    m50 = {e.label: r for e, r in zip(entries, ranks(entries, "map50"), strict=True)}
+    assert m50["OWL-ViT"] == 1 and m50["YOLO-W-S (paper)"] == 5
+    dmax = {e.label: r for e, r in zip(entries, ranks(entries, "delta_max"), strict=True)}
+    assert dmax["YOLO-W-S (paper)"] == 1 and dmax["SAM3-Lite (paper)"] == 5
+
+
+def test_ties_share_a_rank_and_missing_values_have_none():
+    es = [Entry("a", {"map50": 0.5}), Entry("b", {"map50": 0.5}), Entry("c", {"map50": 0.2}), Entry("d", {})]
+    assert ranks(es, "map50") == [1, 1, 3, None]
+    assert mark("0.500", 1) == "**0.500**" and mark("0.200", 3) == "0.200³"
+    assert mark("0.1", 6) == "0.1" and mark("", 1) == ""
+
+
+def test_markdown_marks_top_five_per_column(two_runs, reference_csv):
+    md = to_markdown(_entries(two_runs, reference_csv))
+    lines = [ln for ln in md.splitlines() if ln.startswith("| ")]
+    assert lines[0] == "| " + " | ".join(COLUMNS) + " |"
+    body = {ln.split(" | ")[0][2:]: ln.split(" | ") for ln in lines[1:]}
+    col = {c: i for i, c in enumerate(COLUMNS)}
+    assert body["OWL-ViT"][col["map50"]].startswith("**")  # best mAP.5
+    assert body["YOLO-W-S (paper)"][col["latency_ms"]] == "**7.3**"  # fastest
+    assert body["SAM3-Lite (paper)"][col["latency_ms"]] == "683.0⁵"  # slowest of five
+    assert body["SAM3-Lite (paper)"][col["map50"]] == "0.696²"
+    assert "**bold** = best" in md
+
+
+def test_reference_rows_need_the_paper_columns(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("model,map50\nX,0.1\n", encoding="utf-8")
+    with pytest.raises(ReportError, match="missing column"):
+        load_reference(bad)
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("X,abc,0.1,0.1,1,0.1,0.1,0.1,cat,0.1,0.1", "line 2: map50 'abc' is not a number"),
+        ("X,0.1,0.1,0.1,1,0.1,0.1,0.1,best,0.1,0.1", "best_formulation 'best'"),
+        (",0.1,0.1,0.1,1,0.1,0.1,0.1,cat,0.1,0.1", "line 2: empty model name"),
+        ("X,0.1,0.1,0.1,1,0.1,0.1,0.1,cat,0.1,0.1,9", "more cells than columns"),
+    ],
+)
+def test_malformed_reference_rows_are_named(tmp_path, row, message):
+    path = tmp_path / "ref.csv"
+    path.write_text(",".join(COLUMNS) + "\n" + row + "\n", encoding="utf-8")
+    with pytest.raises(ReportError) as err:
+        load_reference(path)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_reference_with_extra_columns_and_empty_cells_is_accepted(tmp_path):
+    path = tmp_path / "ref.csv"
+    path.write_text("note," + ",".join(COLUMNS) + "\nhi,M,0.5,,,,,,,,,\n", encoding="utf-8")
+    (e,) = load_reference(path)
+    assert e.label == "M (paper)" and e.number("map50") == 0.5
+    assert e.number("latency_ms") is None and e.text("best_formulation") is None
