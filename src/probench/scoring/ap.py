@@ -32,26 +32,43 @@ def average_precision(
     n_q, n_c = n_pos.shape
     ap = np.full((n_q, n_c), -1.0)
     o = np.lexsort((det_order, det_image, -det_score, det_query))
-    q_sorted = det_query[o]
-    bounds = np.searchsorted(q_sorted, np.arange(n_q + 1))
+    tp = tp[o]  # one gather; each query is then a contiguous slice
+    fp = fp[o]
+    bounds = np.searchsorted(det_query[o], np.arange(n_q + 1))
     n_rec = len(REC_THRS)
+    k_min_cache: dict[int, np.ndarray] = {}
     for q in np.flatnonzero((n_pos > 0).any(axis=1)):
-        rows = o[bounds[q] : bounds[q + 1]]
         cols = np.flatnonzero(n_pos[q] > 0)
-        if len(rows) == 0:
+        lo, hi = bounds[q], bounds[q + 1]
+        n = hi - lo
+        if n == 0:
             ap[q, cols] = 0.0
             continue
-        tp_sum = np.cumsum(tp[rows][:, cols], axis=0, dtype=np.float64)
-        fp_sum = np.cumsum(fp[rows][:, cols], axis=0, dtype=np.float64)
-        rc = tp_sum / n_pos[q, cols]
+        tps = tp[lo:hi][:, cols]
+        tp_sum = np.cumsum(tps, axis=0, dtype=np.float64)
+        fp_sum = np.cumsum(fp[lo:hi][:, cols], axis=0, dtype=np.float64)
         pr = tp_sum / (fp_sum + tp_sum + _EPS)
         pr = np.maximum.accumulate(pr[::-1], axis=0)[::-1]
-        n = len(rows)
-        for j, c in enumerate(cols):
-            idx = np.searchsorted(rc[:, j], REC_THRS, side="left")
-            ok = idx < n
-            ap[q, c] = pr[idx[ok], j].sum() / n_rec
+        # searchsorted(recall, REC_THRS, "left") without a loop over columns: recall is
+        # tp_sum / n_pos, so the first row with recall >= r is the row of the k-th true
+        # positive, k the least count with k / n_pos >= r (same float division as COCO).
+        k_min = np.stack([_k_min(int(n_pos[q, c]), k_min_cache) for c in cols])  # (C, R)
+        c_idx, rows = np.nonzero(tps.T)  # true-positive rows, column by column
+        n_tp = np.bincount(c_idx, minlength=len(cols))
+        first = np.concatenate([[0], np.cumsum(n_tp)[:-1]])
+        has = (k_min >= 1) & (k_min <= n_tp[:, None])
+        at = np.where(has, first[:, None] + k_min - 1, 0)
+        idx = np.where(k_min == 0, 0, np.where(has, rows[at] if len(rows) else 0, n))
+        prec = np.where(idx < n, pr[np.minimum(idx, n - 1), np.arange(len(cols))[:, None]], 0.0)
+        ap[q, cols] = prec.sum(axis=1) / n_rec
     return ap
+
+
+def _k_min(n_pos: int, cache: dict[int, np.ndarray]) -> np.ndarray:
+    """Per recall point r, the least k with k / n_pos >= r (``n_pos + 1`` if none)."""
+    if n_pos not in cache:
+        cache[n_pos] = np.searchsorted(np.arange(n_pos + 1) / n_pos, REC_THRS, side="left")
+    return cache[n_pos]
 
 
 def mean_ap(ap: np.ndarray) -> np.ndarray:
