@@ -28,6 +28,7 @@ from probench.ros.errors import (
     ImageSizeError,
     ImageStepError,
     MessageConversionError,
+    PromptMessageError,
 )
 
 # encoding -> (channels, bytes per channel, conversion to RGB)
@@ -174,6 +175,33 @@ def rgb_to_fields(rgb: np.ndarray, encoding: str = "rgb8") -> SimpleNamespace:
         height=h, width=w, encoding=encoding, is_bigendian=0,
         step=out.strides[0], data=out.tobytes(),
     )
+
+
+# -- prompts ------------------------------------------------------------------------------
+def prompt_text(serialized: bytes) -> str:
+    """The text of a serialized ``std_msgs/String`` (from a raw subscription), strictly UTF-8.
+
+    rclpy itself decodes strings with replacement characters, so invalid bytes would turn
+    into a prompt of U+FFFD; here they raise :class:`PromptMessageError` instead.
+    """
+    from rclpy.serialization import deserialize_message
+    from std_msgs.msg import String
+
+    try:
+        text = deserialize_message(serialized, String).data
+    except Exception as exc:  # any failure means a malformed message
+        raise PromptMessageError(f"undecodable message ({type(exc).__name__}: {exc})") from exc
+    if "\ufffd" in text:  # maybe a genuine U+FFFD, maybe a decoding failure: check the bytes
+        data = bytes(serialized)
+        order = "little" if len(data) > 1 and data[1] & 1 else "big"  # CDR encapsulation id
+        n = int.from_bytes(data[4:8], order) if len(data) >= 8 else -1
+        try:
+            if n < 1 or len(data) < 8 + n:
+                raise ValueError("bad string length")
+            return data[8 : 8 + n - 1].decode("utf-8")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise PromptMessageError(f"undecodable message: not valid UTF-8 ({exc})") from exc
+    return text
 
 
 # -- messages (need the ROS message packages, not a running rclpy) -------------------------

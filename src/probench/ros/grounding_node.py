@@ -38,7 +38,6 @@ from rclpy.qos import (
     QoSProfile,
     ReliabilityPolicy,
 )
-from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header, String
 from vision_msgs.msg import Detection2DArray, LabelInfo
@@ -143,18 +142,22 @@ class GroundingNode(LifecycleNode):
 
     # -- prompts ------------------------------------------------------------------------
     def _on_prompt_raw(self, data: bytes) -> None:
-        """Raw subscription: a non-UTF-8 string must be a logged rejection, not a crash of
-        the executor (rclpy raises while taking it)."""
+        """Raw subscription: rclpy would silently turn invalid UTF-8 into U+FFFD prompts;
+        a malformed message must be a logged rejection instead."""
         try:
-            text = deserialize_message(data, String).data
-        except Exception as exc:  # noqa: BLE001 - any decode failure is a bad message, not our bug
-            self._reject_prompt(f"undecodable message ({type(exc).__name__}: {exc})")
+            text = convert.prompt_text(data)
+        except ProbenchError as exc:
+            self._reject_prompt(str(exc))
             return
         if len(text) > _MAX_PROMPT_MSG:
             self._reject_prompt(f"message is {len(text)} characters long (limit {_MAX_PROMPT_MSG})")
             return
+        pieces = split_prompts(text)
+        if not pieces:
+            self._reject_prompt(f"empty or whitespace-only prompt message ({text[:20]!r})")
+            return
         try:
-            prompts = check_prompts(split_prompts(text))
+            prompts = check_prompts(pieces)
         except ProbenchError as exc:
             self._reject_prompt(f"{exc} (message {text[:60]!r})")
             return
