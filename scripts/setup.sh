@@ -51,7 +51,7 @@ PY="$VENV/bin/python"
 if [ "${1:-}" = "--lock" ]; then
   STEP="lock"
   # Every distribution pip installed in the venv, pinned; ROS-internal egg-infos (no
-  # INSTALLER), probench and vision_msgs (built here) and pip itself are left out.
+  # INSTALLER), probench and vision_msgs (built here) are left out.
   "$PY" - "$REPO/requirements.txt" <<'EOF'
 import importlib.metadata as md
 import sys
@@ -61,7 +61,7 @@ header = [line for line in open(path, encoding="utf-8") if line.startswith("#")]
 pins = set()
 for dist in md.distributions():
     name = dist.metadata["Name"]
-    if (dist.read_text("INSTALLER") or "").strip() != "pip" or name.lower() in {"probench", "pip"}:
+    if (dist.read_text("INSTALLER") or "").strip() != "pip" or name.lower() == "probench":
         continue
     pins.add(f"{name}=={dist.version}")
 with open(path + ".tmp", "w", encoding="utf-8") as f:
@@ -81,6 +81,10 @@ if stamp_ok deps "$deps_hash"; then
   say "python packages: up to date"
 else
   say "installing the pinned python packages (first time: a few minutes; torch is large)"
+  # pip itself first, at its pin (a new venv starts with the interpreter's bundled pip)
+  pip_pin="$(grep -E '^pip==' "$REPO/requirements.txt" || true)"
+  [ -n "$pip_pin" ] || die "requirements.txt has no pip== pin"
+  "$PY" -m pip install --disable-pip-version-check --no-input -q "$pip_pin"
   "$PY" -m pip install --disable-pip-version-check --no-input -q -r "$REPO/requirements.txt"
   stamp_set deps "$deps_hash"
 fi
