@@ -92,8 +92,9 @@ class _Formulation:
         n_t = len(self.thr)
         a = self.areas.index("all")
         cols = a * n_t + ci
-        tp = self.m.tp.reshape(len(dk), -1)[dk][:, cols]
-        fp = self.m.fp.reshape(len(dk), -1)[dk][:, cols]
+        n_cols = len(self.areas) * n_t
+        tp = self.m.tp.reshape(len(dk), n_cols)[dk][:, cols]
+        fp = self.m.fp.reshape(len(dk), n_cols)[dk][:, cols]
         n_pos = self._n_pos(gt, gk)[:, cols]
         ap = average_precision(
             self.det_query[dk], self.det_image[dk], self.m.det_score[dk], self.m.det_order[dk], tp, fp, n_pos
