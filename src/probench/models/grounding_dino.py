@@ -1,0 +1,306 @@
+"""Grounding DINO, MM Grounding DINO and LLMDet (transformers ``GroundingDinoForObjectDetection``
+and ``MMGroundingDinoForObjectDetection``; LLMDet checkpoints load into the MM-GD classes).
+
+Native prompt format: one caption of lower-case phrases separated by periods,
+``"a red door. a person."``, at most ``max_text_len`` (256) BERT tokens. Each of the 900
+queries gets one sigmoid logit per token. Post-processing here: a phrase's score is the
+max logit over its tokens (the native score is the max over all tokens); a box answers
+the phrase with the highest score. Token -> phrase mapping uses the tokenizer's character
+offsets against the phrase spans in the caption, so a prompt that itself contains a
+period still maps to its own index.
+
+Long prompt lists: prompts are packed greedily, in order, into captions that fit the token
+limit and each caption is a separate forward pass (their boxes are merged; a single prompt
+longer than the limit is truncated). The per-prompt cap of 100 boxes applies to the merge.
+
+Text cache (partial, ``text_cache_level="tokens"``): captions are tokenised once per prompt
+set, and the BERT text backbone's output is cached per caption (a wrapper around
+``model.text_backbone`` returns the stored features when the token ids are unchanged).
+The text-image fusion layers of the encoder depend on the image and run every frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from probench.detections import Detections
+from probench.models import hf_common as hf
+from probench.models.base import StageTimer
+from probench.models.zoo import ModelSpec
+
+_SWIN_T = {"embed_dim": 96, "depths": [2, 2, 6, 2], "num_heads": [3, 6, 12, 24], "window_size": 7,
+           "image_size": 224}
+_SWIN_B = {"embed_dim": 128, "depths": [2, 2, 18, 2], "num_heads": [4, 8, 16, 32], "window_size": 12,
+           "image_size": 384}
+_SWIN_L = {"embed_dim": 192, "depths": [2, 2, 18, 2], "num_heads": [6, 12, 24, 48], "window_size": 12,
+           "image_size": 384}
+_BERT_BASE = {"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+              "intermediate_size": 3072, "max_position_embeddings": 512}
+
+# Real-size configs for random_weights builds, from the checkpoints' config.json as far as
+# known (the Swin-L variants' feature levels are the least certain detail).
+_BACKBONES = {
+    "grounding-dino-t": _SWIN_T, "grounding-dino-s-t": _SWIN_B, "mm-grounding-dino-t": _SWIN_T,
+    "mm-grounding-dino-l": _SWIN_L, "llmdet-l": _SWIN_L,
+}
+_REAL_IMAGE = {"shortest_edge": 800, "longest_edge": 1333}
+TINY_IMAGE = {"shortest_edge": 64, "longest_edge": 128}
+TINY_MAX_TEXT = 24  # small on purpose: a handful of prompts already exercises chunking
+
+
+def _mm(spec: ModelSpec) -> bool:
+    return spec.family == "mm-grounding-dino"
+
+
+def _real_config(spec: ModelSpec) -> dict[str, Any]:
+    backbone = {"model_type": "swin", **_BACKBONES[spec.name],
+                "out_features": ["stage2", "stage3", "stage4"]}
+    return {"backbone_config": backbone, "text_config": dict(_BERT_BASE), "num_queries": 900,
+            "max_text_len": 256}
+
+
+def _tiny_config() -> dict[str, Any]:
+    backbone = {"model_type": "swin", "embed_dim": 16, "depths": [1, 1, 1, 1], "num_heads": [1, 1, 2, 2],
+                "window_size": 4, "image_size": 64, "out_features": ["stage2", "stage3", "stage4"]}
+    text = {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+            "intermediate_size": 37, "max_position_embeddings": 64}
+    return {
+        "backbone_config": backbone, "text_config": text, "num_queries": 30, "d_model": 32,
+        "encoder_layers": 1, "decoder_layers": 2, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32,
+        "encoder_attention_heads": 2, "decoder_attention_heads": 2, "encoder_n_points": 2,
+        "decoder_n_points": 2, "max_text_len": TINY_MAX_TEXT,
+    }
+
+
+def _classes(spec: ModelSpec) -> tuple[Any, Any]:
+    import transformers as tf
+
+    if _mm(spec):
+        return tf.MMGroundingDinoConfig, tf.MMGroundingDinoForObjectDetection
+    return tf.GroundingDinoConfig, tf.GroundingDinoForObjectDetection
+
+
+@dataclass
+class _Caption:
+    """One forward pass worth of prompts."""
+
+    first: int  # index of its first prompt in the prompt set
+    tokens: dict  # tokenizer output (tensors)
+    token_phrase: np.ndarray  # (max_text_len,) phrase index (local) per token, -1 elsewhere
+    n_phrases: int
+
+
+def _text_cache_module(inner: Any) -> Any:
+    import torch
+
+    class CachedTextBackbone(torch.nn.Module):
+        """Returns the stored BERT output for token ids seen before (one entry per caption)."""
+
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+            self.store: dict[tuple[int, ...], Any] = {}
+            self.calls = 0  # real BERT runs, for tests
+
+        @property
+        def config(self) -> Any:
+            return self.inner.config
+
+        def forward(self, input_ids: Any, *args: Any, **kwargs: Any) -> Any:
+            key = tuple(input_ids[0].tolist())
+            same_rows = bool((input_ids == input_ids[:1]).all())
+            if same_rows and key in self.store:
+                hidden = self.store[key]
+            else:
+                self.calls += 1
+                out = self.inner(input_ids, *args, **kwargs)
+                hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+                if not same_rows:
+                    return out
+                hidden = hidden[:1]
+                self.store[key] = hidden
+            from transformers.modeling_outputs import BaseModelOutput
+
+            return BaseModelOutput(last_hidden_state=hidden.expand(input_ids.shape[0], -1, -1))
+
+    return CachedTextBackbone(inner)
+
+
+class GroundingDinoDetector(hf.HFDetector):
+    def __init__(self, model: Any, image_processor: Any, tokenizer: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.model = model
+        self.image_processor = image_processor
+        self.tokenizer = tokenizer
+        self.max_text_len = int(model.config.max_text_len)
+        self.text_cache = _text_cache_module(model.model.text_backbone)
+        model.model.text_backbone = self.text_cache
+
+    # -- text side ------------------------------------------------------------------------
+    def captions(self, prompts: Sequence[str]) -> list[_Caption]:
+        """Pack prompts into captions of at most ``max_text_len`` tokens."""
+        phrases = [p.strip().rstrip(".").strip().lower() or p.strip().lower() for p in prompts]
+        lengths = [len(self.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in phrases]
+        groups: list[list[int]] = []
+        used = 2  # [CLS] ... [SEP]
+        for i, n in enumerate(lengths):
+            if groups and used + n + 1 <= self.max_text_len:
+                groups[-1].append(i)
+                used += n + 1
+            else:
+                groups.append([i])
+                used = 2 + n + 1
+        return [self._caption(g[0], [phrases[i] for i in g]) for g in groups]
+
+    def _caption(self, first: int, phrases: list[str]) -> _Caption:
+        spans, text = [], ""
+        for ph in phrases:
+            spans.append((len(text), len(text) + len(ph)))
+            text += ph + ". "
+        text = text.rstrip()
+        tok = self.tokenizer(
+            text, truncation=True, max_length=self.max_text_len, return_offsets_mapping=True,
+            return_tensors="pt",
+        )
+        offsets = tok.pop("offset_mapping")[0].tolist()
+        token_phrase = np.full(self.max_text_len, -1, dtype=np.int64)
+        for t, (a, b) in enumerate(offsets):
+            if b <= a:
+                continue  # special tokens
+            for k, (s, e) in enumerate(spans):
+                if a >= s and b <= e:
+                    token_phrase[t] = k
+                    break
+        return _Caption(first, dict(tok), token_phrase, len(phrases))
+
+    def _encode_prompts(self, prompts: tuple[str, ...]) -> list[_Caption]:
+        import torch
+
+        caps = self.captions(prompts)
+        with torch.inference_mode():
+            for cap in caps:  # run BERT once per caption now, so frames only hit the cache
+                ids = cap.tokens["input_ids"].to(self.dev)
+                self.text_cache(ids, **_bert_masks(self.model.model, ids))
+        return caps
+
+    # -- per frame ------------------------------------------------------------------------
+    def _run(self, image: np.ndarray, text_state: object) -> Detections:
+        import torch
+
+        caps: list[_Caption] = text_state  # type: ignore[assignment]
+        h, w = image.shape[:2]
+        timer = StageTimer(sync=hf.cuda_sync(self.dev))
+        with timer.stage("preprocess"):
+            enc = self.image_processor(images=[image], return_tensors="pt")
+            pv = enc["pixel_values"].to(device=self.dev, dtype=self.dtype)
+            pm = enc["pixel_mask"].to(self.dev) if "pixel_mask" in enc else None
+        outs = []
+        with timer.stage("forward"), torch.inference_mode():
+            for cap in caps:
+                t = {k: v.to(self.dev) for k, v in cap.tokens.items()}
+                out = self.model(pixel_values=pv, pixel_mask=pm, **t)
+                outs.append((out.logits[0].float(), out.pred_boxes[0].float()))
+        with timer.stage("postprocess"):
+            boxes_all, scores_all, labels_all = [], [], []
+            for cap, (logits, pred) in zip(caps, outs, strict=True):
+                probs = torch.sigmoid(logits).cpu().numpy()  # (Q, max_text_len)
+                per_phrase = np.zeros((probs.shape[0], cap.n_phrases))
+                tp = cap.token_phrase[: probs.shape[1]]
+                for k in range(cap.n_phrases):
+                    cols = np.nonzero(tp == k)[0]
+                    if len(cols):
+                        per_phrase[:, k] = probs[:, cols].max(axis=1)
+                label = per_phrase.argmax(axis=1)
+                score = per_phrase[np.arange(len(label)), label]
+                cx, cy, bw, bh = pred.cpu().numpy().T
+                boxes_all.append(
+                    np.stack([(cx - bw / 2) * w, (cy - bh / 2) * h, (cx + bw / 2) * w, (cy + bh / 2) * h], 1)
+                )
+                scores_all.append(score)
+                labels_all.append(label + cap.first)
+            boxes, scores, labels = (np.concatenate(a) for a in (boxes_all, scores_all, labels_all))
+            keep = hf.cap_per_prompt(scores, labels)
+        return Detections.from_arrays(
+            boxes[keep], scores[keep], labels[keep], image_size=(h, w), timings_ms=timer.timings_ms
+        )
+
+
+def _bert_masks(gd_model: Any, input_ids: Any) -> dict:
+    """The arguments GroundingDinoModel passes to its text backbone (phrase-wise attention)."""
+    import importlib
+
+    import torch
+
+    mod = importlib.import_module(type(gd_model).__module__)
+    masks, position_ids = mod.generate_masks_with_special_tokens_and_transfer_map(
+        input_ids, special_tokens=gd_model.special_tokens
+    )
+    n = gd_model.config.max_text_len
+    masks, position_ids = masks[:, :n, :n], position_ids[:, :n]
+    return {
+        "attention_mask": masks[:, None, :, :],
+        "token_type_ids": torch.zeros_like(input_ids),
+        "position_ids": position_ids,
+        "return_dict": True,
+    }
+
+
+def _image_processor(spec: ModelSpec, size: dict) -> Any:
+    import transformers as tf
+
+    return tf.GroundingDinoImageProcessor(size=size)
+
+
+def _with_vocab(cfg: dict[str, Any], tokenizer: Any) -> dict[str, Any]:
+    cfg = {**cfg, "text_config": {**cfg["text_config"], "vocab_size": len(tokenizer),
+                                   "pad_token_id": tokenizer.pad_token_id}}
+    return cfg
+
+
+def build(
+    spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
+    weights: str | None, random_weights: bool,
+) -> GroundingDinoDetector:
+    dev, dtype = hf.resolve_device(device, precision)
+    config_cls, model_cls = _classes(spec)
+    if random_weights:
+        from probench.models.tiny_tokenizers import bert_tokenizer
+
+        tokenizer = bert_tokenizer()
+        with hf.seeded():
+            model = model_cls(config_cls(**_with_vocab(_real_config(spec), tokenizer)))
+        image_processor = _image_processor(spec, dict(_REAL_IMAGE))
+        source = "random init (real-size config; generated tokenizer)"
+    else:
+        import transformers as tf
+
+        source = hf.pretrained_source(spec.name, spec.checkpoint, weights)
+        model = hf.from_pretrained(model_cls.from_pretrained, source, spec.name)
+        processor = hf.from_pretrained(tf.AutoProcessor.from_pretrained, source, f"{spec.name} processor")
+        image_processor, tokenizer = processor.image_processor, processor.tokenizer
+    det = GroundingDinoDetector(
+        hf.finish_model(model, dev, dtype), image_processor, tokenizer,
+        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
+    )
+    det.weights_source = source
+    return det
+
+
+def build_tiny(
+    spec: ModelSpec, *, device: str, precision: str, score_threshold: float
+) -> GroundingDinoDetector:
+    from probench.models.tiny_tokenizers import bert_tokenizer
+
+    dev, dtype = hf.resolve_device(device, precision)
+    config_cls, model_cls = _classes(spec)
+    tokenizer = bert_tokenizer()
+    with hf.seeded():
+        model = model_cls(config_cls(**_with_vocab(_tiny_config(), tokenizer)))
+    return GroundingDinoDetector(
+        hf.finish_model(model, dev, dtype), _image_processor(spec, dict(TINY_IMAGE)), tokenizer,
+        name="tiny-" + spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
+    )

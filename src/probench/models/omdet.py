@@ -1,0 +1,187 @@
+"""OmDet-Turbo (transformers ``OmDetTurboForObjectDetection``, checkpoint
+``omlab/omdet-turbo-swin-tiny-hf``).
+
+Native interface: a list of class names plus a task prompt; the published default task is
+``"Detect {c1}, {c2}, ...."`` (the processor's own default), used here. Each of the 900
+queries gets one sigmoid logit per class; the processor's post-processing takes the top
+queries x classes, runs class-wise NMS (IoU 0.5, its default) and rescales the normalised
+boxes to the image (the 640x640 input is a plain resize).
+
+Text cache (full): the model keeps LRU caches of class and task embeddings keyed by token
+ids (``language_cache_class`` / ``language_cache_prompt``). Prompts are tokenised once per
+prompt set and the caches are primed then, so frames never run the text encoder while the
+prompt set is unchanged (size 100 entries by default: prompt sets up to that size stay
+cached; a larger set re-encodes what the LRU evicted).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from probench.detections import Detections
+from probench.models import hf_common as hf
+from probench.models.base import StageTimer
+from probench.models.zoo import ModelSpec
+
+NMS_IOU = 0.5  # the processor's default
+TEXT_LEN = 77  # the processor's text max_length
+TINY_IMAGE = 64
+CLIP_PAD = "<|endoftext|>"  # OmDet's CLIP tokenizer pads with end-of-text
+
+
+def task_prompt(prompts: tuple[str, ...]) -> str:
+    """OmDet-Turbo's default task prompt (same as OmDetTurboProcessor's)."""
+    return f"Detect {', '.join(prompts)}."
+
+
+def _tiny_config(vocab: int, pad_id: int, bos: int, eos: int) -> tuple[dict, dict]:
+    # The text width must equal class_embed_dim and differ from the decoder width (32), as in
+    # the real model (512 vs 256): transformers only builds the task projection then.
+    text = {"model_type": "clip_text_model", "hidden_size": 48, "intermediate_size": 37,
+            "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": vocab,
+            "max_position_embeddings": TEXT_LEN, "pad_token_id": pad_id, "bos_token_id": bos,
+            "eos_token_id": eos}
+    cfg = {
+        "text_config": text, "image_size": TINY_IMAGE, "text_projection_in_dim": 48,
+        "text_projection_out_dim": 48, "task_encoder_hidden_dim": 48, "class_embed_dim": 48,
+        "num_queries": 30, "encoder_hidden_dim": 32, "vision_features_channels": [32, 32, 32],
+        "encoder_in_channels": [32, 64, 128], "encoder_attention_heads": 2,
+        "encoder_dim_feedforward": 32, "decoder_hidden_dim": 32, "decoder_num_heads": 2,
+        "decoder_num_layers": 2, "decoder_dim_feedforward": 32, "decoder_num_points": 2,
+    }
+    # A tiny timm Swin (the real model's backbone is timm swin_tiny_patch4_window7_224).
+    timm_kwargs = {"img_size": TINY_IMAGE, "always_partition": True, "embed_dim": 16,
+                   "depths": (1, 1, 1, 1), "num_heads": (1, 1, 2, 2), "window_size": 4}
+    return cfg, timm_kwargs
+
+
+def _real_config(vocab: int, pad_id: int, bos: int, eos: int) -> dict:
+    # The checkpoint's config.json: transformers' defaults are this checkpoint (Swin-T timm
+    # backbone, CLIP ViT-B/32-size text tower, 900 queries, 640 px).
+    text = {"model_type": "clip_text_model", "vocab_size": vocab, "pad_token_id": pad_id,
+            "bos_token_id": bos, "eos_token_id": eos}
+    return {"text_config": text}
+
+
+class OmDetTurboDetector(hf.HFDetector):
+    def __init__(self, model: Any, image_processor: Any, tokenizer: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.model = model
+        self.image_processor = image_processor
+        self.tokenizer = tokenizer
+
+    def _tokens(self, prompts: tuple[str, ...]) -> dict:
+        import torch
+
+        kw = {"padding": "max_length", "truncation": True, "max_length": TEXT_LEN, "return_tensors": "pt"}
+        tasks = self.tokenizer([task_prompt(prompts)], **kw)
+        classes = self.tokenizer(list(prompts), **kw)
+        return {
+            "tasks_input_ids": tasks["input_ids"].to(self.dev),
+            "tasks_attention_mask": tasks["attention_mask"].to(self.dev),
+            "classes_input_ids": classes["input_ids"].to(self.dev),
+            "classes_attention_mask": classes["attention_mask"].to(self.dev),
+            "classes_structure": torch.tensor([len(prompts)], dtype=torch.long, device=self.dev),
+        }
+
+    def _encode_prompts(self, prompts: tuple[str, ...]) -> dict:
+        import torch
+
+        tokens = self._tokens(prompts)
+        with torch.inference_mode():  # prime the model's own language caches
+            self.model.get_language_embedding(**tokens)
+        return tokens
+
+    def _run(self, image: np.ndarray, text_state: object) -> Detections:
+        import torch
+
+        tokens: dict = text_state  # type: ignore[assignment]
+        h, w = image.shape[:2]
+        timer = StageTimer(sync=hf.cuda_sync(self.dev))
+        with timer.stage("preprocess"):
+            pv = self.image_processor(images=[image], return_tensors="pt")["pixel_values"]
+            pv = pv.to(device=self.dev, dtype=self.dtype)
+        with timer.stage("forward"), torch.inference_mode():
+            out = self.model(pixel_values=pv, **tokens)
+        with timer.stage("postprocess"):
+            res = _post_process(out, (h, w), len(self._prompts))
+            keep = hf.cap_per_prompt(res["scores"], res["labels"])
+        return Detections.from_arrays(
+            res["boxes"][keep], res["scores"][keep], res["labels"][keep], image_size=(h, w),
+            timings_ms=timer.timings_ms,
+        )
+
+
+def _post_process(out: Any, size: tuple[int, int], n_classes: int) -> dict:
+    """The processor's post-processing (threshold 0, NMS 0.5), as numpy."""
+    from transformers.models.omdet_turbo import processing_omdet_turbo as pp
+
+    logits = out.decoder_class_logits.float()
+    scores, labels = pp.compute_score(logits)
+    boxes, scores, labels = pp._post_process_boxes_for_image(
+        boxes=out.decoder_coord_logits[0].float(), scores=scores[0], labels=labels,
+        image_num_classes=n_classes, image_size=size, threshold=0.0, nms_threshold=NMS_IOU,
+    )
+    return {"boxes": boxes.cpu().numpy(), "scores": scores.cpu().numpy(), "labels": labels.cpu().numpy()}
+
+
+def _image_processor(side: int) -> Any:
+    import transformers as tf
+
+    # The checkpoint's preprocessor: DETR-style processor, plain resize to 640x640, no pad.
+    return tf.DetrImageProcessor(size={"height": side, "width": side}, do_pad=False)
+
+
+def _tok_ids(tokenizer: Any) -> tuple[int, int, int, int]:
+    return len(tokenizer), tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id
+
+
+def build(
+    spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
+    weights: str | None, random_weights: bool,
+) -> OmDetTurboDetector:
+    import transformers as tf
+
+    dev, dtype = hf.resolve_device(device, precision)
+    if random_weights:
+        from probench.models.tiny_tokenizers import clip_tokenizer
+
+        tokenizer = clip_tokenizer(pad_token=CLIP_PAD)
+        with hf.seeded():
+            model = tf.OmDetTurboForObjectDetection(tf.OmDetTurboConfig(**_real_config(*_tok_ids(tokenizer))))
+        image_processor = _image_processor(640)
+        source = "random init (real-size config; generated tokenizer)"
+    else:
+        source = hf.pretrained_source(spec.name, spec.checkpoint, weights)
+        model = hf.from_pretrained(tf.OmDetTurboForObjectDetection.from_pretrained, source, spec.name)
+        processor = hf.from_pretrained(tf.AutoProcessor.from_pretrained, source, f"{spec.name} processor")
+        image_processor, tokenizer = processor.image_processor, processor.tokenizer
+    det = OmDetTurboDetector(
+        hf.finish_model(model, dev, dtype), image_processor, tokenizer,
+        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
+    )
+    det.weights_source = source
+    return det
+
+
+
+def build_tiny(
+    spec: ModelSpec, *, device: str, precision: str, score_threshold: float
+) -> OmDetTurboDetector:
+    import transformers as tf
+
+    from probench.models.tiny_tokenizers import clip_tokenizer
+
+    dev, dtype = hf.resolve_device(device, precision)
+    tokenizer = clip_tokenizer(pad_token=CLIP_PAD)
+    cfg, timm_kwargs = _tiny_config(*_tok_ids(tokenizer))
+    config = tf.OmDetTurboConfig(**cfg)
+    config.timm_kwargs = timm_kwargs  # read by OmDetTurboVisionBackbone -> timm.create_model
+    with hf.seeded():
+        model = tf.OmDetTurboForObjectDetection(config)
+    return OmDetTurboDetector(
+        hf.finish_model(model, dev, dtype), _image_processor(TINY_IMAGE), tokenizer,
+        name="tiny-" + spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
+    )

@@ -1,0 +1,212 @@
+"""SAM 3 and SAM3-LiteText (transformers ``Sam3Model`` / ``Sam3LiteTextModel`` with
+``Sam3Processor``'s image processor; both share the interface).
+
+Native interface: one text concept per forward ("promptable concept segmentation"): the
+model returns up to 200 instances (boxes, masks, logits, plus a presence logit) for that
+concept. Here each prompt is one concept; prompts are batched (``PROMPT_BATCH`` per
+forward) against the image features, which are computed once per frame
+(``get_vision_features`` -> ``vision_embeds``). Scores = sigmoid(logit) x
+sigmoid(presence), the processor's ``post_process_object_detection`` (or
+``post_process_instance_segmentation`` when masks are requested). The 1008x1008 input is
+a plain resize, undone by the post-processing.
+
+Text cache (full): ``get_text_features`` runs once per prompt set and its output is passed
+as ``text_embeds`` on every frame. Text is tokenised as the processor does (CLIP BPE,
+``max_length=32``), with truncation so a long prompt cannot overflow the 32 positions.
+
+Masks: returned only when ``return_masks=True`` on the detector (bool, original image
+size): at 100 boxes per prompt they cost prompts x 100 x H x W bytes per frame, and the
+benchmark scores boxes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from probench.detections import Detections
+from probench.models import hf_common as hf
+from probench.models.base import StageTimer
+from probench.models.zoo import ModelSpec
+
+TEXT_LEN = 32  # Sam3Processor's max_length
+PROMPT_BATCH = 16  # prompts per forward (memory bound on the image features copies)
+MASK_THRESHOLD = 0.5  # the processor's default
+TINY_IMAGE = 112  # 8x8 patches of 14 px
+
+
+def _lite(spec: ModelSpec) -> bool:
+    return spec.name == "sam3-lite"
+
+
+def _classes(spec: ModelSpec) -> tuple[Any, Any]:
+    import transformers as tf
+
+    if _lite(spec):
+        return tf.Sam3LiteTextConfig, tf.Sam3LiteTextModel
+    return tf.Sam3Config, tf.Sam3Model
+
+
+def _tiny_config(spec: ModelSpec, tokenizer: Any) -> dict[str, Any]:
+    backbone = {"model_type": "sam3_vit_model", "hidden_size": 32, "num_hidden_layers": 2,
+                "num_attention_heads": 2, "intermediate_size": 64, "image_size": TINY_IMAGE,
+                "patch_size": 14, "window_size": 4, "global_attn_indexes": [1]}
+    vision = {"model_type": "sam3_vision_model", "backbone_config": backbone, "fpn_hidden_size": 32,
+              "scale_factors": [2.0, 1.0]}
+    text = {"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64,
+            "projection_dim": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+            "max_position_embeddings": TEXT_LEN, "pad_token_id": tokenizer.pad_token_id,
+            "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}
+    if _lite(spec):
+        text["repmixer_kernel_size"] = 3
+    small = {"hidden_size": 32, "num_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
+    return {
+        "vision_config": vision,
+        "text_config": text,
+        "geometry_encoder_config": dict(small),
+        "detr_encoder_config": dict(small),
+        "detr_decoder_config": {**small, "num_queries": 20},
+        "mask_decoder_config": {"hidden_size": 32, "num_upsampling_stages": 2, "num_attention_heads": 2},
+    }
+
+
+def _real_config(spec: ModelSpec, tokenizer: Any) -> dict[str, Any]:
+    # transformers' defaults are the published checkpoints' architecture (SAM3: ViT-H/14
+    # 1008 px, CLIP-L-size text tower; LiteText: its MobileCLIP-style text tower).
+    return {"text_config": {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id,
+                            "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}}
+
+
+class Sam3Detector(hf.HFDetector):
+    def __init__(self, model: Any, image_processor: Any, tokenizer: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.model = model
+        self.image_processor = image_processor
+        self.tokenizer = tokenizer
+        self.return_masks = False
+
+    def _encode_prompts(self, prompts: tuple[str, ...]) -> tuple[Any, Any]:
+        import torch
+
+        tok = self.tokenizer(
+            list(prompts), padding="max_length", truncation=True, max_length=TEXT_LEN, return_tensors="pt"
+        )
+        ids, mask = tok["input_ids"].to(self.dev), tok["attention_mask"].to(self.dev)
+        with torch.inference_mode():
+            text = self.model.get_text_features(input_ids=ids, attention_mask=mask)
+        return text.pooler_output, mask
+
+    def _run(self, image: np.ndarray, text_state: object) -> Detections:
+        import torch
+        from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+        feats, mask = text_state  # type: ignore[misc]
+        h, w = image.shape[:2]
+        n = feats.shape[0]
+        timer = StageTimer(sync=hf.cuda_sync(self.dev))
+        with timer.stage("preprocess"):
+            pv = self.image_processor(images=[image], return_tensors="pt")["pixel_values"]
+            pv = pv.to(device=self.dev, dtype=self.dtype)
+        outs = []
+        with timer.stage("forward"), torch.inference_mode():
+            vision = self.model.get_vision_features(pv)
+            for start in range(0, n, PROMPT_BATCH):
+                stop = min(n, start + PROMPT_BATCH)
+                k = stop - start
+                vis = type(vision)(
+                    fpn_hidden_states=tuple(t.expand(k, *t.shape[1:]) for t in vision.fpn_hidden_states),
+                    fpn_position_encoding=tuple(
+                        t.expand(k, *t.shape[1:]) for t in vision.fpn_position_encoding
+                    ),
+                )
+                text = BaseModelOutputWithPooling(pooler_output=feats[start:stop])
+                outs.append(self.model(vision_embeds=vis, text_embeds=text, attention_mask=mask[start:stop]))
+        with timer.stage("postprocess"):
+            boxes, scores, labels, masks = [], [], [], []
+            start = 0
+            for out in outs:
+                k = out.pred_logits.shape[0]
+                sizes = [(h, w)] * k
+                if self.return_masks:
+                    res = self.image_processor.post_process_instance_segmentation(
+                        _float(out), threshold=0.0, mask_threshold=MASK_THRESHOLD, target_sizes=sizes
+                    )
+                else:
+                    res = self.image_processor.post_process_object_detection(
+                        _float(out), threshold=0.0, target_sizes=sizes
+                    )
+                for i, r in enumerate(res):
+                    s = r["scores"].cpu().numpy()
+                    keep = hf.cap_per_prompt(s, np.zeros(len(s), dtype=np.int64))
+                    boxes.append(r["boxes"].cpu().numpy()[keep])
+                    scores.append(s[keep])
+                    labels.append(np.full(len(keep), start + i, dtype=np.int64))
+                    if self.return_masks:
+                        masks.append(r["masks"].cpu().numpy()[keep].astype(bool))
+                start += k
+            all_masks = np.concatenate(masks) if self.return_masks else None
+        return Detections.from_arrays(
+            np.concatenate(boxes), np.concatenate(scores), np.concatenate(labels), image_size=(h, w),
+            masks=all_masks, timings_ms=timer.timings_ms,
+        )
+
+
+def _float(out: Any) -> Any:
+    """fp16 outputs upcast for post-processing (sigmoid/scaling in fp32)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        pred_logits=out.pred_logits.float(), pred_boxes=out.pred_boxes.float(),
+        pred_masks=None if out.pred_masks is None else out.pred_masks.float(),
+        presence_logits=None if out.presence_logits is None else out.presence_logits.float(),
+    )
+
+
+def _image_processor(side: int) -> Any:
+    import transformers as tf
+
+    return tf.Sam3ImageProcessor(size={"height": side, "width": side})
+
+
+def build(
+    spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
+    weights: str | None, random_weights: bool,
+) -> Sam3Detector:
+    dev, dtype = hf.resolve_device(device, precision)
+    config_cls, model_cls = _classes(spec)
+    if random_weights:
+        from probench.models.tiny_tokenizers import clip_tokenizer
+
+        tokenizer = clip_tokenizer(pad_token="<|endoftext|>")
+        with hf.seeded():
+            model = model_cls(config_cls(**_real_config(spec, tokenizer)))
+        image_processor = _image_processor(1008)
+        source = "random init (real-size config; generated tokenizer)"
+    else:
+        import transformers as tf
+
+        source = hf.pretrained_source(spec.name, spec.checkpoint, weights)
+        model = hf.from_pretrained(model_cls.from_pretrained, source, spec.name)
+        processor = hf.from_pretrained(tf.AutoProcessor.from_pretrained, source, f"{spec.name} processor")
+        image_processor, tokenizer = processor.image_processor, processor.tokenizer
+    det = Sam3Detector(
+        hf.finish_model(model, dev, dtype), image_processor, tokenizer,
+        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
+    )
+    det.weights_source = source
+    return det
+
+
+def build_tiny(spec: ModelSpec, *, device: str, precision: str, score_threshold: float) -> Sam3Detector:
+    from probench.models.tiny_tokenizers import clip_tokenizer
+
+    dev, dtype = hf.resolve_device(device, precision)
+    config_cls, model_cls = _classes(spec)
+    tokenizer = clip_tokenizer(pad_token="<|endoftext|>")
+    with hf.seeded():
+        model = model_cls(config_cls(**_tiny_config(spec, tokenizer)))
+    return Sam3Detector(
+        hf.finish_model(model, dev, dtype), _image_processor(TINY_IMAGE), tokenizer,
+        name="tiny-" + spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
+    )
