@@ -22,6 +22,10 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _positive_int(v: object) -> bool:
+    return _is_int(v) and v > 0  # type: ignore[operator]
+
+
 def _is_num(v: object) -> bool:
     return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
 
@@ -186,7 +190,7 @@ def _check_annotation(name: str, a: dict, images: dict, queries: dict, problems:
         x, y, w, h = bbox
         if w <= 0 or h <= 0:
             problems.append(f"{name}: 'bbox' {bbox} has a non-positive width or height")
-        elif im is not None and _is_int(im.get("width")) and _is_int(im.get("height")):
+        elif im is not None and _positive_int(im.get("width")) and _positive_int(im.get("height")):
             tol = BOX_TOLERANCE
             if x < -tol or y < -tol or x + w > im["width"] + tol or y + h > im["height"] + tol:
                 size = f"{im['width']}x{im['height']}"
