@@ -73,7 +73,9 @@ def test_record_not_an_object_named_by_position() -> None:
 def test_missing_and_non_integer_ids() -> None:
     problems = _bad("images", 1, id=_DROP)  # its annotation then refers to an unknown image
     assert problems == ["images[1]: 'id' is missing", "annotation 2: unknown image id 2"]
-    _one(_bad("categories", 0, id="1"), "categories[0]", "'id' must be an integer")
+    problems = _bad("categories", 0, id="1")
+    assert problems[0] == "categories[0]: 'id' must be an integer, not '1'"
+    assert "unknown query" in problems[1] and "unknown query" in problems[2]  # the cascade, named
     _one(_bad("annotations", 1, id=2.0), "annotations[1]", "'id' must be an integer")
 
 
