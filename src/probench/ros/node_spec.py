@@ -125,3 +125,27 @@ def grounding_node_description(
         "remappings": [(k, v) for k, v in remap.items() if k != v],
         "output": "screen",
     }
+
+
+def grounding_from_arguments(values: Mapping[str, str]) -> dict[str, Any]:
+    """The node description for ``grounding.launch.py``'s (string) arguments: an empty
+    value leaves the params file's parameter alone; ``prompt`` is split on ``;`` (parsed,
+    never evaluated)."""
+    overrides: dict[str, Any] = {}
+    for name in ("model", "device"):
+        value = str(values.get(name, "")).strip()
+        if value:
+            overrides[name] = value
+    prompt = str(values.get("prompt", ""))
+    if prompt.strip():
+        prompts = split_prompts(prompt)
+        if not prompts:
+            from probench.ros.errors import ParameterValueError
+
+            raise ParameterValueError(f"prompt argument has no target description: {prompt!r}")
+        overrides["prompts"] = prompts
+    return grounding_node_description(
+        params_file=str(values.get("params_file", "")).strip() or None,
+        overrides=overrides,
+        image_topic=str(values.get("image_topic", "")).strip() or "image",
+    )

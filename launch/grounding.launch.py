@@ -1,0 +1,30 @@
+"""Start the live grounding node (CONTRACTS.md §5).
+
+    ros2 launch probench grounding.launch.py image_topic:=/camera/color/image_raw \\
+        prompt:="a red backpack; a fire extinguisher" model:=owlv2-b device:=cuda
+
+A thin layer over :mod:`probench.ros.node_spec`: the node declares its parameters itself;
+this file only passes ``params_file`` (default: the package's config/grounding.yaml) plus
+overrides for the arguments given (an empty argument leaves the file's value). Arguments
+are parsed as plain strings, never evaluated. ``launch``/``launch_ros`` are imported inside
+:func:`generate_launch_description`, so this file also imports where they are absent.
+"""
+
+
+def generate_launch_description():
+    from launch import LaunchDescription
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction
+    from launch.substitutions import LaunchConfiguration
+    from launch_ros.actions import Node
+
+    from probench.ros.node_spec import LAUNCH_ARGUMENTS, grounding_from_arguments
+
+    def node(context, *args, **kwargs):
+        values = {name: LaunchConfiguration(name).perform(context) for name in LAUNCH_ARGUMENTS}
+        return [Node(**grounding_from_arguments(values))]
+
+    declared = [
+        DeclareLaunchArgument(name, default_value=default, description=description)
+        for name, (default, description) in LAUNCH_ARGUMENTS.items()
+    ]
+    return LaunchDescription([*declared, OpaqueFunction(function=node)])
