@@ -5,9 +5,15 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from probench import __version__
+from probench.data.dataset import PROMPT_TYPES
 from probench.report.load import Entry
 from probench.report.table import format_number
 
+GROUP_ORDER: dict[str, tuple[str, ...]] = {
+    "by_prompt_type": PROMPT_TYPES,
+    "by_domain": ("subterranean", "industrial", "indoor", "outdoor", "urban"),
+    "by_size": ("small", "medium", "large"),
+}
 FIGURE_CAPTIONS: dict[str, str] = {
     "fig3": "Fig. 3 - mAP (orig formulation) versus IoU threshold, 0.1 to 0.95.",
     "fig4": "Fig. 4 - prompt-induced variation: Δmax at each IoU threshold "
@@ -52,6 +58,8 @@ def _breakdown(runs: list[Entry], key: str, title: str) -> list[str]:
         by = e.metrics.get(key)
         if isinstance(by, dict):
             groups += [g for g in by if g not in groups]
+    canonical = GROUP_ORDER.get(key, ())  # the paper's order where there is one
+    groups.sort(key=lambda g: (canonical.index(g) if g in canonical else len(canonical), g))
     if not groups:
         return []
     lines = [f"### mAP.5 by {title} (orig formulation)", ""]
@@ -64,8 +72,8 @@ def _breakdown(runs: list[Entry], key: str, title: str) -> list[str]:
             rec = by.get(g) if isinstance(by, dict) else None
             v = rec.get("map50") if isinstance(rec, dict) else None
             n = rec.get("n_queries") if isinstance(rec, dict) else None
-            text = format_number("map50", v if isinstance(v, (int, float)) else None)
-            cells.append(f"{text} (n={n})" if text and n is not None else text)
+            text = format_number("map50", v if isinstance(v, (int, float)) else None) or "-"
+            cells.append(f"{text} (n={n})" if n is not None else text)
         lines.append("| " + " | ".join(cells) + " |")
     return [*lines, ""]
 

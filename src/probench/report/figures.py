@@ -51,6 +51,12 @@ def _legend(ax: Any, n: int) -> None:
         ax.legend(loc="best", fontsize=8)
 
 
+def _ylim(ax: Any, top: float) -> None:
+    """From just below 0 (so that zero values stay visible above the axis) to ``top``."""
+    top = max(0.05, min(1.02, top))
+    ax.set_ylim(-0.025 * top, top)
+
+
 def _sweep_axes(ax: Any, ylabel: str) -> None:
     ax.set_xlabel("IoU threshold")
     ax.set_ylabel(ylabel)
@@ -80,7 +86,7 @@ def fig_map_vs_iou(entries: list[Entry]) -> Plot:
                 gid=f"run:{e.label}")
     _sweep_axes(ax, "mAP (orig formulation)")
     top = max(max(s.values()) for _, s in series)
-    ax.set_ylim(0.0, max(0.05, min(1.0, top * 1.1)))
+    _ylim(ax, top * 1.1)
     ax.set_title("Fig. 3 - mAP versus IoU threshold", fontsize=10)
     _legend(ax, len(series))
     return Plot(fig, notes)
@@ -123,7 +129,7 @@ def fig_delta_vs_iou(entries: list[Entry]) -> Plot:
                 gid=f"run:{e.label}")
     _sweep_axes(ax, "Δmax (max - min of AP over formulations)")
     top = max(max(d.values()) for _, d in series)
-    ax.set_ylim(0.0, max(0.05, min(1.0, top * 1.15)))
+    _ylim(ax, top * 1.15)
     ax.set_title("Fig. 4 - prompt-induced variation versus IoU threshold", fontsize=10)
     _legend(ax, len(series))
     return Plot(fig, notes)
@@ -177,7 +183,7 @@ def fig_pareto(entries: list[Entry]) -> Plot:
         for coll in bars.lines[2]:  # the horizontal std bar, when there is one
             coll.set_gid(f"std:{e.label}")
     ymax = max(r[2] for r in rows)
-    ax.set_ylim(0.0, max(0.05, min(1.0, ymax * 1.15)))
+    _ylim(ax, ymax * 1.15)
     _labels(ax, fig, rows)
     _family_connectors(ax, rows)
     front = pareto_front([(r[1], r[2]) for r in rows])
