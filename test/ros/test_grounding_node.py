@@ -219,3 +219,16 @@ def test_bad_model_exits_with_one_line(tmp_path, ros_env, requires_vision_msgs) 
     node.stop()
     assert rc == 1
     assert "unknown model 'no-such-model'" in out and "Traceback" not in out
+
+
+def test_send_prompt_script(shared, ros_env, repo_root) -> None:
+    import subprocess
+    import sys
+
+    _, t = shared
+    env = {**ros_env, "ROS_DOMAIN_ID": str(t.ctx.get_domain_id())}
+    r = subprocess.run([sys.executable, str(repo_root / "scripts" / "send_prompt.py"), "a kettle; a spoon"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "active prompts: a kettle ; a spoon"
+    assert t.label_after(0, ["a kettle", "a spoon"])
