@@ -78,3 +78,23 @@ def test_images_decode_with_recorded_size(sample):
 def test_sample_is_small_enough_to_ship():
     total = sum(p.stat().st_size for p in SAMPLE.rglob("*") if p.is_file())
     assert total < 1_500_000
+
+
+@pytest.mark.slow  # imports scikit-image and scikit-learn (~5 s on 2 cores)
+def test_build_script_reproduces_the_committed_annotations(tmp_path):
+    """scripts/make_sample_dataset.py and the committed dataset agree (JPEG bytes may differ
+    between libjpeg versions, so the images are compared by size only)."""
+    pytest.importorskip("sklearn")
+    pytest.importorskip("skimage")
+    import importlib.util
+    import json
+
+    script = SAMPLE.parents[1] / "scripts" / "make_sample_dataset.py"
+    spec = importlib.util.spec_from_file_location("make_sample_dataset", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    coco = mod.build(tmp_path / "rebuilt")
+    committed = json.loads((SAMPLE / "annotations.json").read_text(encoding="utf-8"))
+    assert coco == committed
+    for im in committed["images"]:
+        assert (tmp_path / "rebuilt" / im["file_name"]).stat().st_size > 0
