@@ -101,3 +101,29 @@ def test_same_model_twice_gets_folder_names(make_run, tmp_path):
     assert main(["report", str(a), str(b), "--out", str(out)]) == 0
     models = {r["model"] for r in csv.DictReader((out / "table2.csv").open(encoding="utf-8"))}
     assert models == {"OWLv2-B [first]", "OWLv2-B [second]"}
+
+
+def test_realtime_and_breakdowns_reach_the_document(make_run, tmp_path):
+    run = make_run("ros")
+    m = json.loads((run / "metrics.json").read_text())
+    m["realtime"] = {
+        "budget_ms": 33.3, "rate_hz": 30.0, "frames_sent": 100, "frames_received": 98, "frames_missed": 2,
+        "within_budget": 0.75, "latency_ms": {"p50": 21.0, "p95": 40.5},
+    }  # fmt: skip
+    (run / "metrics.json").write_text(json.dumps(m))
+    out = tmp_path / "o"
+    assert main(["report", str(run), "--out", str(out)]) == 0
+    doc = (out / "report.md").read_text(encoding="utf-8")
+    assert "| OWLv2-B | 30.0 | 100 | 98 | 2 | 75.0% | 21.0 | 40.5 |" in doc
+    assert "| categorical | 0.500 (n=3) |" in doc and "| indoor | 0.400 (n=10) |" in doc
+
+
+def test_dataset_option_overrides_run_json(make_run, tmp_path, capsys):
+    run = make_run("elsewhere", with_metrics=False, dataset_path=str(tmp_path / "gone"))
+    rc = main(["report", str(run), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and "cannot score it (no metrics.json)" in err and "\n" not in err
+    # the same run, pointed at the sample dataset: scored (no predictions -> a clear error)
+    rc = main(["report", str(run), "--out", str(tmp_path / "o"), "--dataset", str(SAMPLE)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and "no complete predictions" in err and "\n" not in err

@@ -45,7 +45,7 @@ def _runs_table(runs: list[Entry]) -> list[str]:
         lines.append(
             "| " + " | ".join(_md(x) for x in (
                 e.label, e.path, info.get("source", "?"), info.get("device", "?"), ds_text,
-                ", ".join(forms) if isinstance(forms, list) else forms, source,
+                ", ".join(map(str, forms)) if isinstance(forms, list) else forms, source,
             )) + " |"
         )  # fmt: skip
     return lines
