@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if not run_path.is_dir():
         raise UsageError(f"{run_path}: no such run folder")
     ds = load_dataset(ds_path, check_files=False)
-    metrics = score_run(ds, run_path)
+    metrics = score_run(ds, run_path, progress=not args.quiet)
     out = Path(args.out) if args.out else run_path / "metrics.json"
     try:
         write_json_atomic(out, metrics)

@@ -125,8 +125,10 @@ def score(
     *,
     latency: Mapping | None = None,
     realtime: Mapping | None = None,
+    progress: bool = False,
 ) -> dict:
-    """Every metric of CONTRACTS §3 for the formulations given (a subset of orig/cat/tmpl)."""
+    """Every metric of CONTRACTS §3 for the formulations given (a subset of orig/cat/tmpl).
+    ``progress`` shows a tqdm bar on stderr (one step per formulation, then breakdowns)."""
     unknown = sorted(set(predictions) - set(FORMULATIONS))
     if unknown:
         raise ScoringUsageError(
@@ -134,11 +136,14 @@ def score(
         )
     gt = dataset if isinstance(dataset, GroundTruth) else GroundTruth.from_dataset(dataset)
     present = [f for f in FORMULATIONS if f in predictions]
-    evals = {
-        f: _Formulation(gt, DetArrays.from_results(predictions[f], where=f"{f} predictions"),
-                        ORIG_AREAS if f == "orig" else ("all",))
-        for f in present
-    }  # fmt: skip
+    bar = _bar(len(present) + 1, progress)
+    evals = {}
+    for f in present:
+        bar.set_description(f"scoring {f}")
+        dets = DetArrays.from_results(predictions[f], where=f"{f} predictions")
+        evals[f] = _Formulation(gt, dets, ORIG_AREAS if f == "orig" else ("all",))
+        bar.update()
+    bar.set_description("consistency and breakdowns")
     out: dict = {
         "formulations": present,
         "formulations_missing": [f for f in FORMULATIONS if f not in predictions],
@@ -191,6 +196,8 @@ def score(
                 "map50_95": s["map50_95"],
                 "n_queries": int((ev.n_pos[:, a] > 0).sum()),
             }
+    bar.update()
+    bar.close()
     if latency is not None:
         out["latency_ms"] = dict(latency)
     if realtime is not None:
@@ -198,11 +205,29 @@ def score(
     return out
 
 
+def _bar(total: int, enabled: bool):  # a tqdm, or a no-op stand-in
+    if enabled:
+        import sys
+
+        from tqdm import tqdm
+
+        return tqdm(total=total, file=sys.stderr, unit="step", leave=False)
+    return _NoBar()
+
+
+class _NoBar:
+    def set_description(self, _text: str) -> None: ...
+
+    def update(self, _n: int = 1) -> None: ...
+
+    def close(self) -> None: ...
+
+
 def _diff(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
 
-def score_run(dataset: Dataset, run_dir: str | Path) -> dict:
+def score_run(dataset: Dataset, run_dir: str | Path, *, progress: bool = False) -> dict:
     """Score a run folder (CONTRACTS §2): its complete formulations, latency and realtime."""
     from probench.cache.run import RunDir
 
@@ -218,7 +243,8 @@ def score_run(dataset: Dataset, run_dir: str | Path) -> dict:
     latency = run.read_json("latency.json")
     realtime = run.read_json("realtime.json")
     summary = latency.get("summary_ms") if isinstance(latency, dict) else None
-    out = score(dataset, preds, latency=summary, realtime=realtime if isinstance(realtime, dict) else None)
+    rt = realtime if isinstance(realtime, dict) else None
+    out = score(dataset, preds, latency=summary, realtime=rt, progress=progress)
     info = run.info if isinstance(run.info, dict) else {}
     model = info.get("model")
     out["model"] = model.get("name") if isinstance(model, dict) else None
