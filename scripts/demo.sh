@@ -36,11 +36,27 @@ mkdir -p "$OUT"
 step validate "$DATASET"
 # ROS 2 path (bag -> grounding node -> evaluator) when the evaluator exists, else offline.
 if built eval && built bag; then
-  step bag --dataset "$DATASET" --out "$OUT/sample_bag"
-  step eval --model "$MODEL" --bag "$OUT/sample_bag" --out "$OUT/run"
+  # The committed bag is the sample dataset; another dataset is bagged first.
+  BAG=bags/probench-sample
+  if [ "$DATASET" != "datasets/probench-sample" ] || [ ! -f "$BAG/metadata.yaml" ]; then
+    BAG="$OUT/bag"
+    rm -rf "$BAG"
+    step bag --dataset "$DATASET" --out "$BAG" --compressed
+  fi
+  case "$MODEL" in
+    tiny-*) echo "demo: model $MODEL has tiny RANDOM weights: its scores (near 0) show that the pipeline works, not what the model can do" >&2 ;;
+    *) echo "demo: model $MODEL with its real weights (from the local cache or --weights)" >&2 ;;
+  esac
+  echo "demo: replaying $BAG at 30 Hz through grounding_node (camera-rate: frames the model cannot keep up with count as missed)" >&2
+  step eval --model "$MODEL" --bag "$BAG" --out "$OUT/run"
 else
   step infer --model "$MODEL" --dataset "$DATASET" --out "$OUT/run"
 fi
 step score --dataset "$DATASET" --run "$OUT/run"
-step report "$OUT/run" --out "$OUT/report"
+REFERENCE=../shared/spec/table2.csv
+if [ -f "$REFERENCE" ]; then
+  step report "$OUT/run" --reference "$REFERENCE" --out "$OUT/report"
+else
+  step report "$OUT/run" --out "$OUT/report"
+fi
 echo "demo: done; results in $OUT" >&2

@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from probench.data.dataset import FORMULATIONS
 from probench.errors import CheckFailed, UsageError
 from probench.ros.graph import MODES
 
@@ -161,7 +162,9 @@ def summary_table(metrics: dict, info: dict) -> str:
     rate = f" at {ros.get('rate_hz')} Hz" if mode == "camera-rate" else ""
     lines = [f"model {model.get('name', '?')} ({weights}); mode {mode}{rate}", "",
              "| formulation | mAP.5 | mAP.75 | mAP.5:.95 |", "| --- | --- | --- | --- |"]
-    for f, m in (metrics.get("by_formulation") or {}).items():
+    by_f = metrics.get("by_formulation") or {}
+    for f in [k for k in FORMULATIONS if k in by_f]:
+        m = by_f[f]
         lines.append(f"| {f} | {_fmt(m.get('map50'))} | {_fmt(m.get('map75'))} | {_fmt(m.get('map50_95'))} |")
     lines += [
         "",

@@ -59,7 +59,8 @@ def run_evaluation(node: Any) -> dict:
         "model": model,
         "device": grounding.get("device"),
         "precision": grounding.get("precision"),
-        "dataset": {**dataset_info(dataset), "path": str(Path(cfg["bag"]).resolve()), "bag": cfg["bag"]},
+        # the dataset came embedded in the bag: no folder path, the bag instead
+        "dataset": {**dataset_info(dataset), "path": None, "bag": str(Path(cfg["bag"]).resolve())},
         "formulations": cfg["formulations"],
         "settings": settings,
         "versions": library_versions(),
