@@ -7,6 +7,7 @@ Imported only by the adapters (it imports torch), never by the zoo listing.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -72,8 +73,10 @@ def weights_in_cache(checkpoint: str) -> bool:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
         return False
+    # Read the cache location now (not at huggingface_hub import) so HF_HUB_CACHE set later counts.
+    cache_dir = os.environ.get("HF_HUB_CACHE") or None
     try:
-        found = try_to_load_from_cache(checkpoint, "config.json")
+        found = try_to_load_from_cache(checkpoint, "config.json", cache_dir=cache_dir)
     except (ValueError, OSError):
         return False
     return isinstance(found, str)
