@@ -245,3 +245,25 @@ def test_cli_missing_dataset(tmp_path: Path, capsys) -> None:
     rc = main(["infer", "--model", "test-instant", "--dataset", str(tmp_path / "empty"),
                "--out", str(tmp_path / "r")])
     assert rc == 1 and "annotations.json" in capsys.readouterr().err
+
+
+def test_prefetch_gives_the_same_bytes(ds_path: Path, tmp_path: Path) -> None:
+    ds = load_dataset(ds_path)
+    run_inference(load_detector("test-instant"), ds, tmp_path / "a", FORMS, progress=False, prefetch=True)
+    run_inference(load_detector("test-instant"), ds, tmp_path / "b", FORMS, progress=False, prefetch=False)
+    assert _read_bytes(tmp_path / "a") == _read_bytes(tmp_path / "b")
+
+
+def test_fixing_a_broken_image_then_resuming(tmp_path: Path) -> None:
+    import cv2
+    import numpy as np
+
+    ds_path = make_dataset(tmp_path / "ds", broken=3)
+    args = ["infer", "--model", "test-instant", "--dataset", str(ds_path), "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "run")]) == 1
+    log = tmp_path / "run" / "predictions" / "orig.partial.jsonl"
+    assert [json.loads(line)["image_id"] for line in log.read_text().splitlines()] == [10, 11, 12]
+    cv2.imwrite(str(ds_path / "images" / "im03.png"), np.zeros((32, 56, 3), np.uint8))
+    assert main([*args, "--out", str(tmp_path / "run")]) == 0
+    assert main([*args, "--out", str(tmp_path / "clean")]) == 0
+    assert _read_bytes(tmp_path / "run") == _read_bytes(tmp_path / "clean")

@@ -23,11 +23,13 @@ from __future__ import annotations
 import platform
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from probench import __version__
 from probench.cache.run import RunDir
@@ -222,11 +224,13 @@ def run_inference(
     limit: int | None = None,
     overwrite: bool = False,
     model_load_s: float | None = None,
+    prefetch: bool = True,
 ) -> dict[str, Any]:
     """Fill ``run_dir`` with the predictions of ``detector`` on ``dataset``; returns run.json.
 
     ``model`` defaults to :func:`model_info` of the detector's name; ``settings`` are
-    recorded (with ``limit``) and must match on resume.
+    recorded (with ``limit``) and must match on resume. ``prefetch`` decodes the next image
+    in a thread while the model runs (results are the same either way).
     """
     run_dir = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     formulations = check_formulations(formulations)
@@ -279,7 +283,7 @@ def run_inference(
 
     t_start = time.perf_counter()
     try:
-        _infer_all(detector, dataset, run_dir, formulations, image_ids, info, progress)
+        _infer_all(detector, dataset, run_dir, formulations, image_ids, info, progress, prefetch)
     except BaseException as exc:
         info["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
         info["error"] = str(exc) or type(exc).__name__
@@ -302,6 +306,7 @@ def _infer_all(
     image_ids: list[int],
     info: dict[str, Any],
     progress: bool,
+    prefetch: bool = True,
 ) -> None:
     from tqdm import tqdm
 
@@ -319,11 +324,17 @@ def _infer_all(
             for f, writer in writers.items():
                 t0 = time.perf_counter()
                 bar.set_postfix_str(f)
-                for image_id in image_ids:
-                    if image_id in writer.done_images:
-                        continue
-                    writer.add_image(image_id, _infer_image(detector, dataset, image_id, f))
+                todo = [i for i in image_ids if i not in writer.done_images]
+                asked = [i for i in todo if dataset.label_space(i)]
+                images = _decoded(dataset, asked, prefetch)
+                for image_id in todo:
+                    results = []
+                    if dataset.label_space(image_id):  # else nothing is asked, nothing predicted
+                        got_id, image = next(images)
+                        results = _infer_image(detector, dataset, image_id, got_id, image, f)
+                    writer.add_image(image_id, results)
                     bar.update(1)
+                images.close()
                 writer.finalize()
                 spent = info["timings"]["by_formulation_s"].get(f, 0.0) + time.perf_counter() - t0
                 info["timings"]["by_formulation_s"][f] = round(spent, 3)
@@ -333,12 +344,31 @@ def _infer_all(
             w.close()
 
 
-def _infer_image(detector: object, dataset: Dataset, image_id: int, formulation: str) -> list[dict]:
+def _decoded(dataset: Dataset, image_ids: list[int], prefetch: bool) -> Iterator[tuple[int, np.ndarray]]:
+    """The images decoded in order; with ``prefetch`` the next one is decoded in a thread
+    while the model works on the current one (cv2 releases the GIL while decoding).
+    A decode error surfaces at its image's turn, naming the file: the run stops there."""
+    if not prefetch:
+        for image_id in image_ids:
+            yield image_id, dataset.read_image(image_id)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probench-decode") as pool:
+        pending = pool.submit(dataset.read_image, image_ids[0]) if image_ids else None
+        for k, image_id in enumerate(image_ids):
+            image = pending.result()
+            pending = pool.submit(dataset.read_image, image_ids[k + 1]) if k + 1 < len(image_ids) else None
+            yield image_id, image
+
+
+def _infer_image(
+    detector: object, dataset: Dataset, image_id: int, got_id: int, image: np.ndarray, formulation: str
+) -> list[dict]:
+    if got_id != image_id:  # the decode queue and the loop must walk the same ids
+        raise InferenceError(f"internal: decoded image {got_id} where {image_id} was due")
     query_ids, prompts = dataset.prompts_for(image_id, formulation)
-    if not query_ids:
-        return []  # an empty label space: nothing is asked, nothing is predicted
     texts, groups = unique_prompts(query_ids, prompts)
-    image = dataset.read_image(image_id)  # ImageDecodeError names the file: the run stops
     try:
         dets = detector.detect(image, texts)
     except ProbenchError:
