@@ -12,6 +12,7 @@ tower is fused into the forward pass) are expected near 1x.
     python bench/bench_models.py --quick             # fewer runs
     python bench/bench_models.py --models tiny-owlv2,owlv2-b --runs 3
     python bench/bench_models.py --tiny-only --json out.json
+    python bench/bench_models.py --harness-only      # infer loop: image prefetch vs none
 
 Real-size architectures on a few CPU cores take seconds per frame: keep --runs small.
 Absolute numbers depend on the machine and its load; the ratios are what compares.
@@ -97,6 +98,57 @@ def bench_one(name: str, random_weights: bool, image, runs: int, warmup: int, de
     }
 
 
+def bench_harness(n_images: int, model: str, size: tuple[int, int]) -> dict:
+    """``run_inference`` with image prefetch (decode the next JPEG in a thread) against
+    without, same process, same scripted model; and its overhead over bare ``detect``."""
+    import tempfile
+    from pathlib import Path
+
+    import cv2
+    import numpy as np
+
+    from probench.data.dataset import load_dataset
+    from probench.models.infer import run_inference
+    from probench.models.zoo import load_detector
+
+    w, h = size
+    with tempfile.TemporaryDirectory(prefix="bench_models_") as tmp:
+        root = Path(tmp) / "ds"
+        (root / "images").mkdir(parents=True)
+        rng = np.random.default_rng(0)
+        images, anns = [], []
+        for i in range(n_images):
+            # smooth noise compresses like a photo rather than like white noise
+            small = rng.integers(0, 255, (h // 8, w // 8, 3), dtype=np.uint8)
+            cv2.imwrite(str(root / "images" / f"{i:04d}.jpg"), cv2.resize(small, (w, h)))
+            images.append({"id": i + 1, "file_name": f"images/{i:04d}.jpg", "width": w, "height": h,
+                           "domain": "indoor"})
+            anns.append({"id": i + 1, "image_id": i + 1, "category_id": 1 + i % 5, "bbox": [1, 1, 9, 9],
+                         "area": 81.0, "iscrowd": 0})
+        cats = [{"id": k + 1, "name": p, "prompts": {"orig": p}, "prompt_types": ["categorical"]}
+                for k, p in enumerate(PROMPTS)]
+        (root / "annotations.json").write_text(json.dumps({"images": images, "categories": cats,
+                                                           "annotations": anns}))
+        ds = load_dataset(root)
+        times = {}
+        for label, prefetch in (("sequential", False), ("prefetch", True), ("sequential2", False),
+                                ("prefetch2", True)):
+            t0 = time.perf_counter()
+            run_inference(load_detector(model), ds, Path(tmp) / label, ["orig"], progress=False,
+                          prefetch=prefetch)
+            times[label] = (time.perf_counter() - t0) / n_images * 1000.0
+        det = load_detector(model)
+        image = ds.read_image(1)
+        t0 = time.perf_counter()
+        for i in range(n_images):
+            det.detect(image, [PROMPTS[i % 5]])
+        bare = (time.perf_counter() - t0) / n_images * 1000.0
+    seq = min(times["sequential"], times["sequential2"])
+    pre = min(times["prefetch"], times["prefetch2"])
+    return {"model": model, "n_images": n_images, "sequential_ms_per_image": seq,
+            "prefetch_ms_per_image": pre, "bare_detect_ms": bare, "prefetch_speedup": seq / pre}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="", help="comma-separated zoo names (default: all)")
@@ -108,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", default="640x480", help="image WxH (default 640x480)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--harness", action="store_true",
+                    help="also time probench infer's loop: image prefetch vs none (scripted model)")
+    ap.add_argument("--harness-only", action="store_true", help="only the --harness measurement")
     args = ap.parse_args(argv)
 
     import numpy as np
@@ -117,6 +172,15 @@ def main(argv: list[str] | None = None) -> int:
     image = np.random.default_rng(0).integers(0, 255, (h, w, 3), dtype=np.uint8)
     print(f"# bench_models: {args.size} image, {len(PROMPTS)} prompts, device {args.device}, "
           f"torch threads {torch.get_num_threads()}, cpus {os.cpu_count()}")
+    harness = None
+    if args.harness or args.harness_only:
+        harness = bench_harness(40, "test-slow-15ms", (w, h))
+        print(f"# infer loop, {harness['n_images']} JPEGs {args.size}, {harness['model']}: "
+              f"sequential {harness['sequential_ms_per_image']:.1f} ms/img, prefetch "
+              f"{harness['prefetch_ms_per_image']:.1f} ms/img -> {harness['prefetch_speedup']:.2f}x "
+              f"(bare detect {harness['bare_detect_ms']:.1f} ms)", flush=True)
+        if args.harness_only:
+            return 0
     header = (f"{'model':28} {'weights':8} {'load s':>7} {'cached ms':>11} {'re-encode ms':>13} "
               f"{'cache x':>8}  stage means (ms, cached frames)")
     print(header)
@@ -141,8 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         del r
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"size": args.size, "prompts": PROMPTS, "results": results, "failed": failed},
-                      fh, indent=2)
+            json.dump({"size": args.size, "prompts": PROMPTS, "results": results, "failed": failed,
+                       "harness": harness}, fh, indent=2)
     return 0 if results else 1
 
 
