@@ -2,11 +2,12 @@
 
 A lifecycle node (configure loads the model, activate starts processing, deactivate stops,
 cleanup releases the model; ``autostart`` does configure+activate on start). Real time:
-the image callbacks only put the newest message into a one-slot mailbox; a worker thread
-processes the newest frame, so frames never queue behind a slow model (the replaced ones
-are counted as skipped). Prompt changes are queued for the worker, which encodes the text
-once per prompt set and acknowledges each accepted set with a LabelInfo. The topic/param
-contract with the evaluator is in docs/DESIGN.md ("ROS graph contract").
+the image callbacks only put the newest (still serialized) message into a one-slot
+mailbox; a worker thread (:mod:`probench.ros.grounding_worker`) processes the newest frame,
+so frames never queue behind a slow model (the replaced ones are counted as skipped).
+Prompt changes are queued for the worker, which encodes the text once per prompt set and
+acknowledges each accepted set with a LabelInfo. The topic/param contract with the
+evaluator is in docs/DESIGN.md ("ROS graph contract").
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import gc
 import sys
 import threading
 import time
-from collections import deque
 from typing import Any
 
 import rclpy
@@ -46,8 +46,10 @@ from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.models.base import MAX_PROMPT_CHARS, MAX_PROMPTS, check_prompts
 from probench.ros import convert
-from probench.ros.grounding_stats import GroundingStats
-from probench.ros.node_spec import NODE_NAME, PARAMETERS, RELIABILITIES, split_prompts
+from probench.ros.errors import ParameterValueError
+from probench.ros.grounding_stats import GroundingStats, diagnostic_level
+from probench.ros.grounding_worker import FrameWorker, Prompts
+from probench.ros.node_spec import NODE_NAME, PARAMETERS, check_parameter, split_prompts
 
 _TYPES = {
     "string": ParameterType.PARAMETER_STRING,
@@ -81,31 +83,27 @@ class GroundingNode(LifecycleNode):
             self.declare_parameter(spec.name, default, desc)
 
         self.stats = GroundingStats()
-        self._cond = threading.Condition()
-        self._mailbox: tuple[str, Any, float] | None = None  # (kind, msg, arrival time)
-        self._prompt_queue: deque[tuple[tuple[str, ...], Any]] = deque()  # (prompts, acceptance stamp)
-        self._latest_prompts: tuple[str, ...] = ()  # last accepted (worker may not have applied it yet)
-        self._active_prompts: tuple[str, ...] = ()  # what the worker processes frames with
-        self._active = False
-        self._busy = False
-        self._stop = False
-        self._worker: threading.Thread | None = None
+        self.worker = FrameWorker(self.stats, self._process, self._apply_prompts, self._on_worker_error)
         self._detector: Any = None
+        self._cfg: dict[str, Any] = {}  # parameter values taken at configure
         self._entities: list[Any] = []  # created at configure, destroyed at cleanup
         self._syncing_param = False
+        self._errors_reported = 0
         self.finalized = threading.Event()
         self.last_error = ""
-        self._errors_reported = 0
 
-        try:
-            initial = self.get_parameter("prompts").value or []
-        except ParameterUninitializedException:
-            initial = []
-        if initial:
+        # Values given at startup (-p, params file) bypass the set-parameters callback: same checks.
+        for spec in PARAMETERS:
             try:
-                self._latest_prompts = check_prompts(list(initial))
-            except ProbenchError as exc:
-                self.get_logger().error(f"ignoring the prompts parameter: {exc}")
+                value = self.get_parameter(spec.name).value
+            except ParameterUninitializedException:
+                continue
+            try:
+                checked = check_parameter(spec.name, value)
+            except (ProbenchError, ValueError) as exc:
+                raise ParameterValueError(f"parameter {spec.name}: {exc}") from exc
+            if spec.name == "prompts":
+                self.worker.latest_prompts = checked
         self.add_on_set_parameters_callback(self._on_set_parameters)
         reliable10 = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.create_subscription(String, "prompt", self._on_prompt_raw, reliable10, raw=True)
@@ -121,23 +119,19 @@ class GroundingNode(LifecycleNode):
         return bool(self._param("autostart"))
 
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        """Validate every value first (the set is atomic), then apply live prompts."""
+        prompts = None
         for p in params:
-            v = p.value
             try:
-                if p.name == "prompts":
-                    prompts = check_prompts(list(v or []))
-                    if not self._syncing_param:
-                        self._accept_prompts(prompts, "parameter")
-                elif p.name == "image_reliability" and v not in RELIABILITIES:
-                    raise ValueError(f"image_reliability must be one of {RELIABILITIES}, got {v!r}")
-                elif p.name == "diagnostics_period" and not (v > 0):
-                    raise ValueError(f"diagnostics_period must be > 0 s, got {v}")
-                elif p.name in ("model", "device", "precision") and not str(v).strip():
-                    raise ValueError(f"{p.name} must not be empty")
+                checked = check_parameter(p.name, p.value)
             except (ProbenchError, ValueError) as exc:
                 if p.name == "prompts":
                     self.stats.count("prompts_rejected")
                 return SetParametersResult(successful=False, reason=str(exc))
+            if p.name == "prompts":
+                prompts = checked
+        if prompts is not None and not self._syncing_param:
+            self._accept_prompts(prompts, "parameter")
         return SetParametersResult(successful=True)
 
     # -- prompts ------------------------------------------------------------------------
@@ -172,98 +166,33 @@ class GroundingNode(LifecycleNode):
         self.stats.count("prompts_rejected")
         self.get_logger().warning(f"prompt rejected, previous prompts stay active: {why}")
 
-    def _accept_prompts(self, prompts: tuple[str, ...], source: str) -> None:
-        stamp = self.get_clock().now().to_msg()
-        with self._cond:
-            if prompts != self._latest_prompts and self._mailbox is not None:
-                self._mailbox = None  # contract: a prompt change drops the pending frame
-                self.stats.count("skipped")
-            self._latest_prompts = prompts
-            self._prompt_queue.append((prompts, stamp))
-            self._cond.notify_all()
+    def _accept_prompts(self, prompts: Prompts, source: str) -> None:
+        self.worker.put_prompts(prompts, self.get_clock().now().to_msg())
         self.get_logger().info(f"prompts from {source}: {' ; '.join(prompts)}")
+
+    def _apply_prompts(self, prompts: Prompts, stamp: Any) -> bool:
+        """Worker thread: encode the text side once, then acknowledge with a LabelInfo."""
+        try:
+            self._detector.set_prompts(prompts)
+        except ProbenchError as exc:
+            self.stats.count("prompts_rejected")
+            self.get_logger().error(f"model refused prompts, previous stay active: {exc}")
+            return False
+        header = Header(stamp=stamp, frame_id="")
+        self._pub_labels.publish(convert.prompts_to_label_info(prompts, header, self._cfg["score_threshold"]))
+        return True
 
     # -- images -------------------------------------------------------------------------
     # Raw subscriptions: the callback keeps the serialized bytes (no rclpy conversion, which
     # would copy the pixels); the worker parses them into a zero-copy view (convert.*_from_cdr).
     def _on_image(self, data: bytes) -> None:
-        self._store("raw", data)
+        self.worker.put_frame("raw", data)
 
     def _on_compressed(self, data: bytes) -> None:
-        self._store("compressed", data)
+        self.worker.put_frame("compressed", data)
 
-    def _store(self, kind: str, msg: Any) -> None:
-        t = time.perf_counter()
-        with self._cond:
-            self.stats.count("received")
-            if not self._active:
-                return
-            if self._mailbox is not None:
-                self.stats.count("skipped")
-            self._mailbox = (kind, msg, t)  # one slot: only the newest frame waits
-            self._cond.notify_all()
-
-    def _on_incompatible_qos(self, topic: str, side: str) -> Any:
-        def cb(info: Any) -> None:
-            try:
-                policy = QoSPolicyKind(info.last_policy_kind).name
-            except ValueError:
-                policy = str(info.last_policy_kind)
-            other = "publisher" if side == "sub" else "subscriber"
-            self.get_logger().warning(
-                f"a {other} on '{topic}' has incompatible QoS (policy {policy}); no messages flow "
-                f"between them (image_reliability={self._param('image_reliability')})"
-            )
-        return cb
-
-    # -- worker -------------------------------------------------------------------------
-    def _work(self) -> None:
-        while True:
-            with self._cond:
-                while not self._stop and not (
-                    self._active and (self._prompt_queue or self._mailbox is not None)
-                ):
-                    self._cond.wait(timeout=0.5)
-                if self._stop:
-                    return
-                job: tuple[str, Any] = (
-                    ("prompts", self._prompt_queue.popleft()) if self._prompt_queue
-                    else ("frame", self._mailbox)
-                )
-                if job[0] == "frame":
-                    self._mailbox = None
-                self._busy = True
-            try:
-                if job[0] == "prompts":
-                    self._apply_prompts(*job[1])
-                else:
-                    self._process(*job[1])
-            except Exception as exc:  # noqa: BLE001 - the worker must outlive any one bad frame
-                self.stats.count("errors")
-                self.get_logger().error(f"frame failed: {type(exc).__name__}: {exc}",
-                                        throttle_duration_sec=_THROTTLE_S)
-            finally:
-                with self._cond:
-                    self._busy = False
-                    self._cond.notify_all()
-
-    def _apply_prompts(self, prompts: tuple[str, ...], stamp: Any) -> None:
-        try:
-            self._detector.set_prompts(prompts)  # text side encoded once per prompt set
-        except ProbenchError as exc:
-            self.stats.count("prompts_rejected")
-            self.get_logger().error(f"model refused prompts, previous stay active: {exc}")
-            with self._cond:
-                self._latest_prompts = self._active_prompts
-            return
-        self._active_prompts = prompts
-        header = Header(stamp=stamp, frame_id="")
-        self._pub_labels.publish(
-            convert.prompts_to_label_info(prompts, header, float(self._param("score_threshold")))
-        )
-
-    def _process(self, kind: str, data: bytes, t_arrival: float) -> None:
-        prompts = self._active_prompts  # snapshot: the set this frame is answered with
+    def _process(self, kind: str, data: bytes, t_arrival: float, prompts: Prompts) -> None:
+        """Worker thread: one frame, answered with the prompt set active when it started."""
         try:
             if kind == "raw":
                 msg = convert.image_from_cdr(data)
@@ -283,40 +212,54 @@ class GroundingNode(LifecycleNode):
             dets = Detections.empty()
             self.get_logger().warning("no prompts yet: publish one on 'prompt' (or set the prompts "
                                       "parameter)", throttle_duration_sec=_THROTTLE_S)
-        # serialized directly: same bytes a Detection2DArray would give, a fraction of the cost
-        out = convert.detections_to_cdr(dets, msg.header, prompts,
-                                        max_detections=int(self._param("max_detections")))
-        self._pub_dets.publish(out)
+        # serialized directly: the bytes of the Detection2DArray, a fraction of rclpy's cost
+        limit = self._cfg["max_detections"]
+        self._pub_dets.publish(convert.detections_to_cdr(dets, msg.header, prompts, max_detections=limit))
         self.stats.record_frame((time.perf_counter() - t_arrival) * 1000.0)
         if self._pub_debug.get_subscription_count() > 0:  # drawing costs: only for a viewer
             from probench.viz import draw_detections
 
-            kept = dets.filter(convert_order(dets, int(self._param("max_detections"))))
-            drawn = draw_detections(rgb, kept, prompts)
+            drawn = draw_detections(rgb, dets.filter(convert.top_order(dets, limit)), prompts)
             self._pub_debug.publish(convert.rgb_to_image_msg(drawn, msg.header))
+
+    def _on_worker_error(self, exc: BaseException) -> None:
+        self.get_logger().error(f"frame failed: {type(exc).__name__}: {exc}",
+                                throttle_duration_sec=_THROTTLE_S)
+
+    def _on_incompatible_qos(self, topic: str, side: str) -> Any:
+        def cb(info: Any) -> None:
+            try:
+                policy = QoSPolicyKind(info.last_policy_kind).name
+            except ValueError:
+                policy = str(info.last_policy_kind)
+            other = "publisher" if side == "sub" else "subscriber"
+            hint = (f" (this node: image_reliability={self._param('image_reliability')})"
+                    if topic.startswith("image") else "")
+            self.get_logger().warning(
+                f"a {other} on '{topic}' has incompatible QoS (policy {policy}); no messages flow "
+                f"between them{hint}"
+            )
+        return cb
 
     # -- lifecycle ----------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         from probench.models import load_detector
 
-        name, device = self._param("model"), self._param("device")
+        self._cfg = {spec.name: self._param(spec.name) for spec in PARAMETERS if spec.name != "prompts"}
+        name, device = self._cfg["model"], self._cfg["device"]
         try:
             self._detector = load_detector(
-                name, device=device, precision=self._param("precision"),
-                score_threshold=float(self._param("score_threshold")),
-                weights=self._param("weights") or None,
+                name, device=device, precision=self._cfg["precision"],
+                score_threshold=float(self._cfg["score_threshold"]), weights=self._cfg["weights"] or None,
             )
         except ProbenchError as exc:
             return self._fail(f"cannot load model {name!r}: {exc}")
         except Exception as exc:  # noqa: BLE001 - e.g. a torch/CUDA error; reported, node stays up
             return self._fail(f"cannot load model {name!r}: {type(exc).__name__}: {exc}")
         self._create_entities()
-        with self._cond:
-            self._stop = False
-            if self._latest_prompts:  # acknowledged (LabelInfo) once active
-                self._prompt_queue.append((self._latest_prompts, self.get_clock().now().to_msg()))
-        self._worker = threading.Thread(target=self._work, name="grounding-worker", daemon=True)
-        self._worker.start()
+        if self.worker.latest_prompts:  # acknowledged (LabelInfo) once active
+            self.worker.put_prompts(self.worker.latest_prompts, self.get_clock().now().to_msg())
+        self.worker.start()
         self.get_logger().info(f"configured: model {name} on {device}")
         return super().on_configure(state)
 
@@ -327,7 +270,7 @@ class GroundingNode(LifecycleNode):
         return TransitionCallbackReturn.FAILURE
 
     def _create_entities(self) -> None:
-        rel = (ReliabilityPolicy.RELIABLE if self._param("image_reliability") == "reliable"
+        rel = (ReliabilityPolicy.RELIABLE if self._cfg["image_reliability"] == "reliable"
                else ReliabilityPolicy.BEST_EFFORT)
         image_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=rel,
                                durability=DurabilityPolicy.VOLATILE)
@@ -356,30 +299,17 @@ class GroundingNode(LifecycleNode):
         ]
         self._entities = [self._pub_dets, self._pub_debug, self._pub_labels, *subs]
         self.destroy_timer(self._diag_timer)
-        self._diag_timer = self.create_timer(self._param("diagnostics_period"), self._publish_diagnostics)
+        self._diag_timer = self.create_timer(self._cfg["diagnostics_period"], self._publish_diagnostics)
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        ret = super().on_activate(state)  # enables the lifecycle publishers
-        with self._cond:
-            self._active = True
-            self._cond.notify_all()
+        ret = super().on_activate(state)  # enables the lifecycle publishers first
+        self.worker.activate()
         self.get_logger().info("active")
         return ret
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._halt()
+        self.worker.deactivate()  # returns once the frame in flight is published
         return super().on_deactivate(state)
-
-    def _halt(self) -> None:
-        """Stop taking frames and wait for the one in flight: none is published afterwards."""
-        with self._cond:
-            self._active = False
-            if self._mailbox is not None:
-                self._mailbox = None
-                self.stats.count("skipped")
-            deadline = time.monotonic() + 30.0
-            while self._busy and time.monotonic() < deadline:
-                self._cond.wait(timeout=0.1)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._release()
@@ -394,24 +324,16 @@ class GroundingNode(LifecycleNode):
         self._release()
         return TransitionCallbackReturn.SUCCESS  # back to unconfigured
 
-    def _release(self) -> None:
+    def _release(self, destroy_entities: bool = True) -> None:
         """Stop the worker, destroy configure-time entities and free the model."""
-        self._halt()
-        with self._cond:
-            self._stop = True
-            self._cond.notify_all()
-        if self._worker is not None:
-            self._worker.join(timeout=30.0)
-            self._worker = None
-        for ent in self._entities:
-            if hasattr(ent, "on_activate"):  # lifecycle publishers
-                self.destroy_lifecycle_publisher(ent)
-            else:
-                self.destroy_subscription(ent)
+        self.worker.stop()
+        if destroy_entities:
+            for ent in self._entities:
+                if hasattr(ent, "on_activate"):  # lifecycle publishers
+                    self.destroy_lifecycle_publisher(ent)
+                else:
+                    self.destroy_subscription(ent)
         self._entities = []
-        with self._cond:
-            self._prompt_queue.clear()
-            self._active_prompts = ()
         if self._detector is not None:
             self._detector = None
             gc.collect()
@@ -421,37 +343,25 @@ class GroundingNode(LifecycleNode):
 
     # -- diagnostics --------------------------------------------------------------------
     def _publish_diagnostics(self) -> None:
-        snap = self.stats.snapshot(stale_after_s=max(2.0, 2 * self._param("diagnostics_period")))
+        period = self._cfg.get("diagnostics_period") or self._param("diagnostics_period")
+        snap = self.stats.snapshot(stale_after_s=max(2.0, 2 * period))
         state = self._state_machine.current_state[1]
+        active = self.worker.active_prompts
         values: dict[str, Any] = {
             "state": state, "model": self._param("model"), "device": self._param("device"),
-            "precision": self._param("precision"), "prompts": " ; ".join(self._active_prompts),
-            "n_prompts": len(self._active_prompts), **snap,
+            "precision": self._param("precision"), "prompts": " ; ".join(active),
+            "n_prompts": len(active), **snap,
         }
         calls = getattr(self._detector, "text_encoder_calls", None)
         if calls is not None:
             values["text_encoder_calls"] = calls
-        new_errors = snap["errors"] - self._errors_reported
-        self._errors_reported = snap["errors"]
-        if state != "active":
-            level, message = "WARN", f"{state}: not processing"
-        elif not self._active_prompts:
-            level, message = "WARN", "active, no prompts"
-        elif new_errors:
-            level, message = "WARN", f"{new_errors} frame errors since last report"
-        else:
-            level, message = "OK", f"{snap['rate_hz']:.1f} Hz"
+        new_errors = int(snap["errors"]) - self._errors_reported
+        self._errors_reported = int(snap["errors"])
+        level, message = diagnostic_level(state, len(active), new_errors, float(snap["rate_hz"]))
         self._diag_pub.publish(convert.stats_to_diagnostics(
             f"{self.get_name()}: grounding", str(self._param("device")), level, message, values,
             self.get_clock().now().to_msg(),
         ))
-
-
-def convert_order(dets: Detections, max_detections: int) -> Any:
-    """Indices of the ``max_detections`` highest-scoring detections (what gets published)."""
-    import numpy as np
-
-    return np.argsort(-dets.scores, kind="stable")[:max_detections]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -484,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         rc = 2
     finally:
         if node is not None:
-            node._release()
+            node._release(destroy_entities=False)  # destroy_node takes the entities
             executor.remove_node(node)
             node.destroy_node()
         executor.shutdown(timeout_sec=1.0)

@@ -57,3 +57,14 @@ class GroundingStats:
         else:
             out.update(latency_p50_ms=0.0, latency_p95_ms=0.0, latency_max_ms=0.0)
         return out
+
+
+def diagnostic_level(state: str, n_prompts: int, new_errors: int, rate_hz: float) -> tuple[str, str]:
+    """(level, message) of the node's DiagnosticStatus."""
+    if state != "active":
+        return "WARN", f"{state}: not processing"
+    if not n_prompts:
+        return "WARN", "active, no prompts"
+    if new_errors:
+        return "WARN", f"{new_errors} frame errors since last report"
+    return "OK", f"{rate_hz:.1f} Hz"

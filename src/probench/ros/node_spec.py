@@ -86,6 +86,26 @@ def default_params_file() -> Path:
         return here  # the caller reports the missing file with its path
 
 
+def check_parameter(name: str, value: Any) -> Any:
+    """The checked value of a grounding_node parameter, or ValueError/PromptError with the
+    reason (used at startup and by the set-parameters callback alike)."""
+    if name == "prompts":
+        from probench.models.base import check_prompts
+
+        return check_prompts(list(value or []))
+    if name == "image_reliability" and value not in RELIABILITIES:
+        raise ValueError(f"image_reliability must be one of {RELIABILITIES}, got {value!r}")
+    if name == "diagnostics_period" and not (value > 0):
+        raise ValueError(f"diagnostics_period must be > 0 s, got {value}")
+    if name == "score_threshold" and not (0.0 <= value <= 1.0):
+        raise ValueError(f"score_threshold must be in [0, 1], got {value}")
+    if name == "max_detections" and value < 1:
+        raise ValueError(f"max_detections must be >= 1, got {value}")
+    if name in ("model", "device", "precision") and not str(value).strip():
+        raise ValueError(f"{name} must not be empty")
+    return value
+
+
 def split_prompts(text: str) -> list[str]:
     """``"a red cup; the door"`` -> ``["a red cup", "the door"]`` (empty pieces dropped)."""
     return [p.strip() for p in text.split(";") if p.strip()]

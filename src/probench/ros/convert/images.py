@@ -1,0 +1,164 @@
+"""Image messages (any duck-typed object with the sensor_msgs fields) <-> RGB uint8 arrays."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from probench.ros.errors import (
+    CompressedImageError,
+    ImageDataError,
+    ImageEncodingError,
+    ImageSizeError,
+    ImageStepError,
+    MessageConversionError,
+)
+
+# encoding -> (channels, bytes per channel, conversion to RGB)
+ENCODINGS: dict[str, tuple[int, int, str]] = {
+    "rgb8": (3, 1, "none"),
+    "bgr8": (3, 1, "bgr"),
+    "rgba8": (4, 1, "rgba"),
+    "bgra8": (4, 1, "bgra"),
+    "mono8": (1, 1, "mono"),
+    "8UC1": (1, 1, "mono"),
+    "mono16": (1, 2, "mono16"),
+    "16UC1": (1, 2, "mono16"),
+}
+MAX_SIDE = 1 << 15  # 32768 px: larger is a corrupt header, not a camera
+COMPRESSED_FORMATS = ("jpeg", "jpg", "png")
+
+
+# -- images: message -> RGB uint8 ---------------------------------------------------------
+def _buffer(data: Any) -> np.ndarray:
+    """The message's data as a flat uint8 array, without copying when possible."""
+    if isinstance(data, np.ndarray):
+        return data.reshape(-1).view(np.uint8) if data.flags.c_contiguous else data.astype(np.uint8).ravel()
+    try:
+        return np.frombuffer(data, dtype=np.uint8)
+    except (TypeError, ValueError, BufferError):
+        try:
+            return np.asarray(data, dtype=np.uint8).reshape(-1)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ImageDataError(f"image data is not a byte buffer ({type(data).__name__})") from exc
+
+
+def image_to_rgb(msg: Any) -> np.ndarray:
+    """A ``sensor_msgs/Image``-like message as an RGB uint8 ``(H, W, 3)`` array.
+
+    Encodings: rgb8 (zero-copy view), bgr8, rgba8, bgra8, mono8/8UC1, mono16/16UC1 (scaled
+    to 8 bit as cv_bridge does: ``v * 255 / 65535``; ``is_bigendian`` honoured). Row padding
+    (``step`` > width * pixel size) is supported. Raises ImageEncodingError, ImageSizeError,
+    ImageStepError or ImageDataError.
+    """
+    try:
+        encoding = str(msg.encoding)
+        height, width, step = int(msg.height), int(msg.width), int(msg.step)
+        bigendian = bool(msg.is_bigendian)
+        data = msg.data
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise MessageConversionError(f"not an image message: {exc}") from exc
+    spec = ENCODINGS.get(encoding) or ENCODINGS.get(encoding.strip().lower())
+    if spec is None:
+        raise ImageEncodingError(
+            f"unsupported image encoding {encoding!r} (supported: {', '.join(ENCODINGS)})"
+        )
+    channels, depth, kind = spec
+    if height <= 0 or width <= 0:
+        raise ImageSizeError(f"image has zero size: {width}x{height}")
+    if height > MAX_SIDE or width > MAX_SIDE:
+        raise ImageSizeError(f"image size {width}x{height} exceeds {MAX_SIDE} px per side")
+    row_bytes = width * channels * depth
+    if step < row_bytes:
+        raise ImageStepError(
+            f"step {step} is smaller than width {width} x {channels * depth} bytes = {row_bytes} ({encoding})"
+        )
+    if step % depth:
+        raise ImageStepError(f"step {step} is not a multiple of the {depth}-byte sample size ({encoding})")
+    buf = _buffer(data)
+    expected = step * height
+    if buf.size != expected:
+        what = "truncated" if buf.size < expected else "too long"
+        raise ImageDataError(
+            f"image data {what}: {buf.size} bytes, expected step {step} x height {height} = {expected}"
+        )
+    rows = buf.reshape(height, step)[:, :row_bytes]  # a view: padding skipped, no copy
+    if depth == 2:
+        rows = rows.view(">u2" if bigendian else "<u2")
+    pixels = rows.reshape(height, width, channels)
+    if kind == "none":
+        return pixels
+    import cv2
+
+    if kind == "bgr":
+        return cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB)
+    if kind == "rgba":
+        return cv2.cvtColor(pixels, cv2.COLOR_RGBA2RGB)
+    if kind == "bgra":
+        return cv2.cvtColor(pixels, cv2.COLOR_BGRA2RGB)
+    gray = pixels[:, :, 0]
+    if kind == "mono16":
+        gray = np.ascontiguousarray(gray, dtype=np.uint16)  # native byte order for cv2
+        gray = cv2.convertScaleAbs(gray, alpha=255.0 / 65535.0)
+    return cv2.cvtColor(np.ascontiguousarray(gray), cv2.COLOR_GRAY2RGB)
+
+
+def compressed_to_rgb(msg: Any) -> np.ndarray:
+    """A ``sensor_msgs/CompressedImage``-like message (jpeg or png) as RGB uint8.
+
+    ``format`` may be plain (``"jpeg"``) or image_transport's (``"rgb8; jpeg compressed
+    bgr8"``); empty means "guess from the bytes". Depth formats are refused.
+    """
+    try:
+        fmt = str(msg.format).strip().lower()
+        data = msg.data
+    except AttributeError as exc:
+        raise MessageConversionError(f"not a compressed image message: {exc}") from exc
+    if "compresseddepth" in fmt or (fmt and not any(k in fmt for k in COMPRESSED_FORMATS)):
+        raise CompressedImageError(f"unsupported compressed format {msg.format!r} (jpeg or png only)")
+    buf = _buffer(data)
+    if buf.size == 0:
+        raise CompressedImageError("compressed image has no data")
+    import cv2
+
+    bgr = cv2.imdecode(buf, cv2.IMREAD_COLOR)
+    if bgr is None or bgr.size == 0:
+        raise CompressedImageError(
+            f"compressed image ({buf.size} bytes, format {msg.format!r}) does not decode"
+        )
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+
+def rgb_to_fields(rgb: np.ndarray, encoding: str = "rgb8") -> SimpleNamespace:
+    """An RGB uint8 image as Image fields in ``encoding`` (tests, bags and the debug image).
+
+    Returns ``height, width, encoding, is_bigendian, step, data`` (bytes, little-endian).
+    """
+    if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
+        raise MessageConversionError(f"expected an RGB uint8 (H, W, 3) array, got {rgb.dtype} {rgb.shape}")
+    if encoding not in ENCODINGS:
+        raise ImageEncodingError(f"unsupported image encoding {encoding!r}")
+    import cv2
+
+    kind = ENCODINGS[encoding][2]
+    if kind == "none":
+        out = np.ascontiguousarray(rgb)
+    elif kind == "bgr":
+        out = cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
+    elif kind == "rgba":
+        out = cv2.cvtColor(rgb, cv2.COLOR_RGB2RGBA)
+    elif kind == "bgra":
+        out = cv2.cvtColor(rgb, cv2.COLOR_RGB2BGRA)
+    else:
+        out = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
+        if kind == "mono16":
+            out = out.astype("<u2") * 257  # 255 -> 65535, the inverse of the 8-bit scaling
+    h, w = rgb.shape[:2]
+    return SimpleNamespace(
+        height=h, width=w, encoding=encoding, is_bigendian=0,
+        step=out.strides[0], data=out.tobytes(),
+    )
+
+

@@ -1,0 +1,142 @@
+"""The grounding node's real-time core: a one-slot frame mailbox and a prompt queue served
+by one worker thread (pure Python, no rclpy, so its rules are unit-tested directly).
+
+Rules (docs/DESIGN.md, ROS graph contract):
+- only the newest frame waits; a frame replaced before processing is counted as skipped;
+- accepted prompt sets are applied in order, before any waiting frame, each acknowledged
+  by ``handle_prompts`` (the node publishes a LabelInfo);
+- a prompt CHANGE drops the pending (not yet started) frame, counted as skipped;
+- each frame is processed with the prompt set active when its processing starts;
+- frames are taken only while active; ``deactivate`` returns once the frame in flight is done.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from probench.ros.grounding_stats import GroundingStats
+
+Prompts = tuple[str, ...]
+
+
+class FrameWorker:
+    def __init__(
+        self,
+        stats: GroundingStats,
+        handle_frame: Callable[[str, Any, float, Prompts], None],
+        handle_prompts: Callable[[Prompts, Any], bool],
+        on_error: Callable[[BaseException], None],
+        max_pending_prompts: int = 64,
+    ) -> None:
+        self.stats = stats
+        self._handle_frame = handle_frame
+        self._handle_prompts = handle_prompts  # False: the model refused them
+        self._on_error = on_error
+        self._cond = threading.Condition()
+        self._mailbox: tuple[str, Any, float] | None = None  # (kind, data, arrival time)
+        # (prompts, acceptance stamp); bounded: while inactive nothing is acknowledged yet
+        self._prompt_queue: deque[tuple[Prompts, Any]] = deque(maxlen=max_pending_prompts)
+        self.latest_prompts: Prompts = ()  # last accepted (maybe not applied yet)
+        self.active_prompts: Prompts = ()  # what frames are processed with
+        self._active = False
+        self._busy = False
+        self._stop = False
+        self._thread: threading.Thread | None = None
+
+    # -- producers (executor thread) ----------------------------------------------------
+    def put_frame(self, kind: str, data: Any, t_arrival: float | None = None) -> None:
+        t = time.perf_counter() if t_arrival is None else t_arrival
+        with self._cond:
+            self.stats.count("received")
+            if not self._active:
+                return
+            if self._mailbox is not None:
+                self.stats.count("skipped")
+            self._mailbox = (kind, data, t)
+            self._cond.notify_all()
+
+    def put_prompts(self, prompts: Prompts, stamp: Any) -> None:
+        with self._cond:
+            if prompts != self.latest_prompts and self._mailbox is not None:
+                self._mailbox = None
+                self.stats.count("skipped")
+            self.latest_prompts = prompts
+            self._prompt_queue.append((prompts, stamp))
+            self._cond.notify_all()
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self) -> None:
+        with self._cond:
+            self._stop = False
+        self._thread = threading.Thread(target=self._run, name="grounding-worker", daemon=True)
+        self._thread.start()
+
+    def activate(self) -> None:
+        with self._cond:
+            self._active = True
+            self._cond.notify_all()
+
+    def deactivate(self, timeout: float = 30.0) -> None:
+        """Stop taking frames, drop the pending one, wait for the one in flight."""
+        with self._cond:
+            self._active = False
+            if self._mailbox is not None:
+                self._mailbox = None
+                self.stats.count("skipped")
+            deadline = time.monotonic() + timeout
+            while self._busy and time.monotonic() < deadline:
+                self._cond.wait(timeout=0.1)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Deactivate, end the thread, forget queued prompts and the active set."""
+        self.deactivate(timeout)
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=timeout)
+            self._thread = None
+        with self._cond:
+            self._prompt_queue.clear()
+            self.active_prompts = ()
+
+    # -- the thread ---------------------------------------------------------------------
+    def _next_job(self) -> tuple[str, Any] | None:
+        with self._cond:
+            while not self._stop and not (self._active and (self._prompt_queue or self._mailbox)):
+                self._cond.wait(timeout=0.5)
+            if self._stop:
+                return None
+            self._busy = True
+            if self._prompt_queue:  # prompt changes first: frames use the newest accepted set
+                return "prompts", self._prompt_queue.popleft()
+            job, self._mailbox = self._mailbox, None
+            return "frame", job
+
+    def _run(self) -> None:
+        while True:
+            job = self._next_job()
+            if job is None:
+                return
+            try:
+                if job[0] == "prompts":
+                    prompts, stamp = job[1]
+                    if self._handle_prompts(prompts, stamp):
+                        self.active_prompts = prompts
+                    else:
+                        with self._cond:
+                            self.latest_prompts = self.active_prompts
+                else:
+                    kind, data, t = job[1]
+                    self._handle_frame(kind, data, t, self.active_prompts)  # snapshot at start
+            except Exception as exc:  # noqa: BLE001 - the worker must outlive any one bad frame
+                self.stats.count("errors")
+                self._on_error(exc)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()

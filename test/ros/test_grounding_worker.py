@@ -1,0 +1,148 @@
+"""FrameWorker (the grounding node's mailbox + prompt queue + worker thread), without ROS."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from probench.ros.grounding_stats import GroundingStats
+from probench.ros.grounding_worker import FrameWorker
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Recorder:
+    """Handlers that record calls; frames can be held (a slow model) with a gate."""
+
+    def __init__(self) -> None:
+        self.frames: list[tuple[object, tuple[str, ...]]] = []
+        self.acks: list[tuple[str, ...]] = []
+        self.errors: list[BaseException] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.started = threading.Event()
+        self.refuse: set[tuple[str, ...]] = set()
+
+    def frame(self, kind: str, data: object, t: float, prompts: tuple[str, ...]) -> None:
+        self.started.set()
+        self.gate.wait(10)
+        if data == "boom":
+            raise RuntimeError("model exploded")
+        self.frames.append((data, prompts))
+
+    def prompts(self, prompts: tuple[str, ...], stamp: object) -> bool:
+        if prompts in self.refuse:
+            return False
+        self.acks.append(prompts)
+        return True
+
+
+def _until(pred, timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.005)
+    return bool(pred())
+
+
+@pytest.fixture
+def worker():
+    rec = Recorder()
+    w = FrameWorker(GroundingStats(), rec.frame, rec.prompts, rec.errors.append)
+    w.start()
+    w.activate()
+    yield w, rec
+    rec.gate.set()
+    w.stop(5)
+
+
+def test_only_the_newest_frame_waits(worker) -> None:
+    w, rec = worker
+    w.put_prompts(("a",), None)
+    rec.gate.clear()
+    w.put_frame("raw", 1)
+    assert rec.started.wait(5)  # frame 1 is in the (slow) model
+    for i in range(2, 7):
+        w.put_frame("raw", i)  # 2..5 are replaced while waiting
+    rec.gate.set()
+    assert _until(lambda: len(rec.frames) == 2)
+    time.sleep(0.05)
+    assert [f for f, _ in rec.frames] == [1, 6]
+    assert w.stats.skipped == 4 and w.stats.received == 6
+
+
+def test_prompt_change_drops_pending_frame_and_is_applied_first(worker) -> None:
+    w, rec = worker
+    w.put_prompts(("a",), None)
+    rec.gate.clear()
+    w.put_frame("raw", 1)
+    assert rec.started.wait(5)
+    w.put_frame("raw", 2)  # pending
+    w.put_prompts(("a",), None)  # a repeat: acknowledged, the pending frame stays
+    w.put_prompts(("b", "c"), None)  # a change: the pending frame is dropped
+    w.put_frame("raw", 3)  # arrives after the change: answered with the new set
+    rec.gate.set()
+    assert _until(lambda: len(rec.frames) == 2)
+    assert rec.frames == [(1, ("a",)), (3, ("b", "c"))]
+    assert rec.acks == [("a",), ("a",), ("b", "c")]
+    assert w.stats.skipped == 1
+
+
+def test_refused_prompts_keep_the_previous_set(worker) -> None:
+    w, rec = worker
+    w.put_prompts(("a",), None)
+    rec.refuse.add(("bad",))
+    w.put_prompts(("bad",), None)
+    assert _until(lambda: w.latest_prompts == ("a",) and rec.acks == [("a",)])
+    w.put_frame("raw", 1)
+    assert _until(lambda: rec.frames == [(1, ("a",))])
+
+
+def test_handler_errors_are_counted_and_the_worker_survives(worker) -> None:
+    w, rec = worker
+    w.put_prompts(("a",), None)
+    w.put_frame("raw", "boom")
+    assert _until(lambda: rec.errors)
+    w.put_frame("raw", 2)
+    assert _until(lambda: rec.frames == [(2, ("a",))])
+    assert w.stats.errors == 1 and "exploded" in str(rec.errors[0])
+
+
+def test_inactive_takes_no_frames_and_deactivate_waits_for_the_one_in_flight(worker) -> None:
+    w, rec = worker
+    w.put_prompts(("a",), None)
+    rec.gate.clear()
+    w.put_frame("raw", 1)
+    assert rec.started.wait(5)
+    done = threading.Event()
+
+    def deactivate() -> None:
+        w.deactivate(5)
+        done.set()
+
+    threading.Thread(target=deactivate).start()
+    assert not done.wait(0.2)  # still waiting: frame 1 is in flight
+    rec.gate.set()
+    assert done.wait(5) and rec.frames == [(1, ("a",))]
+    w.put_frame("raw", 2)  # inactive: received, never processed
+    time.sleep(0.1)
+    assert rec.frames == [(1, ("a",))] and w.stats.received == 2
+    w.activate()
+    w.put_frame("raw", 3)
+    assert _until(lambda: len(rec.frames) == 2)
+
+
+def test_stop_forgets_prompts_until_reacknowledged() -> None:
+    rec = Recorder()
+    w = FrameWorker(GroundingStats(), rec.frame, rec.prompts, rec.errors.append)
+    w.put_prompts(("a",), None)  # accepted before start: acknowledged once active
+    w.start()
+    time.sleep(0.05)
+    assert rec.acks == []
+    w.activate()
+    assert _until(lambda: rec.acks == [("a",)])
+    w.stop(5)
+    assert w.active_prompts == () and w.latest_prompts == ("a",)
