@@ -70,4 +70,5 @@ def text_tower(det):
         return model.language_backbone
     if hasattr(model, "text_encoder"):
         return model.text_encoder
-    return det.text_cache.inner  # Grounding DINO family: the BERT behind the cache
+    # Grounding DINO family: BERT's embeddings run only when the cache misses.
+    return model.model.text_backbone.embeddings

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from probench.models.zoo import ZOO, ModelSpec, tiny_names
@@ -39,6 +40,14 @@ def _yn(v: object) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except BrokenPipeError:  # `probench models | head`: the reader left, not an error
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silences the flush at exit
+        return 0
+
+
+def _run(args: argparse.Namespace) -> int:
     rows = [_row(s) for s in ZOO.values()]
     if args.json:
         out = {"models": rows, "tiny": tiny_names(), "scripted": ["test-instant", "test-slow-<N>ms"]}

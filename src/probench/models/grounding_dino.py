@@ -13,10 +13,11 @@ Long prompt lists: prompts are packed greedily, in order, into captions that fit
 limit and each caption is a separate forward pass (their boxes are merged; a single prompt
 longer than the limit is truncated). The per-prompt cap of 100 boxes applies to the merge.
 
-Text cache (partial, ``text_cache_level="tokens"``): captions are tokenised once per prompt
-set, and the BERT text backbone's output is cached per caption (a wrapper around
-``model.text_backbone`` returns the stored features when the token ids are unchanged).
-The text-image fusion layers of the encoder depend on the image and run every frame.
+Text cache (text encoder once per prompt set): captions are tokenised once per prompt set
+and the BERT text backbone's output is stored per caption (:class:`TextCache` swaps the
+backbone instance's ``forward``, so the module tree and state dict stay the checkpoint's);
+frames reuse it. The text-image fusion layers (feature enhancer, cross-modality decoder)
+are image-conditioned by design and run every frame.
 """
 
 from __future__ import annotations
@@ -94,40 +95,35 @@ class _Caption:
     n_phrases: int
 
 
-def _text_cache_module(inner: Any) -> Any:
-    import torch
+class TextCache:
+    """Caches the BERT text backbone's output per caption (token ids -> features).
 
-    class CachedTextBackbone(torch.nn.Module):
-        """Returns the stored BERT output for token ids seen before (one entry per caption)."""
+    It replaces the backbone's ``forward`` on the instance instead of wrapping the module,
+    so the model's module tree and state dict stay those of the checkpoint.
+    """
 
-        def __init__(self, inner: Any) -> None:
-            super().__init__()
-            self.inner = inner
-            self.store: dict[tuple[int, ...], Any] = {}
-            self.calls = 0  # real BERT runs, for tests
+    def __init__(self, backbone: Any) -> None:
+        self.backbone = backbone
+        self.store: dict[tuple[int, ...], Any] = {}
+        self.calls = 0  # real BERT runs (tests read it)
+        self._forward = backbone.forward
+        backbone.forward = self.forward
 
-        @property
-        def config(self) -> Any:
-            return self.inner.config
+    def forward(self, input_ids: Any, *args: Any, **kwargs: Any) -> Any:
+        from transformers.modeling_outputs import BaseModelOutput
 
-        def forward(self, input_ids: Any, *args: Any, **kwargs: Any) -> Any:
-            key = tuple(input_ids[0].tolist())
-            same_rows = bool((input_ids == input_ids[:1]).all())
-            if same_rows and key in self.store:
-                hidden = self.store[key]
-            else:
-                self.calls += 1
-                out = self.inner(input_ids, *args, **kwargs)
-                hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
-                if not same_rows:
-                    return out
-                hidden = hidden[:1]
-                self.store[key] = hidden
-            from transformers.modeling_outputs import BaseModelOutput
-
-            return BaseModelOutput(last_hidden_state=hidden.expand(input_ids.shape[0], -1, -1))
-
-    return CachedTextBackbone(inner)
+        key = tuple(input_ids[0].tolist())
+        same_rows = bool((input_ids == input_ids[:1]).all())
+        if same_rows and key in self.store:
+            hidden = self.store[key]
+        else:
+            self.calls += 1
+            out = self._forward(input_ids, *args, **kwargs)
+            if not same_rows:
+                return out
+            hidden = (out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0])[:1]
+            self.store[key] = hidden
+        return BaseModelOutput(last_hidden_state=hidden.expand(input_ids.shape[0], -1, -1))
 
 
 class GroundingDinoDetector(hf.HFDetector):
@@ -137,8 +133,7 @@ class GroundingDinoDetector(hf.HFDetector):
         self.image_processor = image_processor
         self.tokenizer = tokenizer
         self.max_text_len = int(model.config.max_text_len)
-        self.text_cache = _text_cache_module(model.model.text_backbone)
-        model.model.text_backbone = self.text_cache
+        self.text_cache = TextCache(model.model.text_backbone)
 
     # -- text side ------------------------------------------------------------------------
     def captions(self, prompts: Sequence[str]) -> list[_Caption]:
@@ -181,10 +176,11 @@ class GroundingDinoDetector(hf.HFDetector):
         import torch
 
         caps = self.captions(prompts)
+        self.text_cache.store.clear()  # one prompt set at a time: drop the previous set's captions
         with torch.inference_mode():
             for cap in caps:  # run BERT once per caption now, so frames only hit the cache
                 ids = cap.tokens["input_ids"].to(self.dev)
-                self.text_cache(ids, **_bert_masks(self.model.model, ids))
+                self.model.model.text_backbone(ids, **_bert_masks(self.model.model, ids))
         return caps
 
     # -- per frame ------------------------------------------------------------------------
