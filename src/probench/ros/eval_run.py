@@ -37,7 +37,7 @@ def run_evaluation(node: Any) -> dict:
     infos = [f.info for f in frames]
     node.make_image_publisher(compressed)
 
-    grounding = node.query_grounding_parameters(timeout=min(30.0, cfg["startup_timeout"]))
+    grounding = node.query_grounding_parameters(timeout=cfg["startup_timeout"])
     model_name = str(grounding.get("model") or "unknown")
     model = model_record(model_name, str(grounding.get("weights") or ""))
     settings = {

@@ -231,22 +231,36 @@ def _make_node_class() -> type:
                         self._emit(fp, s, sent, None, [])
                 self._pending.clear()
 
-        def query_grounding_parameters(self, timeout: float = 10.0) -> dict[str, Any]:
+        def query_grounding_parameters(self, timeout: float) -> dict[str, Any]:
+            """The grounding node's model settings, for run.json. Its parameter service answers
+            only once the node spins, i.e. after its model loaded: hence the long timeout."""
             from rcl_interfaces.srv import GetParameters
 
             name = self.cfg["grounding_node"].rstrip("/")
+            deadline = time.monotonic() + timeout
             client = self.create_client(GetParameters, f"{name}/get_parameters")
             try:
-                if not client.wait_for_service(timeout_sec=timeout):
-                    return {}
+                while not client.wait_for_service(timeout_sec=0.5):
+                    if not rclpy.ok():
+                        raise Interrupted("ROS shut down")
+                    if time.monotonic() > deadline:
+                        raise RosError(f"no grounding node {name!r} within {timeout:.0f} s (is it running, "
+                                       "with the same ROS_DOMAIN_ID and ROS_AUTOMATIC_DISCOVERY_RANGE?)")
                 req = GetParameters.Request()
                 req.names = list(_GROUNDING_PARAMS)
                 future = client.call_async(req)
                 done = threading.Event()
                 future.add_done_callback(lambda _f: done.set())
-                if not done.wait(timeout) or future.result() is None:
-                    return {}
-                return {n: _param_value(v) for n, v in zip(req.names, future.result().values, strict=False)}
+                while not done.wait(0.2):
+                    if not rclpy.ok():
+                        raise Interrupted("ROS shut down")
+                    if time.monotonic() > deadline:
+                        raise RosError(f"grounding node {name!r} did not answer a parameter request within "
+                                       f"{timeout:.0f} s (still loading its model? raise startup_timeout)")
+                result = future.result()
+                if result is None:
+                    raise RosError(f"grounding node {name!r}: parameter request failed")
+                return {n: _param_value(v) for n, v in zip(req.names, result.values, strict=False)}
             finally:
                 self.destroy_client(client)
 
