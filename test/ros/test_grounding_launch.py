@@ -76,7 +76,8 @@ def test_arguments_become_overrides_and_remapping(monkeypatch: pytest.MonkeyPatc
                       prompt="a red backpack; a door handle ;", params_file="/etc/my.yaml")
     assert node["parameters"] == ["/etc/my.yaml", {
         "model": "owlv2-b", "device": "cuda:1", "prompts": ["a red backpack", "a door handle"]}]
-    assert node["remappings"] == [("image", "/cam/image_raw")]
+    assert node["remappings"] == [("image", "/cam/image_raw"),
+                                  ("image/compressed", "/cam/image_raw/compressed")]
 
 
 def test_prompt_text_is_data(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -28,7 +28,7 @@ def test_node_description() -> None:
                                              image_topic="/cam/image")
     assert d["executable"] == "grounding_node" and d["package"] == "probench"
     assert d["parameters"] == ["/p.yaml", {"model": "m"}]
-    assert d["remappings"] == [("image", "/cam/image")]
+    assert d["remappings"] == [("image", "/cam/image"), ("image/compressed", "/cam/image/compressed")]
     with pytest.raises(ParameterValueError, match="unknown grounding_node parameter"):
         node_spec.grounding_node_description(overrides={"modle": "m"})
 

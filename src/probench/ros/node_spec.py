@@ -135,7 +135,8 @@ def grounding_node_description(
     params: list[Any] = [str(params_file or default_params_file())]
     if overrides:
         params.append(overrides)
-    remap = {"image": image_topic, **(remappings or {})}
+    # image_transport convention: the compressed stream lives at <image topic>/compressed
+    remap = {"image": image_topic, "image/compressed": f"{image_topic}/compressed", **(remappings or {})}
     return {
         "package": PACKAGE,
         "executable": EXECUTABLE,
