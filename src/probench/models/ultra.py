@@ -213,31 +213,36 @@ class UltralyticsDetector(BaseDetector):
         except (RuntimeError, ValueError) as exc:
             raise ModelError(f"{self.name}: ultralytics inference failed: {exc}") from exc
         wall_ms = (time.perf_counter() - t0) * 1000.0 / len(images)
-        return [self._to_detections(r, im.shape[:2], wall_ms) for r, im in zip(results, images, strict=True)]
+        return [
+            results_to_detections(r, im.shape[:2], wall_ms, self.return_masks)
+            for r, im in zip(results, images, strict=True)
+        ]
 
-    def _to_detections(self, r: Any, hw: tuple[int, int], wall_ms: float) -> Detections:
-        t0 = time.perf_counter()
-        boxes = r.boxes
-        xyxy = boxes.xyxy.float().cpu().numpy()
-        scores = boxes.conf.float().cpu().numpy()
-        cls = boxes.cls.cpu().numpy().astype(np.int64)
-        keep = cap_per_prompt(scores, cls, MAX_PER_PROMPT)
-        masks = None
-        if self.return_masks and r.masks is not None:
-            masks = r.masks.data.cpu().numpy()[keep] > 0.5
-        convert_ms = (time.perf_counter() - t0) * 1000.0
-        speed = r.speed or {}  # ultralytics' own per-image stage times (CUDA-synchronised)
-        timings = {
-            "preprocess": speed.get("preprocess", 0.0),
-            "forward": speed.get("inference", 0.0),
-            "postprocess": speed.get("postprocess", 0.0) + convert_ms,
-        }
-        # total: the whole call, the predictor's bookkeeping between stages included
-        timings["total"] = max(wall_ms + convert_ms, sum(timings.values()))
-        return Detections.from_arrays(
-            xyxy[keep], scores[keep], cls[keep], image_size=hw, masks=masks, timings_ms=timings
-        )
 
+def results_to_detections(r: Any, hw: tuple[int, int], wall_ms: float, masks: bool = False) -> Detections:
+    """An ultralytics ``Results`` (any backend: PyTorch, ONNX, TensorRT engine) as Detections,
+    at most 100 boxes per prompt, with ultralytics' own stage times."""
+    t0 = time.perf_counter()
+    boxes = r.boxes
+    xyxy = boxes.xyxy.float().cpu().numpy()
+    scores = boxes.conf.float().cpu().numpy()
+    cls = boxes.cls.cpu().numpy().astype(np.int64)
+    keep = cap_per_prompt(scores, cls, MAX_PER_PROMPT)
+    mask_arr = None
+    if masks and r.masks is not None:
+        mask_arr = r.masks.data.cpu().numpy()[keep] > 0.5
+    convert_ms = (time.perf_counter() - t0) * 1000.0
+    speed = r.speed or {}  # ultralytics' own per-image stage times (CUDA-synchronised)
+    timings = {
+        "preprocess": speed.get("preprocess", 0.0),
+        "forward": speed.get("inference", 0.0),
+        "postprocess": speed.get("postprocess", 0.0) + convert_ms,
+    }
+    # total: the whole call, the predictor's bookkeeping between stages included
+    timings["total"] = max(wall_ms + convert_ms, sum(timings.values()))
+    return Detections.from_arrays(
+        xyxy[keep], scores[keep], cls[keep], image_size=hw, masks=mask_arr, timings_ms=timings
+    )
 
 def cap_per_prompt(scores: np.ndarray, prompt_index: np.ndarray, cap: int) -> np.ndarray:
     """Indices of the ``cap`` best-scoring boxes of each prompt, in descending score order."""

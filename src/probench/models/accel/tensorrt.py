@@ -1,0 +1,156 @@
+"""TensorRT for the OWL detectors: the ONNX image path (:mod:`.onnx_export`) built into an
+FP16 engine with the tensorrt Python API, run on CUDA tensors. UNTESTED on a GPU here (this
+machine has none); everything up to the TensorRT calls is unit-tested with a fake module.
+
+The text embeddings are an engine input with a dynamic query axis (optimisation profile
+1..``max_queries``), so a prompt change never rebuilds the engine; the engine depends only
+on the weights, input size, precision, TensorRT version and GPU model (its cache key).
+For YOLO-World/YOLOE, see :mod:`.ultra_export` (ultralytics' engine export, vocabulary
+baked in, one engine per prompt set).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from probench.cache.atomic import write_bytes_atomic
+from probench.models.accel.cache import ArtifactCache
+from probench.models.accel.errors import TENSORRT_HINT, AccelError, ExportError, RuntimeUnavailableError
+from probench.models.accel.onnx_export import INPUTS, OUTPUTS, export_owl_onnx, owl_geometry, owl_onnx_parts
+from probench.models.owl import OwlDetector
+
+MAX_QUERIES = 256  # upper end of the query-axis profile (a Pro-Bench image has far fewer)
+OPT_QUERIES = 8
+WORKSPACE_GIB = 4
+
+
+def tensorrt_module() -> Any:
+    """``import tensorrt`` or a clear :class:`RuntimeUnavailableError`."""
+    try:
+        import tensorrt
+    except ImportError as exc:
+        raise RuntimeUnavailableError(f"{TENSORRT_HINT} ({exc})") from exc
+    return tensorrt
+
+
+def require_tensorrt(device: str) -> Any:
+    """TensorRT needs a CUDA device and the tensorrt package; checked before any build."""
+    import torch
+
+    if not str(device).startswith("cuda"):
+        raise RuntimeUnavailableError(f"{TENSORRT_HINT}: use --device cuda (got {device!r})")
+    if not torch.cuda.is_available():
+        raise RuntimeUnavailableError(f"{TENSORRT_HINT}: no CUDA device is available here")
+    return tensorrt_module()
+
+
+def build_engine(
+    onnx_path: str | Path, engine_path: str | Path, *, image_size: int, query_dim: int,
+    fp16: bool = True, max_batch: int = 1, max_queries: int = MAX_QUERIES, trt: Any = None,
+) -> Path:
+    """Parse the OWL ONNX file and write a serialised engine (FP16 when asked) with one
+    optimisation profile: batch 1..max_batch, queries 1..max_queries."""
+    trt = trt or tensorrt_module()
+    logger = trt.Logger(trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    # TensorRT 10+ networks are always explicit-batch; older versions need the flag.
+    flag = getattr(trt.NetworkDefinitionCreationFlag, "EXPLICIT_BATCH", None)
+    network = builder.create_network(0 if flag is None else 1 << int(flag))
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse(Path(onnx_path).read_bytes()):
+        errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+        raise ExportError(f"TensorRT could not parse {onnx_path}: {errors}")
+    config = builder.create_builder_config()
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, WORKSPACE_GIB << 30)
+    if fp16:
+        config.set_flag(trt.BuilderFlag.FP16)
+    s = int(image_size)
+    profile = builder.create_optimization_profile()
+    profile.set_shape(INPUTS[0], (1, 3, s, s), (1, 3, s, s), (max_batch, 3, s, s))
+    profile.set_shape(INPUTS[1], (1, 1, query_dim), (1, OPT_QUERIES, query_dim), (1, max_queries, query_dim))
+    config.add_optimization_profile(profile)
+    serialized = builder.build_serialized_network(network, config)
+    if serialized is None:
+        raise ExportError(f"TensorRT engine build from {onnx_path} failed (see the TensorRT log above)")
+    write_bytes_atomic(engine_path, bytes(serialized))
+    return Path(engine_path)
+
+
+class EngineRunner:
+    """Runs a deserialised engine on torch CUDA tensors (TensorRT 10 tensor-address API)."""
+
+    def __init__(self, engine_path: str | Path, trt: Any = None) -> None:
+        trt = trt or tensorrt_module()
+        self.trt = trt
+        runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
+        self.engine = runtime.deserialize_cuda_engine(Path(engine_path).read_bytes())
+        if self.engine is None:
+            raise AccelError(f"cannot deserialise {engine_path} (built by another TensorRT version or GPU?)")
+        self.context = self.engine.create_execution_context()
+
+    def __call__(self, pixel_values: Any, query_embeds: Any) -> tuple[Any, Any]:
+        import torch
+
+        if query_embeds.shape[1] > MAX_QUERIES:
+            raise AccelError(f"{query_embeds.shape[1]} prompts exceed the engine profile ({MAX_QUERIES})")
+        inputs = {INPUTS[0]: pixel_values.float().contiguous(), INPUTS[1]: query_embeds.float().contiguous()}
+        for name, t in inputs.items():
+            self.context.set_input_shape(name, tuple(t.shape))
+            self.context.set_tensor_address(name, t.data_ptr())
+        outputs = {}
+        for name in OUTPUTS:
+            shape = tuple(self.context.get_tensor_shape(name))
+            outputs[name] = torch.empty(shape, dtype=torch.float32, device=pixel_values.device)
+            self.context.set_tensor_address(name, outputs[name].data_ptr())
+        stream = torch.cuda.current_stream(pixel_values.device)
+        if not self.context.execute_async_v3(stream.cuda_stream):
+            raise AccelError("TensorRT execution failed")
+        return outputs[OUTPUTS[0]], outputs[OUTPUTS[1]]
+
+
+class TrtOwlDetector(OwlDetector):
+    """An :class:`OwlDetector` whose image path runs as a TensorRT engine."""
+
+    runtime = "tensorrt"
+
+    def __init__(self, base: OwlDetector, engine_path: Path, runner: Any) -> None:
+        super().__init__(
+            base.model, base.image_processor, base.tokenizer, name=f"{base.name}@tensorrt",
+            dev=base.dev, dtype=base.dtype, score_threshold=base.score_threshold,
+        )
+        self.engine_path, self.runner = engine_path, runner
+        self.weights_source = getattr(base, "weights_source", None)
+
+    def _forward(self, pixel_values: Any, text: Any) -> tuple[Any, Any]:
+        return self.runner(pixel_values, text)
+
+
+def engine_parts(base: OwlDetector, fp16: bool, trt_version: str, gpu: str) -> dict[str, Any]:
+    return {**owl_onnx_parts(base.model, base.name), "fp16": fp16, "tensorrt": trt_version,
+            "gpu": gpu, "max_queries": MAX_QUERIES}
+
+
+def to_tensorrt(base: Any, cache: ArtifactCache | None = None, *, fp16: bool = True,
+                trt: Any = None, runner_cls: Any = EngineRunner) -> TrtOwlDetector:
+    """Export ONNX (cached), build the FP16 engine (cached), wrap the OWL detector."""
+    if not isinstance(base, OwlDetector):
+        from probench.models.accel.errors import UnsupportedRuntimeError
+
+        raise UnsupportedRuntimeError(
+            f"{getattr(base, 'name', base)}: TensorRT is provided for the OWL models and, through "
+            "ultralytics' engine export, the YOLO-World/YOLOE models"
+        )
+    trt = trt or require_tensorrt(base.device)
+    import torch
+
+    cache = cache or ArtifactCache()
+    gpu = torch.cuda.get_device_name(base.dev) if torch.cuda.is_available() else "none"
+    side, dim = owl_geometry(base.model)
+    onnx_path = cache.get_or_build("owl", owl_onnx_parts(base.model, base.name), ".onnx",
+                                   lambda tmp: export_owl_onnx(base.model, tmp))
+    engine = cache.get_or_build(
+        "owl-trt", engine_parts(base, fp16, str(getattr(trt, "__version__", "?")), gpu), ".engine",
+        lambda tmp: build_engine(onnx_path, tmp, image_size=side, query_dim=dim, fp16=fp16, trt=trt),
+    )
+    return TrtOwlDetector(base, engine, runner_cls(engine, trt=trt))
