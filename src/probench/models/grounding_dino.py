@@ -251,8 +251,9 @@ def _image_processor(spec: ModelSpec, size: dict) -> Any:
     return tf.GroundingDinoImageProcessor(size=size)
 
 
-def _with_vocab(cfg: dict[str, Any], tokenizer: Any) -> dict[str, Any]:
-    cfg = {**cfg, "text_config": {**cfg["text_config"], "vocab_size": len(tokenizer),
+def _with_vocab(cfg: dict[str, Any], tokenizer: Any, vocab_size: int = 0) -> dict[str, Any]:
+    """Token ids of the generated tokenizer; ``vocab_size`` keeps a real-size embedding table."""
+    cfg = {**cfg, "text_config": {**cfg["text_config"], "vocab_size": max(vocab_size, len(tokenizer)),
                                    "pad_token_id": tokenizer.pad_token_id}}
     return cfg
 
@@ -268,7 +269,7 @@ def build(
 
         tokenizer = bert_tokenizer()
         with hf.seeded():
-            model = model_cls(config_cls(**_with_vocab(_real_config(spec), tokenizer)))
+            model = model_cls(config_cls(**_with_vocab(_real_config(spec), tokenizer, 30522)))  # BERT's
         image_processor = _image_processor(spec, dict(_REAL_IMAGE))
         source = "random init (real-size config; generated tokenizer)"
     else:

@@ -60,7 +60,7 @@ def _tiny_config(vocab: int, pad_id: int, bos: int, eos: int) -> tuple[dict, dic
 def _real_config(vocab: int, pad_id: int, bos: int, eos: int) -> dict:
     # The checkpoint's config.json: transformers' defaults are this checkpoint (Swin-T timm
     # backbone, CLIP ViT-B/32-size text tower, 900 queries, 640 px).
-    text = {"model_type": "clip_text_model", "vocab_size": vocab, "pad_token_id": pad_id,
+    text = {"model_type": "clip_text_model", "vocab_size": max(vocab, 49408), "pad_token_id": pad_id,
             "bos_token_id": bos, "eos_token_id": eos}
     return {"text_config": text}
 

@@ -82,10 +82,11 @@ def _image_processor(spec: ModelSpec, side: int) -> Any:
     return proc_cls(size=size)
 
 
-def _vocab_config(cfg: dict[str, Any], tokenizer: Any) -> dict[str, Any]:
+def _vocab_config(cfg: dict[str, Any], tokenizer: Any, vocab_size: int | None = None) -> dict[str, Any]:
+    """Token ids of the generated tokenizer; ``vocab_size`` keeps a real-size embedding table."""
     cfg = {**cfg, "text_config": dict(cfg["text_config"])}
     cfg["text_config"].update(
-        vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+        vocab_size=max(vocab_size or 0, len(tokenizer)), pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
     )
     return cfg
@@ -182,7 +183,7 @@ def build(
         from probench.models.tiny_tokenizers import clip_tokenizer
 
         tokenizer = clip_tokenizer(pad_token="!")
-        cfg = _vocab_config(REAL_CONFIGS[spec.name], tokenizer)
+        cfg = _vocab_config(REAL_CONFIGS[spec.name], tokenizer, vocab_size=49408)  # CLIP's
         with hf.seeded():
             model = model_cls(config_cls(**cfg))
         side = cfg["vision_config"]["image_size"]

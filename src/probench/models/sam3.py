@@ -72,10 +72,17 @@ def _tiny_config(spec: ModelSpec, tokenizer: Any) -> dict[str, Any]:
 
 
 def _real_config(spec: ModelSpec, tokenizer: Any) -> dict[str, Any]:
-    # transformers' defaults are the published checkpoints' architecture (SAM3: ViT-H/14
-    # 1008 px, CLIP-L-size text tower; LiteText: its MobileCLIP-style text tower).
-    return {"text_config": {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id,
-                            "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}}
+    # transformers' defaults are the published architectures (ViT-H/14 at 1008 px, DETR
+    # encoder/decoder, mask decoder). The text tower is spelled out: a partial dict would be
+    # completed with plain CLIP defaults, not SAM3's.
+    ids = {"vocab_size": max(49408, len(tokenizer)), "pad_token_id": tokenizer.pad_token_id,
+           "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}
+    if _lite(spec):
+        return {"text_config": ids}  # Sam3LiteTextTextConfig's own defaults (MobileCLIP-style)
+    text = {"model_type": "clip_text_model", "hidden_size": 1024, "intermediate_size": 4096,
+            "projection_dim": 512, "num_hidden_layers": 24, "num_attention_heads": 16,
+            "max_position_embeddings": TEXT_LEN, "hidden_act": "gelu", **ids}
+    return {"text_config": text}
 
 
 class Sam3Detector(hf.HFDetector):

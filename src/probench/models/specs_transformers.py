@@ -14,6 +14,7 @@ _HINT = "pip install torch transformers (the project venv has both)"
 
 def _caps(*, masks: bool = False, batched: bool = True, text_cache: str = "full") -> dict:
     # TensorRT/ONNX export of these adapters is not provided (part B covers ultralytics only).
+    # batched: detect_batch runs several images in one forward (OWL only; the others loop).
     return {
         "masks": masks,
         "tensorrt": False,
@@ -45,7 +46,8 @@ def _spec(
 
 SPECS: list[ModelSpec] = [
     _spec(
-        "sam3-lite", "SAM3-Lite", "sam3", "vil-uob/sam3-litetext-s0", "sam3", _caps(masks=True),
+        "sam3-lite", "SAM3-Lite", "sam3", "vil-uob/sam3-litetext-s0", "sam3",
+        _caps(masks=True, batched=False),
         "SAM3-LiteText (Zeng et al. 2026): SAM3 with a distilled MobileCLIP text encoder, "
         "transformers Sam3LiteTextModel. The paper does not say which variant; s0 is assumed "
         "(vil-uob/sam3-litetext-s1 also exists).",
@@ -59,12 +61,12 @@ SPECS: list[ModelSpec] = [
         "OWLv2 ViT-B/16, ensemble checkpoint, 960 px input. tiny-owlv2 is tiny-owlv2-b.",
     ),
     _spec(
-        "sam3", "SAM3", "sam3", "facebook/sam3", "sam3", _caps(masks=True),
+        "sam3", "SAM3", "sam3", "facebook/sam3", "sam3", _caps(masks=True, batched=False),
         "SAM 3 (Carion et al. 2025), transformers Sam3Model: one text concept per prompt; "
         "gated checkpoint (accept the licence on the hub before `hf download`).",
     ),
     _spec(
-        "omdet-turbo", "OmDet-T", "omdet", "omlab/omdet-turbo-swin-tiny-hf", "omdet", _caps(),
+        "omdet-turbo", "OmDet-T", "omdet", "omlab/omdet-turbo-swin-tiny-hf", "omdet", _caps(batched=False),
         "OmDet-Turbo Swin-T, classes + task prompt 'Detect {classes}.'",
     ),
     _spec(
@@ -73,7 +75,7 @@ SPECS: list[ModelSpec] = [
     ),
     _spec(
         "grounding-dino-s-t", "G-DINO-S-T", "grounding-dino", "IDEA-Research/grounding-dino-base",
-        "grounding_dino", _caps(),
+        "grounding_dino", _caps(batched=False),
         "UNCERTAIN mapping: the paper lists G-DINO-S-T next to G-DINO-T without a checkpoint. "
         "IDEA-Research publishes only grounding-dino-tiny (Swin-T) and grounding-dino-base "
         "(Swin-B) on the hub; S-T is taken to be the larger one (its latency, 294.8 ms vs "
@@ -82,26 +84,26 @@ SPECS: list[ModelSpec] = [
     ),
     _spec(
         "grounding-dino-t", "G-DINO-T", "grounding-dino", "IDEA-Research/grounding-dino-tiny",
-        "grounding_dino", _caps(),
+        "grounding_dino", _caps(batched=False),
         "Grounding DINO Swin-T (OGC), transformers GroundingDinoForObjectDetection.",
     ),
     _spec(
         "llmdet-l", "LLMDet-L", "mm-grounding-dino", "iSEE-Laboratory/llmdet_large",
-        "grounding_dino", _caps(),
+        "grounding_dino", _caps(batched=False),
         "LLMDet Swin-L; transformers loads it with the MM Grounding DINO classes "
         "(MMGroundingDinoForObjectDetection); inference identical to MM-GD.",
     ),
     _spec(
         "mm-grounding-dino-l", "MM-G-D-L", "mm-grounding-dino",
         "openmmlab-community/mm_grounding_dino_large_o365v2_oiv6_goldg", "grounding_dino",
-        _caps(),
+        _caps(batched=False),
         "MM Grounding DINO Swin-L pre-trained on O365v2+OIv6+GoldG (the large checkpoint "
         "without COCO-style fine-tuning data; *_large_all is the other public one).",
     ),
     _spec(
         "mm-grounding-dino-t", "MM-G-D-T", "mm-grounding-dino",
         "openmmlab-community/mm_grounding_dino_tiny_o365v1_goldg_v3det", "grounding_dino",
-        _caps(),
+        _caps(batched=False),
         "MM Grounding DINO Swin-T, O365v1+GoldG+V3Det (transformers' reference tiny "
         "checkpoint); the paper does not name the pre-training mix, so this is assumed.",
     ),
