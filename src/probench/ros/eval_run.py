@@ -21,6 +21,7 @@ REALTIME_LOG = "realtime_frames.jsonl"
 def run_evaluation(node: Any) -> dict:
     """Replay, record, score. Returns the metrics dict (also in RUN/metrics.json)."""
     from rclpy.serialization import deserialize_message
+    from tqdm import tqdm
 
     from probench import __version__
     from probench.bags.reader import ProbenchBag
@@ -91,12 +92,22 @@ def run_evaluation(node: Any) -> dict:
                 if not failure:
                     if record is not None:
                         rt_log.append(record)
+                        bar.update(1)
                     writers[fp.formulation].add_image(fp.image_id, results)
             except BaseException as exc:  # noqa: BLE001 - reported by the main thread
                 failure.append(exc)
             finally:
                 sink.task_done()
 
+    todo = 0
+    for f, w in writers.items():
+        if w.complete:  # nothing to do; opening the writer created an empty progress log
+            w.close()
+            if w.log.path.exists() and w.log.path.stat().st_size == 0:
+                w.log.path.unlink()
+        else:
+            todo += sum(len(g.frames) for g in plan_groups(infos, f, w.done_images)[0])
+    bar = tqdm(total=todo, desc="eval", unit="frame", disable=None)  # stderr, only on a terminal
     writer_thread = threading.Thread(target=write_loop, name="evaluator-writer", daemon=True)
     writer_thread.start()
     log = node.get_logger()
@@ -136,6 +147,7 @@ def run_evaluation(node: Any) -> dict:
     finally:
         sink.put(None)
         writer_thread.join(timeout=30.0)
+        bar.close()
         rt_log.close()
         for w in writers.values():
             w.close()
