@@ -12,6 +12,7 @@ concurrent runs apart, unless the environment sets them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -111,6 +112,11 @@ def run(args: argparse.Namespace) -> int:
         deadline = time.monotonic() + args.timeout
         while evaluator.poll() is None:
             if grounding.poll() is not None:
+                # both were told to stop (Ctrl-C reaches the whole group): let the evaluator say so
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    evaluator.wait(timeout=_SIGTERM_GRACE_S)
+                if evaluator.returncode == 130:
+                    break
                 raise CheckFailed(f"grounding_node exited with code {grounding.returncode} before the "
                                   "evaluation finished (its error is printed above)")
             if time.monotonic() > deadline:
