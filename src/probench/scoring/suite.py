@@ -211,7 +211,7 @@ def _bar(total: int, enabled: bool):  # a tqdm, or a no-op stand-in
 
         from tqdm import tqdm
 
-        return tqdm(total=total, file=sys.stderr, unit="step", leave=False)
+        return tqdm(total=total, file=sys.stderr, unit="step", leave=False, disable=None)  # None: TTY only
     return _NoBar()
 
 

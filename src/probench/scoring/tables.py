@@ -65,7 +65,7 @@ class GroundTruth:
         a_q = _index_of(query_ids, np.array([a.query_id for a in anns], dtype=np.int64), "query")
         a_key = a_img * n_q + a_q
         ls_keys = [
-            i * n_q + np.searchsorted(query_ids, np.array(ds.label_space(int(img)), dtype=np.int64))
+            i * n_q + _index_of(query_ids, np.array(ds.label_space(int(img)), dtype=np.int64), "query")
             for i, img in enumerate(image_ids)
         ]
         pair_keys = np.unique(np.concatenate([a_key, *ls_keys]).astype(np.int64))
@@ -101,7 +101,7 @@ def _index_of(sorted_ids: np.ndarray, ids: np.ndarray, what: str) -> np.ndarray:
     if len(sorted_ids) == 0:
         bad = np.ones(len(ids), dtype=bool)
     if bad.any():
-        raise ScoringError(f"annotation refers to unknown {what} id {int(ids[np.argmax(bad)])}")
+        raise ScoringError(f"the dataset refers to unknown {what} id {int(ids[np.argmax(bad)])}")
     return pos.astype(np.int64)
 
 
