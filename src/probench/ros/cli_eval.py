@@ -69,8 +69,12 @@ def _die_with_parent() -> None:
         pass
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGINT (a ROS node's clean shutdown), then SIGTERM, then SIGKILL."""
+def _stop(proc: subprocess.Popen, *, signalled: bool = False) -> None:
+    """SIGINT (a ROS node's clean shutdown), then SIGTERM, then SIGKILL. ``signalled``: the
+    child got the terminal's Ctrl-C already; a second SIGINT would cut its clean-up short."""
+    if signalled:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=_SIGTERM_GRACE_S)
     for sig, grace in ((signal.SIGINT, _SIGTERM_GRACE_S), (signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
         if proc.poll() is not None:
             return
@@ -105,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"probench eval: {args.model} on {args.bag} ({n_frames} frames), "
           f"ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']}", file=sys.stderr)
     procs: list[subprocess.Popen] = []
+    interrupted = False
     try:
         for desc in graph:
             procs.append(subprocess.Popen(command_line(desc), env=env, preexec_fn=_die_with_parent))
@@ -123,9 +128,12 @@ def run(args: argparse.Namespace) -> int:
                 raise CheckFailed(f"evaluation did not finish within --timeout {args.timeout:g} s; "
                                   "rerun the same command to resume")
             time.sleep(0.2)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
         for p in reversed(procs):
-            _stop(p)
+            _stop(p, signalled=interrupted)
     if evaluator.returncode == 130:
         raise KeyboardInterrupt
     if evaluator.returncode != 0:

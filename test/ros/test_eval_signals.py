@@ -1,0 +1,90 @@
+"""`probench eval` never leaves its nodes behind: Ctrl-C stops the graph (exit 130, resumable),
+and if `probench eval` itself is killed its children follow (no orphaned nodes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from grounding_harness import fresh_domain
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.usefixtures("requires_vision_msgs")]
+
+
+def _bag(tmp_path: Path, env: dict) -> Path:
+    import cv2
+    import numpy as np
+
+    root = tmp_path / "ds"
+    (root / "images").mkdir(parents=True)
+    images = []
+    for i in range(1, 41):
+        cv2.imwrite(str(root / f"images/{i}.png"), np.full((24, 32, 3), i, dtype=np.uint8))
+        images.append({"id": i, "file_name": f"images/{i}.png", "width": 32, "height": 24, "query_ids": [1]})
+    coco = {"images": images, "annotations": [],
+            "categories": [{"id": 1, "name": "cup", "prompts": {"orig": "a red cup"}}]}
+    (root / "annotations.json").write_text(json.dumps(coco))
+    subprocess.run([sys.executable, "-m", "probench", "bag", "--dataset", str(root), "--out",
+                    str(tmp_path / "bag"), "--quiet"], env=env, check=True, timeout=60)
+    return tmp_path / "bag"
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _start(tmp_path: Path, env: dict, run: str) -> tuple[subprocess.Popen, Path]:
+    out = tmp_path / run
+    cmd = [sys.executable, "-m", "probench", "eval", "--model", "test-slow-100ms",
+           "--bag", str(tmp_path / "bag"), "--out", str(out), "--formulations", "orig",
+           "--mode", "as-fast-as-answered",
+           "--domain-id", str(fresh_domain())]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    log = out / "predictions" / "orig.partial.jsonl"
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        if log.exists() and log.read_bytes().count(b"\n") >= 2:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
+    return proc, out
+
+
+def test_ctrl_c_stops_the_graph_and_the_run_resumes(tmp_path: Path, ros_env: dict) -> None:
+    _bag(tmp_path, ros_env)
+    proc, out = _start(tmp_path, ros_env, "run")
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err
+    deadline = time.monotonic() + 15
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _group_alive(proc.pid), "a node outlived probench eval"
+    assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
+    assert not (out / "predictions" / "orig.json").exists()
+
+
+def test_killed_probench_eval_takes_its_nodes_along(tmp_path: Path, ros_env: dict) -> None:
+    _bag(tmp_path, ros_env)
+    proc, _ = _start(tmp_path, ros_env, "run")
+    proc.kill()  # only probench eval itself: its children get SIGTERM from the kernel
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 20
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = _group_alive(proc.pid)
+    if alive:
+        os.killpg(proc.pid, signal.SIGKILL)  # clean up before failing
+    assert not alive, "nodes were orphaned when probench eval died"
