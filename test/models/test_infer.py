@@ -267,3 +267,25 @@ def test_fixing_a_broken_image_then_resuming(tmp_path: Path) -> None:
     assert main([*args, "--out", str(tmp_path / "run")]) == 0
     assert main([*args, "--out", str(tmp_path / "clean")]) == 0
     assert _read_bytes(tmp_path / "run") == _read_bytes(tmp_path / "clean")
+
+
+def test_status_incomplete_when_an_earlier_session_asked_for_more(ds_path: Path, tmp_path: Path) -> None:
+    ds = load_dataset(ds_path)
+    det = Counting(load_detector("test-instant"), fail_after=2, exc=KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        run_inference(det, ds, tmp_path / "run", FORMS, progress=False)
+    info = run_inference(load_detector("test-instant"), ds, tmp_path / "run", ["cat"], progress=False)
+    assert info["status"] == "incomplete" and info["incomplete_formulations"] == ["orig", "tmpl"]
+    info = run_inference(load_detector("test-instant"), ds, tmp_path / "run", ["orig", "tmpl"],
+                         progress=False)
+    assert info["status"] == "complete" and "incomplete_formulations" not in info
+
+
+def test_infer_refuses_a_folder_timed_with_another_model(ds_path: Path, tmp_path: Path) -> None:
+    from probench.models.latency import run_latency
+
+    run_latency(load_detector("test-instant"), load_dataset(ds_path), tmp_path / "run", n_images=1, runs=1,
+                progress=False)
+    with pytest.raises(RunMismatchError, match=r"latency\.json"):
+        run_inference(load_detector("test-slow-1ms"), load_dataset(ds_path), tmp_path / "run", progress=False)
+    run_inference(load_detector("test-instant"), load_dataset(ds_path), tmp_path / "run", progress=False)

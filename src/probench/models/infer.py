@@ -9,7 +9,8 @@ rerun with the same command, skips the images it already logged and ends with th
 bytes as an uninterrupted run (given a deterministic model).
 
 ``run.json`` is written atomically at the start (``status: "running"``) and updated at the
-end (``"complete"``, or ``"interrupted"``/``"failed"`` with the error). Resuming into a run
+end (``"complete"``; ``"incomplete"`` when an earlier session asked for formulations this
+one did not finish; ``"interrupted"``/``"failed"`` with the error). Resuming into a run
 folder whose ``run.json`` names a different model, dataset, device, precision or settings
 is refused (:class:`RunMismatchError`) unless ``overwrite=True``, which first removes the
 run's probench files.
@@ -266,6 +267,10 @@ def run_inference(
         raise RunMismatchError(
             f"{run_dir.path}: holds predictions but no run.json; pass --overwrite to replace them"
         )
+    if not overwrite:
+        latency = run_dir.read_json("latency.json", default=None)  # `probench latency` came first
+        if latency:
+            check_compatible(latency, info, run_dir.path / "latency.json")
     if existing:
         # A resumed run keeps its creation time and accumulates time spent.
         info["created"] = existing.get("created", info["created"])
@@ -290,8 +295,14 @@ def run_inference(
         info["timings"]["infer_s"] = round(info["timings"]["infer_s"] + time.perf_counter() - t_start, 3)
         run_dir.write_info(info)
         raise
-    info["status"] = "complete"
+    # "complete" only when every formulation this run folder was asked for is done
+    # (an earlier session may have asked for more than this one did).
+    missing = [f for f in info["formulations"] if not (run_dir.predictions_dir / f"{f}.json").exists()]
+    info["status"] = "incomplete" if missing else "complete"
     info.pop("error", None)
+    info.pop("incomplete_formulations", None)
+    if missing:
+        info["incomplete_formulations"] = missing
     info["timings"]["infer_s"] = round(info["timings"]["infer_s"] + time.perf_counter() - t_start, 3)
     info["finished"] = utc_now()
     run_dir.write_info(info)
