@@ -73,6 +73,13 @@ def test_cache_key_and_atomic_build(tmp_path) -> None:
     assert cache.get_or_build("k", {"x": 1}, ".bin", lambda tmp: pytest.fail("rebuilt")) == path
 
 
+def test_zoo_load_detector_forwards_runtime() -> None:
+    with pytest.raises(RuntimeUnavailableError, match="NVIDIA GPU"):
+        load_detector("tiny-owlv2", runtime="tensorrt")
+    with pytest.raises(UsageError, match="runtime must be one of"):
+        load_detector("tiny-owlv2", runtime="tflite")
+
+
 def test_runtime_errors_are_clear() -> None:
     with pytest.raises(UsageError, match="runtime must be one of"):
         load_accelerated("tiny-owlv2", runtime="openvino")

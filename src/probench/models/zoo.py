@@ -226,9 +226,18 @@ def load_detector(
     score_threshold: float = 0.0,
     weights: str | None = None,
     random_weights: bool = False,
+    runtime: str = "torch",
 ) -> Detector:
     """Build a detector by zoo name. Never downloads: real weights come from ``weights``
-    (a local folder) or the local Hugging Face / ultralytics cache."""
+    (a local folder) or the local Hugging Face / ultralytics cache. ``runtime``
+    ("torch", "onnxruntime", "tensorrt"): see :mod:`probench.models.accel`."""
+    if runtime != "torch":
+        from probench.models.accel import load_accelerated
+
+        return load_accelerated(
+            name, runtime=runtime, device=device, precision=precision,
+            score_threshold=score_threshold, weights=weights, random_weights=random_weights,
+        )
     scripted = scripted_detector(name, device=device, score_threshold=score_threshold)
     if scripted is not None:
         scripted.model_info = {
