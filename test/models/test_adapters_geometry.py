@@ -91,12 +91,24 @@ def test_grounding_dino_chunks_long_prompt_lists() -> None:
     assert [c.first for c in caps] == sorted(c.first for c in caps)
     assert sum(c.n_phrases for c in caps) == len(prompts)
     assert all(c.tokens["input_ids"].shape[1] <= det.max_text_len for c in caps)
+    for c in caps:  # nothing was cut off: every phrase of every caption owns tokens
+        assert set(range(c.n_phrases)) <= set(c.token_phrase.tolist())
     stub = _GDStub(det)
     det.model = stub
     out = det.detect(image(H, W))
     assert stub.calls == len(caps)  # one forward per caption
     expected = {c.first + c.n_phrases - 1 for c in caps} | {c.first for c in caps}
     assert set(out.prompt_index.tolist()) == expected
+
+
+def test_grounding_dino_overlong_prompt_gets_its_own_truncated_caption() -> None:
+    det = fresh("tiny-grounding-dino-t")
+    long = " ".join(["door"] * 40)  # 40 tokens > the tiny limit of 24
+    caps = det.captions(["chair", long, "table"])
+    assert [(c.first, c.n_phrases) for c in caps] == [(0, 1), (1, 1), (2, 1)]
+    assert caps[1].tokens["input_ids"].shape[1] == det.max_text_len
+    out = det.detect(image(H, W), ["chair", long, "table"])
+    assert set(out.prompt_index.tolist()) <= {0, 1, 2}
 
 
 def test_grounding_dino_phrase_with_period_keeps_its_index() -> None:

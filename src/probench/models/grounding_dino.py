@@ -95,6 +95,11 @@ class _Caption:
     n_phrases: int
 
 
+def _join(phrases: list[str]) -> str:
+    """Grounding DINO's caption: ``"a. b. c."`` (what its processor builds from a label list)."""
+    return ". ".join(phrases) + "."
+
+
 class TextCache:
     """Caches the BERT text backbone's output per caption (token ids -> features).
 
@@ -137,26 +142,30 @@ class GroundingDinoDetector(hf.HFDetector):
 
     # -- text side ------------------------------------------------------------------------
     def captions(self, prompts: Sequence[str]) -> list[_Caption]:
-        """Pack prompts into captions of at most ``max_text_len`` tokens."""
+        """Pack prompts, in order, into captions of at most ``max_text_len`` tokens.
+
+        A prompt joins the current caption only if the caption, tokenised as it will be
+        fed, still fits; a prompt too long on its own gets a caption of its own (truncated).
+        """
         phrases = [p.strip().rstrip(".").strip().lower() or p.strip().lower() for p in prompts]
-        lengths = [len(self.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in phrases]
         groups: list[list[int]] = []
-        used = 2  # [CLS] ... [SEP]
-        for i, n in enumerate(lengths):
-            if groups and used + n + 1 <= self.max_text_len:
+        for i in range(len(phrases)):
+            candidate = [phrases[j] for j in groups[-1]] + [phrases[i]] if groups else []
+            if candidate and self._n_tokens(candidate) <= self.max_text_len:
                 groups[-1].append(i)
-                used += n + 1
             else:
                 groups.append([i])
-                used = 2 + n + 1
         return [self._caption(g[0], [phrases[i] for i in g]) for g in groups]
 
+    def _n_tokens(self, phrases: list[str]) -> int:
+        return len(self.tokenizer(_join(phrases))["input_ids"])
+
     def _caption(self, first: int, phrases: list[str]) -> _Caption:
-        spans, text = [], ""
+        spans, pos = [], 0
         for ph in phrases:
-            spans.append((len(text), len(text) + len(ph)))
-            text += ph + ". "
-        text = text.rstrip()
+            spans.append((pos, pos + len(ph)))
+            pos += len(ph) + 2
+        text = _join(phrases)
         tok = self.tokenizer(
             text, truncation=True, max_length=self.max_text_len, return_offsets_mapping=True,
             return_tensors="pt",
