@@ -283,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
+    # The replay clock thread must get the GIL back promptly from the executor's callbacks
+    # (default switch interval 5 ms, a sixth of a 30 Hz period).
+    sys.setswitchinterval(0.0005)
     rclpy.init(args=argv)
     node = None
     executor = SingleThreadedExecutor()
