@@ -51,6 +51,8 @@ def test_evaluator_node_bad_parameters(repo_root: Path, tmp_path: Path, ros_env:
     out = f"out:={tmp_path / 'r'}"
     r = _run([exe, "--ros-args", "-p", f"bag:={bag}", "-p", out, "-p", "mode:=fast"], env)
     assert r.returncode == 2 and "mode must be one of" in r.stderr, r.stderr
+    r = _run([exe, "--ros-args", "-p", f"bag:={bag}", "-p", out, "-p", "rate_hz:=30"], env)
+    assert r.returncode == 2 and "bad parameter" in r.stderr and "Traceback" not in r.stderr, r.stderr
     r = _run([exe, "--ros-args", "-p", f"out:={tmp_path / 'r'}"], env)
     assert r.returncode == 2 and "'bag' is required" in r.stderr
     r = _run([exe, "--ros-args", "-p", f"bag:={tmp_path}", "-p", f"out:={tmp_path / 'r'}"], env)

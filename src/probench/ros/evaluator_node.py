@@ -281,6 +281,7 @@ def _param_value(v: Any) -> Any:
 def main(argv: list[str] | None = None) -> int:
     """``evaluator_node --ros-args -p bag:=... -p out:=...``: replay, score, exit."""
     import rclpy
+    from rclpy.exceptions import ParameterException
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     # The replay clock thread must get the GIL back promptly from the executor's callbacks
@@ -309,6 +310,10 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, ExternalShutdownException):
         print("evaluator_node: interrupted; rerun the same command to resume", file=sys.stderr)
         rc = 130
+    except ParameterException as exc:  # e.g. `-p rate_hz:=30`: an integer for a double
+        print(f"evaluator_node: error: bad parameter: {exc} (doubles need a decimal point, e.g. 30.0)",
+              file=sys.stderr)
+        rc = 2
     finally:
         # Stop the spin thread before anything is destroyed under it (else rclpy aborts).
         rclpy.try_shutdown()
