@@ -44,6 +44,7 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "budget_ms": (33.3, "real-time budget of one frame (ms)"),
     "grounding_node": ("/grounding_node", "the grounding node whose parameters go into run.json"),
 }
+_PROMPT_RETRY_S = 5.0
 _GROUNDING_PARAMS = ("model", "device", "precision", "weights", "score_threshold", "max_detections",
                      "image_reliability")
 
@@ -180,12 +181,21 @@ def _make_node_class() -> type:
 
         def hand_over(self, group: Group, timeout: float) -> None:
             """Publish the group's prompt set and wait for its LabelInfo acknowledgement."""
+            deadline = time.monotonic() + timeout
+            if not self.wait_for(lambda: self.prompt_pub.get_subscription_count() > 0, timeout):
+                raise RosError(f"nobody subscribes to the prompt topic within {timeout:.0f} s "
+                               "(is the grounding node running, with the same ROS_DOMAIN_ID?)")
             t_pub = time.time_ns()
             msg = String()
             msg.data = group.prompt_message
-            self.prompt_pub.publish(msg)
-            ok = self.wait_for(
-                lambda: any(s >= t_pub and texts == group.texts for s, texts in self._acks), timeout)
+            ok = False
+            while not ok and time.monotonic() < deadline:
+                # Repeating the same set is harmless (the node re-acknowledges it and drops
+                # nothing), so a message lost before discovery settled cannot stall the run.
+                self.prompt_pub.publish(msg)
+                ok = self.wait_for(
+                    lambda: any(s >= t_pub and texts == group.texts for s, texts in self._acks),
+                    min(_PROMPT_RETRY_S, max(0.0, deadline - time.monotonic())))
             if not ok:
                 raise RosError(
                     f"the grounding node did not acknowledge the prompt set {group.prompt_message[:80]!r} "
