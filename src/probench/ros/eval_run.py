@@ -170,8 +170,6 @@ def run_evaluation(node: Any) -> dict:
     return metrics
 
 
-
-
 def model_record(name: str, weights: str = "") -> dict[str, Any]:
     """run.json's ``model`` for the model the grounding node runs (known by name only here:
     the detector lives in the other process). ``tiny-*`` models have random weights."""
