@@ -169,3 +169,29 @@ def test_text_encoder_missing_is_clear(tmp_path) -> None:
 def test_fp16_on_cpu_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="fp16"):
         load_detector("tiny-yoloe-s", precision="fp16")
+
+
+def test_real_build_path_with_a_local_checkpoint(tmp_path, monkeypatch) -> None:
+    """build() on a real ultralytics checkpoint file (a tiny model saved by ultralytics,
+    loaded with restricted unpickling), up to the CLIP text encoder, which is not here."""
+    import probench.models.ultra as ultra
+
+    monkeypatch.chdir(tmp_path)
+    _built("tiny-yolo-world-s").model.save(str(tmp_path / "yolov8s-worldv2.pt"))
+    with pytest.raises(WeightsNotFoundError, match=r"ViT-B-32\.pt"):
+        load_detector("yolo-world-s", weights=str(tmp_path))
+    (tmp_path / "ViT-B-32.pt").write_bytes(b"not really CLIP")
+    from probench.models.errors import BackendUnavailableError
+
+    try:
+        import clip  # noqa: F401
+    except ImportError:
+        with pytest.raises(BackendUnavailableError, match="CLIP"):
+            load_detector("yolo-world-s", weights=str(tmp_path))
+    # with a stand-in text encoder the rest of the real path runs end to end
+    monkeypatch.setattr(ultra, "_real_text_encoder", lambda model, kind, *a: ultra.HashTextEncoder(512))
+    det = load_detector("yolo-world-s", weights=str(tmp_path / "yolov8s-worldv2.pt"))
+    assert det.model_info["random_weights"] is False
+    assert det.model_info["weights_source"].endswith("yolov8s-worldv2.pt")
+    out = det.detect(_image(100, 140), PROMPTS)
+    assert det.imgsz == 640 and np.all(out.xyxy[:, 2] <= 140)

@@ -400,7 +400,7 @@ def _search_dirs(weights: str | None) -> list[Path]:
         dirs.append(Path(SETTINGS["weights_dir"]))
     except (ImportError, KeyError):
         pass
-    return dirs
+    return list(dict.fromkeys(d.resolve() for d in dirs))
 
 
 def find_checkpoint(checkpoint: str, weights: str | None) -> Path:
@@ -427,7 +427,7 @@ def _real_text_encoder(model: Any, kind: str, ckpt_dir: Path, weights: str | Non
     fname = TEXT_ENCODERS.get(variant)
     if fname is None:
         raise ModelError(f"unknown text encoder {variant!r} in the checkpoint's config")
-    dirs = [ckpt_dir, *_search_dirs(weights)]
+    dirs = list(dict.fromkeys([ckpt_dir, *_search_dirs(weights)]))
     if kind == "world":
         dirs += [d / "clip" for d in dirs]  # ultralytics keeps CLIP under weights_dir/clip
     for d in dirs:
