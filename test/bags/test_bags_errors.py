@@ -77,3 +77,14 @@ def test_cli_bag(image_dataset: Path, tmp_path: Path) -> None:
     assert again.stderr.strip().count("\n") == 0 and "exists already" in again.stderr
     nods = _run("bag", "--dataset", str(tmp_path / "nope"), "--out", str(tmp_path / "c"))
     assert nods.returncode == 1 and "Traceback" not in nods.stderr and "annotations.json" in nods.stderr
+
+
+def test_embedded_dataset_must_match_its_hash(image_dataset: Path, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import probench.bags.writer as writer
+
+    real = writer.dataset_message
+    monkeypatch.setattr(writer, "dataset_message", lambda ds: {**real(ds), "dataset_hash": "sha256:0"})
+    write_bag(load_dataset(image_dataset), tmp_path / "bag", progress=False)
+    with pytest.raises(BagError, match="does not match its content"):
+        ProbenchBag(tmp_path / "bag")
