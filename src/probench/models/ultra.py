@@ -20,7 +20,6 @@ training init (-10), so that random weights keep enough boxes to test with.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -32,12 +31,16 @@ import numpy as np
 from probench.detections import Detections
 from probench.models.base import BaseDetector
 from probench.models.errors import BackendUnavailableError, ModelError, WeightsNotFoundError
+from probench.models.ultra_text import (  # re-exported: the adapter's text side
+    TINY_SEED,
+    ClipTextEncoder,
+    HashTextEncoder,
+    MobileClipTextEncoder,
+)
 
 MAX_PER_PROMPT = 100  # COCO maxDets (DESIGN.md detector contract)
 MIN_CONF = 0.001  # what "keep what the native post-processing keeps" means for ultralytics
-TINY_SEED = 0
 TINY_HEAD_BIAS = -4.0  # ultralytics' training init is -10: random tiny models would keep ~no box
-CLIP_HINT = "pip install git+https://github.com/ultralytics/CLIP.git (the `clip` module)"
 
 
 def import_ultralytics() -> Any:
@@ -61,72 +64,6 @@ def import_ultralytics() -> Any:
     checks.AUTOINSTALL = uutils.AUTOINSTALL = False
     tasks.SAFE_LOAD = os.environ["ULTRALYTICS_SAFE_LOAD"].lower() in ("1", "true")
     return ultralytics
-
-
-# -- text encoders: prompts -> (1, n, D) float32 L2-normalised features ----------------------
-class HashTextEncoder:
-    """The tiny variants' text encoder: a fixed random vector per prompt text, seeded by a
-    hash of the text (the same vector in every process and in every prompt set)."""
-
-    def __init__(self, dim: int, seed: int = TINY_SEED) -> None:
-        self.dim, self.seed = int(dim), int(seed)
-
-    def __call__(self, prompts: Sequence[str]) -> Any:
-        import torch
-
-        rows = []
-        for p in prompts:
-            digest = hashlib.sha256(f"{self.seed}:{p}".encode()).digest()
-            v = np.random.default_rng(int.from_bytes(digest[:8], "little")).standard_normal(self.dim)
-            rows.append(v / np.linalg.norm(v))
-        return torch.from_numpy(np.stack(rows)[None].astype(np.float32))
-
-
-class ClipTextEncoder:
-    """OpenAI CLIP text tower from a local file (what YOLO-World's ``set_classes`` uses)."""
-
-    def __init__(self, path: Path, device: Any) -> None:
-        clip = _import_clip()
-        self.clip, self.device = clip, device
-        self.model, _ = clip.load(str(path), device=device, jit=False)
-        self.model.eval()
-
-    def __call__(self, prompts: Sequence[str]) -> Any:
-        import torch
-
-        with torch.inference_mode():
-            tokens = self.clip.tokenize(list(prompts), truncate=True).to(self.device)
-            feats = self.model.encode_text(tokens).float()
-            return (feats / feats.norm(p=2, dim=-1, keepdim=True))[None].clone()
-
-
-class MobileClipTextEncoder:
-    """MobileCLIP(2) TorchScript text encoder from a local file (what YOLOE uses); the
-    normalisation is inside the TorchScript graph."""
-
-    def __init__(self, path: Path, device: Any) -> None:
-        import torch
-
-        self.clip, self.device = _import_clip(), device
-        try:
-            self.encoder = torch.jit.load(str(path), map_location=device)
-        except RuntimeError as exc:
-            raise ModelError(f"cannot load text encoder {path}: {exc}") from exc
-
-    def __call__(self, prompts: Sequence[str]) -> Any:
-        import torch
-
-        with torch.inference_mode():
-            tokens = self.clip.tokenize(list(prompts), truncate=True).to(self.device)
-            return self.encoder(tokens).float()[None].clone()
-
-
-def _import_clip() -> Any:
-    try:
-        import clip
-    except ImportError as exc:
-        raise BackendUnavailableError(f"the real YOLO-World/YOLOE text encoders need {CLIP_HINT}") from exc
-    return clip
 
 
 # -- the detector ------------------------------------------------------------------------------
