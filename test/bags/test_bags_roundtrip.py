@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probench.bags.errors import BagUsageError
+from probench.bags.errors import BagError, BagUsageError
 from probench.bags.reader import ProbenchBag
 from probench.bags.writer import write_bag
 from probench.data.dataset import load_dataset
@@ -104,3 +104,19 @@ def test_killed_write_leaves_nothing_that_looks_like_a_bag(image_dataset: Path, 
         write_bag(ds, tmp_path / "bag", progress=False)
     assert not (tmp_path / "bag").exists()
     assert not any(p.name.startswith(".bag.partial") for p in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_images_by_timestamp(image_dataset: Path, tmp_path: Path, storage: str) -> None:
+    """The evaluator's access path: frame infos first, then a group's images by timestamp."""
+    write_bag(load_dataset(image_dataset), tmp_path / "bag", storage=storage, progress=False)
+    with ProbenchBag(tmp_path / "bag") as bag:
+        frames = list(bag.frames())
+        stamped = bag.frame_infos()
+        assert [(t, i) for t, i in stamped] == [(f.timestamp_ns, f.info) for f in frames]
+        ts = [t for t, _ in stamped]
+        raw = {f.timestamp_ns: f.raw for f in frames}
+        for pick in ([ts[2], ts[0], ts[3]], ts[1:3], ts, [ts[3]]):  # gaps, runs, all, one
+            assert bag.images_at(pick) == [raw[t] for t in pick]
+        with pytest.raises(BagError, match="no image at"):
+            bag.images_at([ts[0] + 1])

@@ -151,11 +151,13 @@ class ProbenchBag:
             )
 
     # -- reading ------------------------------------------------------------------------
-    def _messages(self, topics: list[str], limit: int | None = None) -> Iterator[tuple[str, int, bytes]]:
+    def _messages(
+        self, topics: list[str], limit: int | None = None, start: int | None = None, stop: int | None = None
+    ) -> Iterator[tuple[str, int, bytes]]:
         conns = [c for c in self._reader.connections if c.topic in topics]
         n = 0
         try:
-            for conn, t, raw in self._reader.messages(connections=conns):
+            for conn, t, raw in self._reader.messages(connections=conns, start=start, stop=stop):
                 yield conn.topic, t, raw
                 n += 1
                 if limit is not None and n >= limit:
@@ -195,6 +197,40 @@ class ProbenchBag:
             )
         if seen == 0:
             raise BagError(f"{self.path}: the bag holds no frames")
+
+    def frame_infos(self) -> list[tuple[int, dict]]:
+        """``(timestamp_ns, frame info)`` of every frame, without reading any image: with
+        :meth:`image_at`, a replay holds one group of frames in memory, not the whole bag."""
+        out = [(t, self._frame_info(raw, t)) for _, t, raw in self._messages([FRAME_INFO_TOPIC])]
+        self._stamps = sorted(t for t, _ in out)
+        return out
+
+    def images_at(self, timestamps: list[int]) -> list[bytes]:
+        """The CDR bytes of the images recorded at ``timestamps`` (from :meth:`frame_infos`),
+        in that order. Frames adjacent in the bag are read in one sweep, so a group of
+        consecutive frames costs one pass over its part of the bag, not one seek each."""
+        import bisect
+
+        stamps = getattr(self, "_stamps", None)
+        if stamps is None:
+            self.frame_infos()
+            stamps = self._stamps
+        wanted = sorted(set(timestamps))
+        found: dict[int, bytes] = {}
+        i = 0
+        while i < len(wanted):  # runs of frames that are neighbours in the bag
+            j = i
+            pos = bisect.bisect_left(stamps, wanted[i])
+            while j + 1 < len(wanted) and pos + 1 < len(stamps) and stamps[pos + 1] == wanted[j + 1]:
+                j, pos = j + 1, pos + 1
+            lo, hi = wanted[i], wanted[j]
+            for _, t, raw in self._messages([self.image_topic], start=lo, stop=hi + 1):
+                found[t] = raw
+            i = j + 1
+        missing = [t for t in wanted if t not in found]
+        if missing:
+            raise BagError(f"{self.path}: no image at t={missing[0]} ns on {self.image_topic}")
+        return [found[t] for t in timestamps]
 
     def _frame_info(self, raw: bytes, t: int) -> dict:
         try:

@@ -20,22 +20,29 @@ REALTIME_LOG = "realtime_frames.jsonl"
 # -- the run ------------------------------------------------------------------------------
 def run_evaluation(node: Any) -> dict:
     """Replay, record, score. Returns the metrics dict (also in RUN/metrics.json)."""
+    from probench.bags.reader import ProbenchBag
+
+    t_start = time.monotonic()
+    bag = ProbenchBag(node.cfg["bag"])
+    try:
+        return _run(node, bag, t_start)
+    finally:
+        bag.close()
+
+
+def _run(node: Any, bag: Any, t_start: float) -> dict:
     from rclpy.serialization import deserialize_message
     from tqdm import tqdm
 
     from probench import __version__
-    from probench.bags.reader import ProbenchBag
     from probench.cache.run import JsonlLog, RunDir
     from probench.models.infer import check_compatible, dataset_info, library_versions, utc_now
     from probench.scoring import score_run
 
     cfg = node.cfg
-    t_start = time.monotonic()
-    with ProbenchBag(cfg["bag"]) as bag:
-        dataset = bag.dataset
-        frames = list(bag.frames())
-        compressed = bag.compressed
-    infos = [f.info for f in frames]
+    dataset, compressed = bag.dataset, bag.compressed
+    stamped = bag.frame_infos()  # images are read per group, just before they are streamed
+    infos = [info for _, info in stamped]
     node.make_image_publisher(compressed)
 
     grounding = node.query_grounding_parameters(timeout=cfg["startup_timeout"])
@@ -130,7 +137,8 @@ def run_evaluation(node: Any) -> dict:
                 if not node.wait_for(lambda: node.image_pub.get_subscription_count() > 0,
                                      cfg["startup_timeout"]):
                     raise RosError("nobody subscribes to the image topic (remapping mismatch?)")
-                msgs = [deserialize_message(frames[fp.index].raw, node.image_type) for fp in g.frames]
+                raws = bag.images_at([stamped[fp.index][0] for fp in g.frames])
+                msgs = [deserialize_message(raw, node.image_type) for raw in raws]
                 node.stream(g, msgs)
                 if failure:
                     raise failure[0]
