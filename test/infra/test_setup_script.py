@@ -59,6 +59,19 @@ def test_environment_matches_the_pins(repo_root):
     assert not wrong, f"pinned vs installed (run `make setup`): {wrong}"
 
 
+def test_environment_has_nothing_unpinned(repo_root):
+    # A package installed by hand makes tests pass here and fail on a fresh clone (CI).
+    pins = {name.lower().replace("_", "-") for name in _pins(repo_root)}
+    extra = sorted(
+        f"{d.metadata['Name']}=={d.version}"
+        for d in md.distributions()
+        if (d.read_text("INSTALLER") or "").strip() == "pip"
+        and d.metadata["Name"].lower().replace("_", "-") not in pins | {"probench"}
+    )
+    assert not extra, (f"installed but not in requirements.txt: {extra} "
+                       "(pin them with `scripts/setup.sh --lock`, or uninstall them)")
+
+
 def _setup(repo_root: Path, venv: Path, **env: str) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "PROBENCH_VENV")}
     full.update(PROBENCH_VENV=str(venv), **env)
