@@ -229,6 +229,7 @@ def test_detector_failure_is_wrapped_with_context(ds_path: Path, tmp_path: Path)
         (["--model", "test-instant", "--formulations", "orig,bogus"], 2, "bogus"),
         (["--model", "test-instant", "--score-threshold", "1.5"], 2, "score-threshold"),
         (["--model", "test-instant", "--limit", "0"], 2, "limit"),
+        (["--model", "tiny-owlv2", "--random-weights"], 2, "tiny"),
     ],
 )
 def test_cli_usage_errors(ds_path: Path, tmp_path: Path, capsys, extra, code, needle) -> None:
