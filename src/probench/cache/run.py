@@ -187,7 +187,8 @@ class RunDir:
             if not isinstance(r, dict) or not {"image_id", "category_id", "bbox", "score"} <= r.keys():
                 raise CacheError(f"{path}: record {i} lacks image_id/category_id/bbox/score")
             bbox = r["bbox"]
-            if not (isinstance(bbox, list) and len(bbox) == 4 and all(isinstance(v, (int, float)) for v in bbox)):
+            numeric = isinstance(bbox, list) and all(isinstance(v, (int, float)) for v in bbox)
+            if not (numeric and len(bbox) == 4):
                 raise CacheError(f"{path}: record {i} has a malformed bbox {bbox!r}")
             if not isinstance(r["score"], (int, float)) or not 0.0 <= r["score"] <= 1.0:
                 raise CacheError(f"{path}: record {i} has a score outside [0, 1]: {r['score']!r}")
