@@ -78,3 +78,31 @@ def test_realtime_summary() -> None:
     assert rt["budget_ms"] == 33.3 and rt["rate_hz"] == 30.0 and rt["mode"] == "camera-rate"
     empty = realtime_summary([], budget_ms=33.3, rate_hz=30.0, mode="as-fast-as-answered")
     assert empty["frames_sent"] == 0 and empty["within_budget"] is None and empty["latency_ms"]["p50"] is None
+
+
+def test_prefetch_keeps_order_bounds_memory_and_passes_errors() -> None:
+    import time
+
+    from probench.ros.eval_run import prefetch
+
+    produced = []
+
+    def items():
+        for i in range(50):
+            produced.append(i)
+            yield i
+
+    it = prefetch(items(), depth=4)
+    assert next(it) == 0
+    time.sleep(0.2)
+    assert len(produced) <= 1 + 4 + 1  # consumed + queued + the one waiting to be queued
+    assert list(it) == list(range(1, 50))
+
+    def failing():
+        yield 1
+        raise ValueError("corrupt frame")
+
+    it = prefetch(failing())
+    assert next(it) == 1
+    with pytest.raises(ValueError, match="corrupt frame"):
+        next(it)

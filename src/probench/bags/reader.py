@@ -205,31 +205,42 @@ class ProbenchBag:
         self._stamps = sorted(t for t, _ in out)
         return out
 
-    def images_at(self, timestamps: list[int]) -> list[bytes]:
-        """The CDR bytes of the images recorded at ``timestamps`` (from :meth:`frame_infos`),
-        in that order. Frames adjacent in the bag are read in one sweep, so a group of
-        consecutive frames costs one pass over its part of the bag, not one seek each."""
+    def iter_images(self, timestamps: list[int]) -> Iterator[bytes]:
+        """The CDR bytes of the images recorded at ``timestamps`` (ascending, from
+        :meth:`frame_infos`), lazily: frames adjacent in the bag are read in one sweep, and
+        only one frame is held at a time, however long the list."""
         import bisect
+        import itertools
 
+        if any(b <= a for a, b in itertools.pairwise(timestamps)):
+            raise BagError("iter_images wants strictly ascending timestamps")
         stamps = getattr(self, "_stamps", None)
         if stamps is None:
             self.frame_infos()
             stamps = self._stamps
-        wanted = sorted(set(timestamps))
-        found: dict[int, bytes] = {}
         i = 0
-        while i < len(wanted):  # runs of frames that are neighbours in the bag
+        while i < len(timestamps):  # a run of frames that are neighbours in the bag
             j = i
-            pos = bisect.bisect_left(stamps, wanted[i])
-            while j + 1 < len(wanted) and pos + 1 < len(stamps) and stamps[pos + 1] == wanted[j + 1]:
+            pos = bisect.bisect_left(stamps, timestamps[i])
+            while j + 1 < len(timestamps) and pos + 1 < len(stamps) and stamps[pos + 1] == timestamps[j + 1]:
                 j, pos = j + 1, pos + 1
-            lo, hi = wanted[i], wanted[j]
-            for _, t, raw in self._messages([self.image_topic], start=lo, stop=hi + 1):
-                found[t] = raw
+            expected = iter(timestamps[i : j + 1])
+            want = next(expected)
+            for _, t, raw in self._messages([self.image_topic], start=timestamps[i], stop=timestamps[j] + 1):
+                if t != want:
+                    break
+                yield raw
+                want = next(expected, None)
+                if want is None:
+                    break
+            if want is not None:
+                raise BagError(f"{self.path}: no image at t={want} ns on {self.image_topic}")
             i = j + 1
-        missing = [t for t in wanted if t not in found]
-        if missing:
-            raise BagError(f"{self.path}: no image at t={missing[0]} ns on {self.image_topic}")
+
+    def images_at(self, timestamps: list[int]) -> list[bytes]:
+        """Like :meth:`iter_images`, in any order, all at once."""
+        wanted = sorted(set(timestamps))
+        found = dict(zip(wanted, self.iter_images(wanted), strict=True))
         return [found[t] for t in timestamps]
 
     def _frame_info(self, raw: bytes, t: int) -> dict:

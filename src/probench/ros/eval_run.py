@@ -8,6 +8,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,8 +138,10 @@ def _run(node: Any, bag: Any, t_start: float) -> dict:
                 if not node.wait_for(lambda: node.image_pub.get_subscription_count() > 0,
                                      cfg["startup_timeout"]):
                     raise RosError("nobody subscribes to the image topic (remapping mismatch?)")
-                raws = bag.images_at([stamped[fp.index][0] for fp in g.frames])
-                msgs = [deserialize_message(raw, node.image_type) for raw in raws]
+                # read and decoded ahead by a thread (bounded: a few frames in memory at a
+                # time), so that neither a long group nor a zstd chunk upsets the replay clock
+                raws = bag.iter_images([stamped[fp.index][0] for fp in g.frames])
+                msgs = prefetch(deserialize_message(raw, node.image_type) for raw in raws)
                 node.stream(g, msgs)
                 if failure:
                     raise failure[0]
@@ -198,3 +201,39 @@ def model_record(name: str, weights: str = "") -> dict[str, Any]:
         "checkpoint": spec.checkpoint, "random_weights": tiny,
         "weights_source": "random" if tiny else (weights or spec.checkpoint),
     }
+
+
+def prefetch(items: Iterator[Any], depth: int = 8) -> Iterator[Any]:
+    """``items``, produced by a background thread at most ``depth`` ahead of the consumer;
+    an exception in the producer is raised in the consumer."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.2)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(done)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            q.put(exc)
+
+    thread = threading.Thread(target=produce, name="evaluator-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()

@@ -23,6 +23,7 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -203,7 +204,9 @@ def _make_node_class() -> type:
             with self._cv:
                 self._acks.clear()
 
-        def stream(self, group: Group, messages: list[Any]) -> None:
+        def stream(self, group: Group, messages: Iterator[Any]) -> None:
+            """Send the group's frames (``messages``: their image messages, in order, made
+            lazily: the next is prepared right after a send, while the clock waits)."""
             period = 1.0 / self.cfg["rate_hz"]
             timeout = self.cfg["answer_timeout"]
             fast = self.cfg["mode"] == "as-fast-as-answered"
@@ -214,7 +217,9 @@ def _make_node_class() -> type:
             last_stamp = 0
             t0 = time.perf_counter()
             stamps: list[int] = []
-            for i, (fp, msg) in enumerate(zip(group.frames, messages, strict=True)):
+            upcoming = iter(messages)
+            msg = next(upcoming)
+            for i, fp in enumerate(group.frames):
                 if not fast:
                     delay = t0 + i * period - time.perf_counter()
                     if delay > 0:
@@ -228,6 +233,7 @@ def _make_node_class() -> type:
                 self.image_pub.publish(msg)
                 last_stamp = stamp
                 stamps.append(stamp)
+                msg = next(upcoming, None) if i + 1 < len(group.frames) else None
                 if fast:
                     self.wait_for(lambda s=stamp: s in self._answered, timeout)
                 elif not rclpy.ok():
