@@ -110,6 +110,10 @@ def test_build_engine_failures_are_clear(tmp_path) -> None:
     with pytest.raises(ExportError, match="engine build"):
         build_engine(onnx, tmp_path / "b.engine", image_size=8, query_dim=4, trt=FakeTrt(build_ok=False))
     assert not (tmp_path / "a.engine").exists() and not (tmp_path / "b.engine").exists()
+    trt11 = FakeTrt()
+    trt11.BuilderFlag = type("BuilderFlag", (), {})  # TensorRT 11: no precision flags
+    with pytest.raises(ExportError, match="no FP16 builder flag"):
+        build_engine(onnx, tmp_path / "c.engine", image_size=8, query_dim=4, trt=trt11)
 
 
 def test_requires_gpu_and_package() -> None:

@@ -64,6 +64,12 @@ def build_engine(
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, WORKSPACE_GIB << 30)
     if fp16:
+        if not hasattr(trt.BuilderFlag, "FP16"):
+            # TensorRT 11 dropped precision flags for strongly typed networks (FP16 in the ONNX)
+            raise ExportError(
+                f"TensorRT {getattr(trt, '__version__', '?')} has no FP16 builder flag; "
+                "build with fp16=False or use TensorRT 10"
+            )
         config.set_flag(trt.BuilderFlag.FP16)
     s = int(image_size)
     profile = builder.create_optimization_profile()
