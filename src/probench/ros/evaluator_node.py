@@ -239,7 +239,10 @@ def _make_node_class() -> type:
                 elif not rclpy.ok():
                     raise Interrupted("ROS shut down")
             if not fast:
-                self.wait_for(lambda: all(s in self._answered for s in stamps), timeout)
+                # The node answers in arrival order and keeps only the newest waiting frame, so
+                # once the last frame is answered no earlier one can still come: no need to sit
+                # out answer_timeout for frames it skipped.
+                self.wait_for(lambda: stamps[-1] in self._answered, timeout)
             with self._cv:  # whatever is still unanswered is missed; later answers are strays
                 for s in stamps:
                     if s not in self._answered:
