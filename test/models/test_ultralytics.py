@@ -195,3 +195,24 @@ def test_real_build_path_with_a_local_checkpoint(tmp_path, monkeypatch) -> None:
     assert det.model_info["weights_source"].endswith("yolov8s-worldv2.pt")
     out = det.detect(_image(100, 140), PROMPTS)
     assert det.imgsz == 640 and np.all(out.xyxy[:, 2] <= 140)
+
+
+def test_world_vocabulary_swapped_in_place() -> None:
+    """YOLO-World: a prompt change updates the live predictor (no rebuild); the result is
+    what a freshly built predictor gives."""
+    det = _built("tiny-yolo-world-s")
+    img = _image(90, 170, seed=7)
+    det.set_prompts(PROMPTS)
+    predictor = det.model.predictor
+    det.set_prompts(["x", "y"])
+    assert det.model.predictor is predictor
+    swapped = det.detect(img)
+    det.model.predictor = None  # force ultralytics' own rebuild for the same prompts
+    det._text_state = None
+    det.set_prompts(["x", "y"])
+    assert det.model.predictor is not predictor
+    rebuilt = det.detect(img)
+    assert len(swapped) == len(rebuilt) > 0
+    np.testing.assert_allclose(swapped.xyxy, rebuilt.xyxy, atol=0.01)
+    np.testing.assert_allclose(swapped.scores, rebuilt.scores, atol=1e-4)
+    np.testing.assert_array_equal(swapped.prompt_index, rebuilt.prompt_index)

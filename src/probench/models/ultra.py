@@ -6,9 +6,10 @@ image side then runs ultralytics' own predictor (letterbox, forward, NMS or the 
 head, boxes scaled back to the original image). Ultralytics is imported here only, forced
 offline (no downloads, no pip auto-install).
 
-Text cache: ``set_prompts`` embeds the prompt set once and also rebuilds ultralytics'
-predictor (YOLOE fuses the text embeddings into its head there), so a prompt change costs
-nothing in ``detect``.
+Text cache: ``set_prompts`` embeds the prompt set once and prepares ultralytics' predictor
+(rebuilt for YOLOE, which fuses the text embeddings into its head; updated in place for
+YOLO-World, which reads them at every forward), so a prompt change costs nothing in
+``detect``.
 
 Tiny variants (``tiny-yolo-world-s`` ...): the real architecture from its YAML, seeded random
 weights, a small inference size, and a deterministic stand-in text encoder
@@ -104,15 +105,33 @@ class UltralyticsDetector(BaseDetector):
             if self.kind == "world":
                 inner.txt_feats = feats
                 inner.model[-1].nc = len(prompts)
-                self.model.model.names = list(prompts)
-                self.model.predictor = None
+                inner.names = list(prompts)
                 state = feats
+                if self._swap_world_vocabulary(feats, prompts):
+                    return state
+                self.model.predictor = None
             else:
                 param = next(inner.parameters())
                 state = inner.model[-1].get_tpe(feats.to(param.dtype))
                 self.model.set_classes(list(prompts), state)
         self._predict([np.zeros((32, 32, 3), np.uint8)], len(prompts))  # build predictor now
         return state
+
+    def _swap_world_vocabulary(self, feats: Any, prompts: tuple[str, ...]) -> bool:
+        """YOLO-World reads its text features at every forward (nothing is fused from them),
+        so the live predictor's model copy takes the new vocabulary in place instead of
+        ultralytics' rebuild (deep copy + fuse) on each prompt change. False when there is
+        no predictor yet or it does not look as expected (then it is rebuilt)."""
+        predictor = getattr(self.model, "predictor", None)
+        backend = getattr(predictor, "model", None)
+        live = getattr(backend, "model", None)
+        if live is None or not hasattr(live, "txt_feats") or not hasattr(backend, "names"):
+            return False
+        live.txt_feats = feats.to(next(live.parameters()).dtype)
+        live.model[-1].nc = len(prompts)
+        names = dict(enumerate(prompts))
+        live.names = backend.names = names
+        return True
 
     def _predict(self, images_bgr: list[np.ndarray], n_prompts: int) -> list:
         return self.model.predict(
