@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,10 @@ def export_with_ultralytics(base: UltralyticsDetector, out: Path, fmt: str, max_
     if base.half:
         kwargs["quantize"] = 16  # FP16 engine (ultralytics' replacement of half=True)
     try:
-        produced = model.export(**kwargs)
+        with warnings.catch_warnings():
+            # tracer warnings say shapes/vocabulary become constants: that is the point here
+            warnings.simplefilter("ignore")
+            produced = model.export(**kwargs)
     except (RuntimeError, ValueError, AssertionError, ImportError, TypeError) as exc:
         raise ExportError(f"{base.name}: ultralytics {fmt} export failed: {exc}") from exc
     finally:
