@@ -216,3 +216,19 @@ def test_world_vocabulary_swapped_in_place() -> None:
     np.testing.assert_allclose(swapped.xyxy, rebuilt.xyxy, atol=0.01)
     np.testing.assert_allclose(swapped.scores, rebuilt.scores, atol=1e-4)
     np.testing.assert_array_equal(swapped.prompt_index, rebuilt.prompt_index)
+
+
+def test_weights_present_is_light(tmp_path, monkeypatch) -> None:
+    from probench.models.ultra import weights_present
+    from probench.models.zoo import ZOO
+
+    cfg = tmp_path / "cfg"
+    cfg.mkdir()
+    (cfg / "settings.json").write_text('{"weights_dir": "%s"}' % (tmp_path / "w"))
+    monkeypatch.setenv("YOLO_CONFIG_DIR", str(cfg))
+    monkeypatch.chdir(tmp_path)
+    spec = ZOO["yoloe-s"]
+    assert not weights_present(spec)
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "yoloe-26s-seg.pt").write_bytes(b"x")
+    assert weights_present(spec)

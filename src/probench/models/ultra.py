@@ -21,6 +21,7 @@ training init (-10), so that random weights keep enough boxes to test with.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -401,9 +402,16 @@ def _real_text_encoder(model: Any, kind: str, ckpt_dir: Path, weights: str | Non
 
 
 def weights_present(spec: Any) -> bool:
-    """Whether the checkpoint is in the local ultralytics weights folder or the working folder."""
+    """Whether the checkpoint is in the working folder or ultralytics' weights folder. Light
+    on purpose (``probench models`` calls it for every row): reads ultralytics' settings
+    file instead of importing ultralytics (and torch)."""
+    dirs = [Path.cwd()]
+    cfg = os.environ.get("YOLO_CONFIG_DIR")
+    settings = (Path(cfg) if cfg else Path.home() / ".config" / "Ultralytics") / "settings.json"
     try:
-        find_checkpoint(spec.checkpoint, None)
-    except (WeightsNotFoundError, BackendUnavailableError):
-        return False
-    return True
+        weights_dir = json.loads(settings.read_text()).get("weights_dir")
+    except (OSError, ValueError, AttributeError):
+        weights_dir = None
+    if isinstance(weights_dir, str):
+        dirs.append(Path(weights_dir))
+    return any((d / spec.checkpoint).is_file() for d in dirs)
