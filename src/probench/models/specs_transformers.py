@@ -12,13 +12,16 @@ _HF = ("torch", "transformers")
 _HINT = "pip install torch transformers (the project venv has both)"
 
 
-def _caps(*, masks: bool = False, batched: bool = True, text_cache: str = "full") -> dict:
-    # TensorRT/ONNX export of these adapters is not provided (part B covers ultralytics only).
+def _caps(
+    *, masks: bool = False, batched: bool = True, text_cache: str = "full", export: bool = False
+) -> dict:
+    # export: the image path exports to ONNX (ONNX Runtime on CPU, TensorRT FP16 on GPU);
+    # probench.models.accel does it for the OWL family only.
     # batched: detect_batch runs several images in one forward (OWL only; the others loop).
     return {
         "masks": masks,
-        "tensorrt": False,
-        "onnx": False,
+        "tensorrt": export,
+        "onnx": export,
         "batched": batched,
         "text_cache": text_cache != "none",
         # "full": the text encoder runs once per prompt set, never per frame.
@@ -53,11 +56,11 @@ SPECS: list[ModelSpec] = [
         "(vil-uob/sam3-litetext-s1 also exists).",
     ),
     _spec(
-        "owlv2-l", "OWLv2-L", "owl", "google/owlv2-large-patch14-ensemble", "owl", _caps(),
+        "owlv2-l", "OWLv2-L", "owl", "google/owlv2-large-patch14-ensemble", "owl", _caps(export=True),
         "OWLv2 ViT-L/14, ensemble checkpoint, 1008 px input.",
     ),
     _spec(
-        "owlv2-b", "OWLv2-B", "owl", "google/owlv2-base-patch16-ensemble", "owl", _caps(),
+        "owlv2-b", "OWLv2-B", "owl", "google/owlv2-base-patch16-ensemble", "owl", _caps(export=True),
         "OWLv2 ViT-B/16, ensemble checkpoint, 960 px input. tiny-owlv2 is tiny-owlv2-b.",
     ),
     _spec(
@@ -70,7 +73,7 @@ SPECS: list[ModelSpec] = [
         "OmDet-Turbo Swin-T, classes + task prompt 'Detect {classes}.'",
     ),
     _spec(
-        "owlvit", "OWL-ViT", "owl", "google/owlvit-base-patch32", "owl", _caps(),
+        "owlvit", "OWL-ViT", "owl", "google/owlvit-base-patch32", "owl", _caps(export=True),
         "OWL-ViT ViT-B/32, 768 px input.",
     ),
     _spec(
