@@ -93,3 +93,11 @@ def test_reference_with_extra_columns_and_empty_cells_is_accepted(tmp_path):
     (e,) = load_reference(path)
     assert e.label == "M (paper)" and e.number("map50") == 0.5
     assert e.number("latency_ms") is None and e.text("best_formulation") is None
+
+
+def test_tiny_variants_are_labelled_as_tiny(make_run):
+    # tiny-owlv2 shares OWLv2-B's paper name; its row must not read as the real-size model
+    run = make_run("tiny-owlv2", paper_name="OWLv2-B", random_weights=True)
+    assert load_run(run).label == "OWLv2-B tiny (random weights)"
+    real = make_run("owlv2-b", paper_name="OWLv2-B", random_weights=True)
+    assert load_run(real).label == "OWLv2-B (random weights)"

@@ -23,6 +23,7 @@ COLUMNS: tuple[str, ...] = (
 NUMERIC: tuple[str, ...] = tuple(c for c in COLUMNS if c not in ("model", "best_formulation"))
 FORMULATIONS = ("orig", "cat", "tmpl")
 RANDOM_MARK = " (random weights)"
+TINY_MARK = " tiny"  # a tiny-<name> test variant: the adapter's code path, not the real architecture
 PAPER_MARK = " (paper)"
 
 # Scale variants of one architecture in the paper's Table II (Fig. 5 joins them with dashes).
@@ -111,6 +112,8 @@ def load_run(path: str | Path, dataset: str | Path | None = None) -> Entry:
         raise ReportError(f"{run.path / 'metrics.json'}: expected a JSON object")
     model = info.get("model") if isinstance(info.get("model"), dict) else {}
     label = str(model.get("paper_name") or model.get("name") or run.path.resolve().name)
+    if model.get("paper_name") and str(model.get("name", "")).startswith("tiny-"):
+        label += TINY_MARK
     if model.get("random_weights") is True:
         label += RANDOM_MARK
     # scale variants are known by the paper's names (a zoo "family" like "owl" also spans
