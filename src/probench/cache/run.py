@@ -9,7 +9,8 @@ RUN/
 ```
 
 Resumability: producers (``probench infer``, the evaluator node) append one line per
-finished image to ``<formulation>.partial.jsonl`` (flushed and fsynced), and call
+finished image to ``<formulation>.partial.jsonl`` (flushed at once, fsynced at most every
+``FSYNC_INTERVAL_S`` and on close), and call
 :meth:`PredictionWriter.finalize` when every image is done, which writes
 ``<formulation>.json`` atomically and removes the log. A killed run leaves at worst a torn
 last line, which :class:`JsonlLog` drops on reopening; so a resumed run ends with the same
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,15 +30,26 @@ from probench.cache.atomic import write_json_atomic
 from probench.cache.errors import CacheError
 from probench.data.dataset import FORMULATIONS
 
+FSYNC_INTERVAL_S = 1.0
+
 
 class JsonlLog:
-    """An append-only JSON-lines file that survives being killed mid-write."""
+    """An append-only JSON-lines file that survives being killed mid-write.
 
-    def __init__(self, path: str | Path) -> None:
+    Each record is flushed to the OS at once, so a killed process (SIGKILL included) loses
+    nothing already appended. ``fsync`` (which only matters if the machine itself goes down)
+    runs at most every ``fsync_interval_s`` and on close: a per-record fsync cost ~3-7 ms per
+    image here, a large share of a fast GPU model's frame. A record lost to a power cut is
+    simply redone on resume.
+    """
+
+    def __init__(self, path: str | Path, *, fsync_interval_s: float = FSYNC_INTERVAL_S) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._records = list(self._read_and_repair())
         self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._fsync_interval_s = fsync_interval_s
+        self._last_fsync = time.monotonic()
 
     def _read_and_repair(self) -> Iterator[dict]:
         if not self.path.exists():
@@ -64,11 +77,16 @@ class JsonlLog:
     def append(self, record: dict) -> None:
         self._fh.write(json.dumps(record, sort_keys=True) + "\n")
         self._fh.flush()
-        os.fsync(self._fh.fileno())
+        now = time.monotonic()
+        if now - self._last_fsync >= self._fsync_interval_s:
+            os.fsync(self._fh.fileno())
+            self._last_fsync = now
         self._records.append(record)
 
     def close(self) -> None:
         if not self._fh.closed:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
             self._fh.close()
 
     def __enter__(self) -> JsonlLog:

@@ -1,0 +1,98 @@
+"""The run cache: torn-line repair, idempotent resume, atomic finalize, fsync policy, bad files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from probench.cache import CacheError, JsonlLog, RunDir
+from probench.cache import run as run_module
+
+
+def _result(image_id: int, qid: int, score: float) -> dict:
+    return {"image_id": image_id, "category_id": qid, "bbox": [1.0, 2.0, 3.0, 4.0], "score": score}
+
+
+def test_torn_last_line_is_dropped_and_truncated(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b'{"a": 1}\n{"a": 2}\n{"a": 3')  # the writer died mid-record
+    log = JsonlLog(path)
+    assert log.records == [{"a": 1}, {"a": 2}]
+    log.append({"a": 4})
+    log.close()
+    assert path.read_bytes() == b'{"a": 1}\n{"a": 2}\n{"a": 4}\n'
+
+
+def test_garbage_line_ends_the_good_prefix(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b'{"a": 1}\nnot json\n{"a": 3}\n')
+    assert JsonlLog(path).records == [{"a": 1}]
+    assert path.read_bytes() == b'{"a": 1}\n'
+
+
+def test_fsync_is_throttled_but_done_on_close(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(run_module.os, "fsync", lambda fd: calls.append(fd))
+    log = JsonlLog(tmp_path / "log.jsonl", fsync_interval_s=3600.0)
+    for i in range(50):
+        log.append({"i": i})
+    assert calls == []  # flushed to the OS (survives SIGKILL), not forced to disk per record
+    log.close()
+    assert len(calls) == 1
+    every = JsonlLog(tmp_path / "every.jsonl", fsync_interval_s=0.0)
+    for i in range(3):
+        every.append({"i": i})
+    every.close()
+    assert len(calls) == 1 + 3 + 1
+
+
+def test_resume_skips_done_images_and_finalize_is_canonical(tmp_path):
+    run = RunDir(tmp_path / "run").create()
+    w = run.writer("orig")
+    w.add_image(2, [_result(2, 7, 0.1), _result(2, 5, 0.9)])
+    w.close()
+    assert run.formulations() == [] and run.incomplete_formulations() == ["orig"]
+
+    w = run.writer("orig")  # a resumed process
+    assert w.done_images == {2}
+    w.add_image(2, [_result(2, 5, 0.5)])  # already logged: ignored
+    w.add_image(1, [])
+    path = w.finalize()
+    assert run.formulations() == ["orig"] and run.incomplete_formulations() == []
+    assert not (run.predictions_dir / "orig.partial.jsonl").exists()
+    assert [(r["image_id"], r["category_id"]) for r in json.loads(path.read_text())] == [(2, 5), (2, 7)]
+
+
+def test_results_must_belong_to_their_image(tmp_path):
+    w = RunDir(tmp_path / "run").writer("cat")
+    with pytest.raises(CacheError, match="given as part of image 1"):
+        w.add_image(1, [_result(3, 5, 0.5)])
+
+
+def test_unknown_formulation_is_refused(tmp_path):
+    with pytest.raises(CacheError, match="unknown formulation"):
+        RunDir(tmp_path / "run").writer("orig2")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{}", "expected a JSON list"),
+        ('[{"image_id": 1}]', "lacks image_id/category_id/bbox/score"),
+        ('[{"image_id": 1, "category_id": 2, "bbox": [1, 2, 3], "score": 0.5}]', "malformed bbox"),
+        ('[{"image_id": 1, "category_id": 2, "bbox": [1, 2, 3, "x"], "score": 0.5}]', "malformed bbox"),
+        ('[{"image_id": 1, "category_id": 2, "bbox": [1, 2, 3, 4], "score": 1.5}]', "outside \\[0, 1\\]"),
+        ("[{", "cannot read JSON"),
+    ],
+)
+def test_malformed_prediction_files_are_named(tmp_path, content, message):
+    run = RunDir(tmp_path / "run").create()
+    (run.predictions_dir / "orig.json").write_text(content)
+    with pytest.raises(CacheError, match=message):
+        run.predictions("orig")
+
+
+def test_missing_formulation_is_a_clear_error(tmp_path):
+    with pytest.raises(CacheError, match="no predictions for formulation 'tmpl'"):
+        RunDir(tmp_path / "run").create().predictions("tmpl")
