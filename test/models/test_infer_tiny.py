@@ -29,10 +29,7 @@ FORMS = ("orig", "cat")
 
 @pytest.fixture(scope="module")
 def tiny():
-    try:
-        return load_detector("tiny-owlv2")
-    except Exception as exc:  # noqa: BLE001 - the zoo's adapter may not be built yet
-        pytest.skip(f"tiny-owlv2 not available: {exc}")
+    return load_detector("tiny-owlv2")
 
 
 def test_tiny_owlv2_resume_matches_a_fresh_process(tiny, tmp_path: Path) -> None:
@@ -69,3 +66,37 @@ def test_tiny_owlv2_latency_has_model_stages(tiny, tmp_path: Path) -> None:
     # the stages the model reports are part of each end-to-end sample
     parts = sum(stages[k]["mean"] for k in ("text", "preprocess", "forward", "postprocess"))
     assert parts <= result["summary_ms"]["mean"] * 1.05
+
+
+def test_runtime_flag_is_recorded_and_a_resume_cannot_mix_runtimes(tmp_path: Path) -> None:
+    from probench.cli import main
+
+    ds_path = make_dataset(tmp_path / "ds", n_images=2)
+    out = tmp_path / "run"
+    common = ["--model", "tiny-owlv2", "--dataset", str(ds_path), "--out", str(out), "--no-progress"]
+    assert main(["infer", *common, "--formulations", "orig", "--runtime", "onnxruntime"]) == 0
+    info = json.loads((out / "run.json").read_text())
+    assert info["model"]["runtime"] == "onnxruntime"
+    ort = RunDir(out).predictions("orig")
+    # same folder, other runtime: refused (exit 1) instead of mixing predictions
+    assert main(["infer", *common, "--formulations", "orig,cat", "--runtime", "torch"]) == 1
+    ref = tmp_path / "ref"
+    assert main(["infer", *[a if a != str(out) else str(ref) for a in common], "--formulations", "orig"]) == 0
+    torch_results = RunDir(ref).predictions("orig")
+    assert len(ort) == len(torch_results)
+    # ONNX Runtime parity through the CLI; compared per (image, query) as multisets, since
+    # near-tied scores may legitimately swap order between the two runtimes
+    def groups(results: list[dict]) -> dict:
+        out: dict = {}
+        for r in results:
+            out.setdefault((r["image_id"], r["category_id"]), []).append(r)
+        return out
+
+    got, want = groups(ort), groups(torch_results)
+    assert got.keys() == want.keys()
+    for key, rs in got.items():
+        assert sorted(r["score"] for r in rs) == pytest.approx(sorted(r["score"] for r in want[key]), abs=1e-4)
+        for r in rs:
+            assert any(
+                max(abs(x - y) for x, y in zip(r["bbox"], w["bbox"], strict=True)) < 1e-2 for w in want[key]
+            ), (key, r)

@@ -26,6 +26,11 @@ def add_common_model_arguments(parser: argparse.ArgumentParser) -> None:
         "--weights", default=None, metavar="DIR", help="local folder with the model's weights"
     )
     parser.add_argument(
+        "--runtime", default="torch", choices=("torch", "onnxruntime", "tensorrt"),
+        help="inference runtime (default torch; onnxruntime on CPU and tensorrt on an NVIDIA GPU "
+        "for the models whose capabilities list them, see docs/ACCELERATION.md)",
+    )
+    parser.add_argument(
         "--random-weights", action="store_true",
         help="build the real-size architecture with random weights (no checkpoint needed)",
     )
@@ -69,8 +74,11 @@ def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[
     t0 = time.perf_counter()
     detector = load_detector(
         args.model, device=args.device, precision=args.precision, score_threshold=score_threshold,
-        weights=args.weights, random_weights=args.random_weights,
+        weights=args.weights, random_weights=args.random_weights, runtime=args.runtime,
     )
+    info = getattr(detector, "model_info", None)
+    if isinstance(info, dict):
+        info.setdefault("runtime", args.runtime)  # recorded so a resume cannot mix runtimes
     return detector, time.perf_counter() - t0
 
 

@@ -51,6 +51,7 @@ _IDENTITY_KEYS: tuple[tuple[str, ...], ...] = (
     ("model", "checkpoint"),
     ("model", "random_weights"),
     ("model", "weights_source"),
+    ("model", "runtime"),
     ("dataset", "hash"),
     ("device",),
     ("precision",),
