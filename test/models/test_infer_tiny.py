@@ -95,7 +95,8 @@ def test_runtime_flag_is_recorded_and_a_resume_cannot_mix_runtimes(tmp_path: Pat
     got, want = groups(ort), groups(torch_results)
     assert got.keys() == want.keys()
     for key, rs in got.items():
-        assert sorted(r["score"] for r in rs) == pytest.approx(sorted(r["score"] for r in want[key]), abs=1e-4)
+        want_scores = sorted(r["score"] for r in want[key])
+        assert sorted(r["score"] for r in rs) == pytest.approx(want_scores, abs=1e-4)
         for r in rs:
             assert any(
                 max(abs(x - y) for x, y in zip(r["bbox"], w["bbox"], strict=True)) < 1e-2 for w in want[key]
