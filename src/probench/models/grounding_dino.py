@@ -282,12 +282,9 @@ def build(
         image_processor = _image_processor(spec, dict(_REAL_IMAGE))
         source = "random init (real-size config; generated tokenizer)"
     else:
-        import transformers as tf
-
-        source = hf.pretrained_source(spec.name, spec.checkpoint, weights)
-        model = hf.from_pretrained(model_cls.from_pretrained, source, spec.name)
-        processor = hf.from_pretrained(tf.AutoProcessor.from_pretrained, source, f"{spec.name} processor")
-        image_processor, tokenizer = processor.image_processor, processor.tokenizer
+        model, image_processor, tokenizer, source = hf.load_pretrained(
+            spec.name, spec.checkpoint, model_cls.from_pretrained, weights
+        )
     det = GroundingDinoDetector(
         hf.finish_model(model, dev, dtype), image_processor, tokenizer,
         name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,

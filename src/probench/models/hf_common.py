@@ -109,6 +109,19 @@ def from_pretrained(loader: Callable[..., Any], source: str, what: str, **kwargs
         raise ModelError(f"could not load {what} from {source}: {type(exc).__name__}: {exc}") from exc
 
 
+def load_pretrained(
+    name: str, checkpoint: str, load_model: Callable[..., Any], weights: str | None
+) -> tuple[Any, Any, Any, str]:
+    """Real weights from ``weights`` or the local HF cache (never downloaded): the model,
+    its image processor and tokenizer (from the checkpoint's processor), and the source."""
+    import transformers as tf
+
+    source = pretrained_source(name, checkpoint, weights)
+    model = from_pretrained(load_model, source, name)
+    processor = from_pretrained(tf.AutoProcessor.from_pretrained, source, f"{name} processor")
+    return model, processor.image_processor, processor.tokenizer, source
+
+
 def finish_model(model: Any, dev: Any, dtype: Any) -> Any:
     """Eval mode on the target device and dtype."""
     return model.to(device=dev, dtype=dtype).eval()

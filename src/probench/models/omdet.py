@@ -154,10 +154,9 @@ def build(
         image_processor = _image_processor(640)
         source = "random init (real-size config; generated tokenizer)"
     else:
-        source = hf.pretrained_source(spec.name, spec.checkpoint, weights)
-        model = hf.from_pretrained(tf.OmDetTurboForObjectDetection.from_pretrained, source, spec.name)
-        processor = hf.from_pretrained(tf.AutoProcessor.from_pretrained, source, f"{spec.name} processor")
-        image_processor, tokenizer = processor.image_processor, processor.tokenizer
+        model, image_processor, tokenizer, source = hf.load_pretrained(
+            spec.name, spec.checkpoint, tf.OmDetTurboForObjectDetection.from_pretrained, weights
+        )
     det = OmDetTurboDetector(
         hf.finish_model(model, dev, dtype), image_processor, tokenizer,
         name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
