@@ -9,6 +9,7 @@ matplotlib is imported inside the functions: ``probench --help`` never loads it.
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,28 +69,50 @@ def _sweep_axes(ax: Any, ylabel: str) -> None:
 
 def fig_map_vs_iou(entries: list[Entry]) -> Plot:
     """Fig. 3: mAP (orig formulation) at each IoU threshold of the sweep, one line per run."""
+    return _sweep_plot(
+        entries,
+        lambda e: e.ap_by_iou("orig"),
+        "no orig IoU sweep in its metrics",
+        fig="Fig. 3",
+        ylabel="mAP (orig formulation)",
+        title="Fig. 3 - mAP versus IoU threshold",
+        headroom=1.1,
+    )
+
+
+def _sweep_plot(
+    entries: list[Entry],
+    curve_of: Callable[[Entry], dict[float, float] | None],
+    why_missing: str,
+    *,
+    fig: str,
+    ylabel: str,
+    title: str,
+    headroom: float,
+) -> Plot:
+    """One line per run over the IoU sweep (Figs. 3 and 4); runs without a curve are noted."""
     notes, series = [], []
     for e in entries:
-        sweep = e.ap_by_iou("orig")
-        if sweep is None:
-            why = "published rows have no IoU sweep" if e.reference else "no orig IoU sweep in its metrics"
-            notes.append(f"{e.label}: left out of Fig. 3 ({why})")
+        curve = curve_of(e)
+        if curve is None:
+            why = "published rows have no IoU sweep" if e.reference else why_missing
+            notes.append(f"{e.label}: left out of {fig} ({why})")
             continue
-        series.append((e, sweep))
+        series.append((e, curve))
     if not series:
         return Plot(None, notes)
-    fig = _figure(8.0 if len(series) > LEGEND_INSIDE_MAX else 6.4, 4.2)
-    ax = fig.add_subplot()
-    for (e, sweep), colour in zip(series, _colours(len(series)), strict=True):
-        xs = list(sweep)
-        ax.plot(xs, [sweep[t] for t in xs], marker="o", ms=3.5, lw=1.6, color=colour, label=e.label,
+    figure = _figure(8.0 if len(series) > LEGEND_INSIDE_MAX else 6.4, 4.2)
+    ax = figure.add_subplot()
+    for (e, curve), colour in zip(series, _colours(len(series)), strict=True):
+        xs = list(curve)
+        ax.plot(xs, [curve[t] for t in xs], marker="o", ms=3.5, lw=1.6, color=colour, label=e.label,
                 gid=f"run:{e.label}")
-    _sweep_axes(ax, "mAP (orig formulation)")
-    top = max(max(s.values()) for _, s in series)
-    _ylim(ax, top * 1.1)
-    ax.set_title("Fig. 3 - mAP versus IoU threshold", fontsize=10)
+    _sweep_axes(ax, ylabel)
+    top = max(max(c.values()) for _, c in series)
+    _ylim(ax, top * headroom)
+    ax.set_title(title, fontsize=10)
     _legend(ax, len(series))
-    return Plot(fig, notes)
+    return Plot(figure, notes)
 
 
 def delta_max_by_iou(entry: Entry) -> dict[float, float] | None:
@@ -107,32 +130,15 @@ def delta_max_by_iou(entry: Entry) -> dict[float, float] | None:
 
 def fig_delta_vs_iou(entries: list[Entry]) -> Plot:
     """Fig. 4: prompt-induced variation Δmax at each IoU threshold, one line per run."""
-    notes, series = [], []
-    for e in entries:
-        d = delta_max_by_iou(e)
-        if d is None:
-            why = (
-                "published rows have no IoU sweep"
-                if e.reference
-                else "fewer than two formulations with an IoU sweep"
-            )
-            notes.append(f"{e.label}: left out of Fig. 4 ({why})")
-            continue
-        series.append((e, d))
-    if not series:
-        return Plot(None, notes)
-    fig = _figure(8.0 if len(series) > LEGEND_INSIDE_MAX else 6.4, 4.2)
-    ax = fig.add_subplot()
-    for (e, d), colour in zip(series, _colours(len(series)), strict=True):
-        xs = list(d)
-        ax.plot(xs, [d[t] for t in xs], marker="o", ms=3.5, lw=1.6, color=colour, label=e.label,
-                gid=f"run:{e.label}")
-    _sweep_axes(ax, "Δmax (max - min of AP over formulations)")
-    top = max(max(d.values()) for _, d in series)
-    _ylim(ax, top * 1.15)
-    ax.set_title("Fig. 4 - prompt-induced variation versus IoU threshold", fontsize=10)
-    _legend(ax, len(series))
-    return Plot(fig, notes)
+    return _sweep_plot(
+        entries,
+        delta_max_by_iou,
+        "fewer than two formulations with an IoU sweep",
+        fig="Fig. 4",
+        ylabel="Δmax (max - min of AP over formulations)",
+        title="Fig. 4 - prompt-induced variation versus IoU threshold",
+        headroom=1.15,
+    )
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
