@@ -42,6 +42,7 @@ from probench.models.infer import (
     unique_prompts,
     utc_now,
 )
+from probench.stats import summarize as summary_stats
 
 STAGE_KEYS = ("text", "preprocess", "forward", "postprocess")
 
@@ -72,17 +73,9 @@ def cuda_sync(device: str) -> Callable[[], None] | None:
 
 def summarize(samples_ms: Sequence[float]) -> dict[str, float]:
     """mean, std (ddof=0), p50, p95, p99, max of a list of times in ms."""
-    a = np.asarray(samples_ms, dtype=np.float64)
-    if a.size == 0:
+    if len(samples_ms) == 0:
         raise ValueError("no samples to summarize")
-    return {
-        "mean": float(a.mean()),
-        "std": float(a.std()),
-        "p50": float(np.percentile(a, 50)),
-        "p95": float(np.percentile(a, 95)),
-        "p99": float(np.percentile(a, 99)),
-        "max": float(a.max()),
-    }
+    return summary_stats(samples_ms)
 
 
 def measure_latency(

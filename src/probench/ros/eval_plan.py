@@ -17,6 +17,7 @@ import numpy as np
 
 from probench.errors import CheckFailed
 from probench.models.infer import detections_to_results, unique_prompts
+from probench.stats import summarize
 
 
 class PlanError(CheckFailed):
@@ -102,19 +103,7 @@ def results_for_frame(
 
 # -- realtime figures ------------------------------------------------------------------
 def _stats(values: Sequence[float]) -> dict[str, float | None]:
-    keys = ("mean", "std", "p50", "p95", "p99", "max")
-    if not values:
-        return dict.fromkeys(keys)  # no data: null, never an invented number
-    a = np.asarray(values, dtype=np.float64)
-    out = {
-        "mean": float(a.mean()),
-        "std": float(a.std()),
-        "p50": float(np.percentile(a, 50)),
-        "p95": float(np.percentile(a, 95)),
-        "p99": float(np.percentile(a, 99)),
-        "max": float(a.max()),
-    }
-    return {k: round(v, 4) for k, v in out.items()}
+    return {k: None if v is None else round(v, 4) for k, v in summarize(values).items()}
 
 
 def realtime_summary(
