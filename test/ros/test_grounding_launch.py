@@ -6,12 +6,10 @@ file builds are injected into sys.modules.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-import types
 from pathlib import Path
 
 import pytest
+from launch_fakes import run_launch
 
 from probench.ros.errors import ParameterValueError
 from probench.ros.node_spec import LAUNCH_ARGUMENTS, default_params_file
@@ -19,46 +17,11 @@ from probench.ros.node_spec import LAUNCH_ARGUMENTS, default_params_file
 LAUNCH_FILE = Path(__file__).resolve().parents[2] / "launch" / "grounding.launch.py"
 
 
-class _Recorder:
-    def __init__(self, *args, **kwargs) -> None:
-        self.args, self.kwargs = args, kwargs
-
-
-class _LaunchConfiguration:
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def perform(self, context: types.SimpleNamespace) -> str:
-        return context.launch_configurations[self.name]
-
-
 def _launch(monkeypatch: pytest.MonkeyPatch, **given: str) -> list:
-    classes = {n: type(n, (_Recorder,), {}) for n in (
-        "LaunchDescription", "DeclareLaunchArgument", "OpaqueFunction", "Node")}
-    mods = {
-        "launch": {"LaunchDescription": classes["LaunchDescription"]},
-        "launch.actions": {k: classes[k] for k in ("DeclareLaunchArgument", "OpaqueFunction")},
-        "launch.substitutions": {"LaunchConfiguration": _LaunchConfiguration},
-        "launch_ros": {},
-        "launch_ros.actions": {"Node": classes["Node"]},
-    }
-    for name, attrs in mods.items():
-        mod = types.ModuleType(name)
-        for k, v in attrs.items():
-            setattr(mod, k, v)
-        monkeypatch.setitem(sys.modules, name, mod)
-    spec = importlib.util.spec_from_file_location("grounding_launch", LAUNCH_FILE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    (entities,) = module.generate_launch_description().args
-    declared = [e for e in entities if isinstance(e, classes["DeclareLaunchArgument"])]
+    declared, actions, classes = run_launch(monkeypatch, LAUNCH_FILE, **given)
     assert [d.args[0] for d in declared] == ["model", "image_topic", "prompt", "device", "params_file"]
     assert [d.args[0] for d in declared] == list(LAUNCH_ARGUMENTS)
     assert all(d.kwargs["description"] for d in declared)
-    defaults = {d.args[0]: d.kwargs["default_value"] for d in declared}
-    (opaque,) = [e for e in entities if isinstance(e, classes["OpaqueFunction"])]
-    context = types.SimpleNamespace(launch_configurations={**defaults, **given})
-    actions = opaque.kwargs["function"](context)
     assert all(isinstance(a, classes["Node"]) for a in actions)
     return [a.kwargs for a in actions]
 

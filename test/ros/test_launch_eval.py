@@ -6,12 +6,10 @@ file builds are injected into sys.modules.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-import types
 from pathlib import Path
 
 import pytest
+from launch_fakes import run_launch
 
 from probench.errors import UsageError
 from probench.ros.graph import EVAL_ARGUMENTS, command_line, eval_graph, eval_graph_from_arguments
@@ -19,57 +17,10 @@ from probench.ros.graph import EVAL_ARGUMENTS, command_line, eval_graph, eval_gr
 LAUNCH_FILE = Path(__file__).resolve().parents[2] / "launch" / "eval.launch.py"
 
 
-class _Recorder:
-    def __init__(self, *args, **kwargs) -> None:
-        self.args, self.kwargs = args, kwargs
-
-
-class _LaunchConfiguration:
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def perform(self, context: types.SimpleNamespace) -> str:
-        return context.launch_configurations[self.name]
-
-
-def _fake_launch(monkeypatch: pytest.MonkeyPatch) -> dict[str, type]:
-    classes = {name: type(name, (_Recorder,), {}) for name in (
-        "LaunchDescription", "DeclareLaunchArgument", "OpaqueFunction", "RegisterEventHandler",
-        "Shutdown", "OnProcessExit", "Node")}
-    mods = {
-        "launch": {"LaunchDescription": classes["LaunchDescription"]},
-        "launch.actions": {k: classes[k] for k in (
-            "DeclareLaunchArgument", "OpaqueFunction", "RegisterEventHandler", "Shutdown")},
-        "launch.event_handlers": {"OnProcessExit": classes["OnProcessExit"]},
-        "launch.substitutions": {"LaunchConfiguration": _LaunchConfiguration},
-        "launch_ros": {},
-        "launch_ros.actions": {"Node": classes["Node"]},
-    }
-    for name, attrs in mods.items():
-        mod = types.ModuleType(name)
-        for k, v in attrs.items():
-            setattr(mod, k, v)
-        monkeypatch.setitem(sys.modules, name, mod)
-    return classes
-
-
-def _load_launch_file() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location("eval_launch", LAUNCH_FILE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _launch(monkeypatch: pytest.MonkeyPatch, **given: str) -> tuple[list, dict[str, type]]:
-    classes = _fake_launch(monkeypatch)
-    ld = _load_launch_file().generate_launch_description()
-    (entities,) = ld.args
-    declared = [e for e in entities if isinstance(e, classes["DeclareLaunchArgument"])]
+    declared, actions, classes = run_launch(monkeypatch, LAUNCH_FILE, **given)
     assert [d.args[0] for d in declared] == list(EVAL_ARGUMENTS)
-    defaults = {d.args[0]: d.kwargs["default_value"] for d in declared}
-    (opaque,) = [e for e in entities if isinstance(e, classes["OpaqueFunction"])]
-    context = types.SimpleNamespace(launch_configurations={**defaults, **given})
-    return opaque.kwargs["function"](context), classes
+    return actions, classes
 
 
 def test_launch_file_yields_the_graph(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
