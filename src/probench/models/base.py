@@ -106,22 +106,27 @@ class BaseDetector:
         self._prompts = prompts
 
     def detect(self, image: np.ndarray, prompts: Sequence[str] | None = None) -> Detections:
-        if prompts is not None:
-            self.set_prompts(prompts)
-        if not self._prompts:
-            raise PromptError("no prompts set: call set_prompts() or pass prompts")
-        dets = self._run(check_image(image), self._text_state)
-        if self.score_threshold > 0:
-            dets = dets.above(self.score_threshold)
-        return dets
+        self._ready(prompts)
+        return self._threshold(self._run(check_image(image), self._text_state))
 
     def detect_batch(
         self, images: Sequence[np.ndarray], prompts: Sequence[str] | None = None
     ) -> list[Detections]:
-        """Default: one call per image. Backends that batch natively override this."""
+        """Same prompts for every image; backends that batch natively override ``_run_batch``."""
+        self._ready(prompts)
+        images = [check_image(im) for im in images]
+        if not images:
+            return []
+        return [self._threshold(d) for d in self._run_batch(images, self._text_state)]
+
+    def _ready(self, prompts: Sequence[str] | None) -> None:
         if prompts is not None:
             self.set_prompts(prompts)
-        return [self.detect(im) for im in images]
+        if not self._prompts:
+            raise PromptError("no prompts set: call set_prompts() or pass prompts")
+
+    def _threshold(self, dets: Detections) -> Detections:
+        return dets.above(self.score_threshold) if self.score_threshold > 0 else dets
 
     # -- to implement ---------------------------------------------------------------------
     def _encode_prompts(self, prompts: tuple[str, ...]) -> object:
@@ -129,6 +134,10 @@ class BaseDetector:
 
     def _run(self, image: np.ndarray, text_state: object) -> Detections:  # pragma: no cover
         raise NotImplementedError
+
+    def _run_batch(self, images: list[np.ndarray], text_state: object) -> list[Detections]:
+        """Checked images -> one Detections each. Default: one ``_run`` per image."""
+        return [self._run(im, text_state) for im in images]
 
 
 @dataclass

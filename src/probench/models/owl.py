@@ -15,7 +15,6 @@ image.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,7 +22,7 @@ import numpy as np
 
 from probench.detections import Detections
 from probench.models import hf_common as hf
-from probench.models.base import StageTimer, check_image
+from probench.models.base import StageTimer
 from probench.models.zoo import ModelSpec
 
 # Real-size configs (from the checkpoints' config.json), used for random_weights builds.
@@ -130,23 +129,9 @@ class OwlDetector(hf.HFDetector):
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
         return self._run_many([image], text_state)[0]
 
-    def detect_batch(
-        self, images: Sequence[np.ndarray], prompts: Sequence[str] | None = None
-    ) -> list[Detections]:
+    def _run_batch(self, images: list[np.ndarray], text_state: object) -> list[Detections]:
         """One forward for the whole batch; each result's timings are its share of the batch."""
-        if prompts is not None:
-            self.set_prompts(prompts)
-        if not self._prompts:
-            from probench.models.errors import PromptError
-
-            raise PromptError("no prompts set: call set_prompts() or pass prompts")
-        images = [check_image(im) for im in images]
-        if not images:
-            return []
-        dets = self._run_many(images, self._text_state)
-        if self.score_threshold > 0:
-            dets = [d.above(self.score_threshold) for d in dets]
-        return dets
+        return self._run_many(images, text_state)
 
     def _run_many(self, images: list[np.ndarray], text: Any) -> list[Detections]:
         timer = StageTimer(sync=hf.cuda_sync(self.dev))

@@ -145,21 +145,9 @@ class UltralyticsDetector(BaseDetector):
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
         return self._run_many([image])[0]
 
-    def detect_batch(
-        self, images: Sequence[np.ndarray], prompts: Sequence[str] | None = None
-    ) -> list[Detections]:
+    def _run_batch(self, images: list[np.ndarray], text_state: object) -> list[Detections]:
         """One batched ultralytics call for all images (same prompts for all)."""
-        from probench.models.base import check_image
-        from probench.models.errors import PromptError
-
-        if prompts is not None:
-            self.set_prompts(prompts)
-        if not self._prompts:
-            raise PromptError("no prompts set: call set_prompts() or pass prompts")
-        if not images:
-            return []
-        dets = self._run_many([check_image(im) for im in images])
-        return [d.above(self.score_threshold) if self.score_threshold > 0 else d for d in dets]
+        return self._run_many(images)
 
     def _run_many(self, images: list[np.ndarray]) -> list[Detections]:
         t0 = time.perf_counter()
