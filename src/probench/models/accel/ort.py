@@ -11,6 +11,7 @@ import numpy as np
 from probench.models.accel.cache import ArtifactCache
 from probench.models.accel.errors import AccelError, RuntimeUnavailableError
 from probench.models.accel.onnx_export import INPUTS, export_owl_onnx, owl_onnx_parts
+from probench.models.accel.owl_runtime import ExportedOwlDetector
 from probench.models.owl import OwlDetector
 
 
@@ -37,18 +38,14 @@ def providers_for(device: str) -> list[str]:
     return ["CPUExecutionProvider"]
 
 
-class OrtOwlDetector(OwlDetector):
+class OrtOwlDetector(ExportedOwlDetector):
     """An :class:`OwlDetector` whose image path runs in ONNX Runtime (fp32)."""
 
     runtime = "onnxruntime"
 
     def __init__(self, base: OwlDetector, onnx_path: Any, session: Any) -> None:
-        super().__init__(
-            base.model, base.image_processor, base.tokenizer, name=f"{base.name}@onnxruntime",
-            dev=base.dev, dtype=base.dtype, score_threshold=base.score_threshold,
-        )
+        super().__init__(base)
         self.onnx_path, self.session = onnx_path, session
-        self.weights_source = getattr(base, "weights_source", None)
 
     def _forward(self, pixel_values: Any, text: Any) -> tuple[Any, Any]:
         import torch

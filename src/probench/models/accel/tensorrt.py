@@ -18,6 +18,7 @@ from probench.cache.atomic import write_bytes_atomic
 from probench.models.accel.cache import ArtifactCache
 from probench.models.accel.errors import TENSORRT_HINT, AccelError, ExportError, RuntimeUnavailableError
 from probench.models.accel.onnx_export import INPUTS, OUTPUTS, export_owl_onnx, owl_geometry, owl_onnx_parts
+from probench.models.accel.owl_runtime import ExportedOwlDetector
 from probench.models.owl import OwlDetector
 
 MAX_QUERIES = 256  # upper end of the query-axis profile (a Pro-Bench image has far fewer)
@@ -115,18 +116,14 @@ class EngineRunner:
         return outputs[OUTPUTS[0]], outputs[OUTPUTS[1]]
 
 
-class TrtOwlDetector(OwlDetector):
+class TrtOwlDetector(ExportedOwlDetector):
     """An :class:`OwlDetector` whose image path runs as a TensorRT engine."""
 
     runtime = "tensorrt"
 
     def __init__(self, base: OwlDetector, engine_path: Path, runner: Any) -> None:
-        super().__init__(
-            base.model, base.image_processor, base.tokenizer, name=f"{base.name}@tensorrt",
-            dev=base.dev, dtype=base.dtype, score_threshold=base.score_threshold,
-        )
+        super().__init__(base)
         self.engine_path, self.runner = engine_path, runner
-        self.weights_source = getattr(base, "weights_source", None)
 
     def _forward(self, pixel_values: Any, text: Any) -> tuple[Any, Any]:
         return self.runner(pixel_values, text)
