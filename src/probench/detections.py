@@ -18,10 +18,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import numpy as np
 
 STAGES = ("preprocess", "forward", "postprocess")
+
+
+class CocoResult(TypedDict):
+    """One record of a COCO results file (the prediction cache)."""
+
+    image_id: int
+    category_id: int
+    bbox: list[float]  # x, y, w, h in pixels
+    score: float
 
 
 class DetectionsError(ValueError):
@@ -117,9 +127,9 @@ class Detections:
     def above(self, threshold: float) -> Detections:
         return self.filter(self.scores >= threshold)
 
-    def to_coco(self, image_id: int, category_ids: Sequence[int]) -> list[dict]:
+    def to_coco(self, image_id: int, category_ids: Sequence[int]) -> list[CocoResult]:
         """COCO result records; ``category_ids[i]`` is the query id of prompt ``i``."""
-        out = []
+        out: list[CocoResult] = []
         for box, score, pi in zip(self.xywh, self.scores, self.prompt_index, strict=True):
             out.append(
                 {

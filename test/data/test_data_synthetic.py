@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from probench.data.dataset import PROMPT_TYPES, Dataset
+from probench.data.dataset import Dataset
 from probench.data.synthetic import synthetic_coco, synthetic_prediction_arrays, synthetic_predictions
 from probench.data.validate import validate_coco
+from probench.vocabulary import PROMPT_TYPES
 
 
 def test_synthetic_dataset_is_valid_and_covers_the_cases() -> None:

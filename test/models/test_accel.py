@@ -1,5 +1,5 @@
 """ONNX Runtime path of the OWL detectors: export, parity with PyTorch, the artefact cache,
-load_accelerated's errors."""
+runtime errors of the registry."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from probench.errors import UsageError
-from probench.models.accel import load_accelerated
 from probench.models.accel.cache import ArtifactCache, cache_key
 from probench.models.accel.errors import ExportError, RuntimeUnavailableError, UnsupportedRuntimeError
 from probench.models.zoo import load_detector
@@ -22,7 +21,7 @@ def _image(h: int, w: int, seed: int = 0) -> np.ndarray:
 @pytest.mark.parametrize("name", ["tiny-owlv2", "tiny-owlvit"])
 def test_onnxruntime_parity_with_pytorch(name: str, tmp_path) -> None:
     base = load_detector(name)
-    ort_det = load_accelerated(name, runtime="onnxruntime", cache_dir=str(tmp_path))
+    ort_det = load_detector(name, runtime="onnxruntime", engine_cache=str(tmp_path))
     assert ort_det.name.endswith("@onnxruntime") and ort_det.model_info["runtime"] == "onnxruntime"
     for img in (_image(90, 170), _image(120, 64, seed=1)):
         a, b = base.detect(img, PROMPTS), ort_det.detect(img, PROMPTS)
@@ -82,10 +81,12 @@ def test_zoo_load_detector_forwards_runtime() -> None:
 
 def test_runtime_errors_are_clear() -> None:
     with pytest.raises(UsageError, match="runtime must be one of"):
-        load_accelerated("tiny-owlv2", runtime="openvino")
+        load_detector("tiny-owlv2", runtime="openvino")
     with pytest.raises(RuntimeUnavailableError, match="NVIDIA GPU"):
-        load_accelerated("tiny-owlv2", runtime="tensorrt")
+        load_detector("tiny-owlv2", runtime="tensorrt")
+    with pytest.raises(UnsupportedRuntimeError, match="Python only"):
+        load_detector("test-instant", runtime="onnxruntime")
     with pytest.raises(UnsupportedRuntimeError, match="no onnxruntime path"):
-        load_accelerated("test-instant", runtime="onnxruntime")
+        load_detector("tiny-omdet-turbo", runtime="onnxruntime")
     with pytest.raises(UsageError, match="fp32"):
-        load_accelerated("tiny-owlv2", runtime="onnxruntime", precision="fp16")
+        load_detector("tiny-owlv2", runtime="onnxruntime", precision="fp16")

@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 from test_infer_fixture import make_dataset
 
+from probench.cache.errors import RunMismatchError
 from probench.cache.run import RunDir
 from probench.cli import main
 from probench.data.dataset import Dataset, load_dataset
-from probench.models.errors import InferenceError, RunMismatchError
-from probench.models.infer import run_inference, unique_prompts
+from probench.models.errors import InferenceError
+from probench.models.infer import run_inference
 from probench.models.zoo import load_detector
+from probench.vocabulary import unique_prompts
 
 FORMS = ("orig", "cat", "tmpl")
 

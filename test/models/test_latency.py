@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from test_infer_fixture import make_dataset
 
+from probench.cache.errors import RunMismatchError
 from probench.cli import main
 from probench.data.dataset import Dataset, load_dataset
-from probench.models.errors import RunMismatchError
 from probench.models.latency import (
     cuda_sync,
     latency_subset,

@@ -18,7 +18,7 @@ from probench.cli import main
 from probench.errors import UsageError
 from probench.models import ZOO, list_models, load_detector
 from probench.models.errors import UnknownModelError, WeightsNotFoundError
-from probench.models.zoo import resolve, tiny_names
+from probench.models.zoo import resolve, tiny_names, weights_present
 
 TABLE2 = Path("/work/shared/spec/table2.csv")
 HF_SPECS = [s for s in list_models() if s.backend == "transformers"]
@@ -45,7 +45,8 @@ def test_transformers_rows_are_complete() -> None:
     }
     for s in HF_SPECS:
         assert "/" in s.checkpoint and s.factory and s.tiny_factory and s.notes
-        assert set(s.capabilities) >= {"masks", "tensorrt", "onnx", "batched", "text_cache"}
+        caps = s.capabilities.as_dict()
+        assert set(caps) >= {"masks", "tensorrt", "onnx", "batched", "text_cache", "accel"}
         assert s.installable_here()
 
 
@@ -84,7 +85,7 @@ def test_missing_weights_name_checkpoint_and_fetch_command(
     spec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    assert not spec.weights_present()
+    assert not weights_present(spec)
     with pytest.raises(WeightsNotFoundError) as exc:
         load_detector(spec.name)
     msg = str(exc.value)

@@ -24,7 +24,8 @@ from probench.bags.layout import (
     STORAGES,
     STRING_MSGTYPE,
 )
-from probench.data.dataset import FORMULATIONS, Dataset
+from probench.data.dataset import Dataset
+from probench.vocabulary import FORMULATIONS
 
 
 @dataclass(frozen=True)

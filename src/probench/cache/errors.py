@@ -5,3 +5,7 @@ from probench.errors import CheckFailed
 
 class CacheError(CheckFailed):
     """A run folder is missing a part or holds a malformed one."""
+
+
+class RunMismatchError(CheckFailed):
+    """A run folder holds another experiment (model, dataset, settings) than the one asked for."""

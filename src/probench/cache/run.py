@@ -28,7 +28,7 @@ from typing import Any
 
 from probench.cache.atomic import write_json_atomic
 from probench.cache.errors import CacheError
-from probench.data.dataset import FORMULATIONS
+from probench.vocabulary import FORMULATIONS
 
 FSYNC_INTERVAL_S = 1.0
 

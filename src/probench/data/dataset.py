@@ -17,20 +17,13 @@ from pathlib import Path
 import numpy as np
 
 from probench.data.errors import DatasetError
+from probench.vocabulary import FORMULATIONS, KNOWN_DOMAINS, PROMPT_TYPES, TEMPLATE_PREFIX
 
-FORMULATIONS: tuple[str, ...] = ("orig", "cat", "tmpl")
-PROMPT_TYPES: tuple[str, ...] = (
-    "categorical",
-    "attributive",
-    "relational",
-    "affordance",
-    "state",
-    "part-whole",
-    "negative",
-    "compositional",
-)
-KNOWN_DOMAINS: tuple[str, ...] = ("subterranean", "industrial", "indoor", "outdoor", "urban")
-TEMPLATE_PREFIX = "a photo of "
+__all__ = [
+    "FORMULATIONS", "KNOWN_DOMAINS", "PROMPT_TYPES", "TEMPLATE_PREFIX", "Annotation", "Dataset",
+    "ImageRecord", "Query", "dataset_from_queries", "load_dataset",
+]
+
 
 
 @dataclass(frozen=True)
@@ -145,6 +138,15 @@ class Dataset:
         """SHA-256 of the canonical annotations JSON (images are named, not hashed)."""
         canonical = json.dumps(self.raw, sort_keys=True, separators=(",", ":")).encode("utf-8")
         return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+    def summary(self) -> dict[str, object]:
+        """run.json's ``dataset``: where it lives, its content hash and size."""
+        return {
+            "path": str(self.root.resolve()) if self.root is not None else None,
+            "hash": self.content_hash,
+            "n_images": len(self.images),
+            "n_queries": len(self.queries),
+        }
 
     def __len__(self) -> int:
         return len(self.images)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from probench.data.dataset import FORMULATIONS, KNOWN_DOMAINS, PROMPT_TYPES, TEMPLATE_PREFIX
+from probench.vocabulary import FORMULATIONS, KNOWN_DOMAINS, PROMPT_TYPES, TEMPLATE_PREFIX
 
 _NOUNS = ("valve", "pipe", "ladder", "door", "cable", "helmet", "drill", "box", "chair", "cart", "sign",
           "hose", "lamp", "pallet", "rock", "fence", "bucket", "tool", "panel", "vent")  # fmt: skip

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from probench.data.dataset import FORMULATIONS, PROMPT_TYPES
+from probench.vocabulary import FORMULATIONS, PROMPT_TYPES
 
 _FORMS = list(FORMULATIONS)
 _TYPES = list(PROMPT_TYPES)

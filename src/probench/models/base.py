@@ -19,6 +19,7 @@ import numpy as np
 
 from probench.detections import Detections
 from probench.models.errors import ImageInputError, PromptError
+from probench.models.spec import ModelRecord
 
 MAX_PROMPT_CHARS = 512  # a target description longer than this is almost surely a mistake
 MAX_PROMPTS = 1024
@@ -89,6 +90,10 @@ class BaseDetector:
     def __init__(self, device: str = "cpu", score_threshold: float = 0.0) -> None:
         self.device = device
         self.score_threshold = float(score_threshold)
+        # Set by the registry (probench.models.zoo.load_detector): run.json's ``model``.
+        self.model_info: ModelRecord | None = None
+        # Where the weights actually came from (a resolved path, a cache id): for logs only.
+        self.weights_source: str = ""
         self._prompts: tuple[str, ...] = ()
         self._text_state: object = None
         self.text_encoder_calls = 0

@@ -11,6 +11,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from probench.errors import UsageError
 
@@ -67,7 +68,15 @@ def check_paths(args: argparse.Namespace) -> Path:
     return out
 
 
-def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[object, float]:
+def requested_model(args: argparse.Namespace) -> dict[str, Any]:
+    """The run's model record from the flags alone (the registry's, before any load)."""
+    from probench.models.zoo import model_record
+
+    return dict(model_record(args.model, weights=args.weights, random_weights=args.random_weights,
+                             runtime=args.runtime))
+
+
+def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[Any, float]:
     """The detector the flags name, and the seconds it took to build."""
     from probench.models.zoo import load_detector
 
@@ -76,45 +85,34 @@ def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[
         args.model, device=args.device, precision=args.precision, score_threshold=score_threshold,
         weights=args.weights, random_weights=args.random_weights, runtime=args.runtime,
     )
-    info = getattr(detector, "model_info", None)
-    if isinstance(info, dict):
-        info.setdefault("runtime", args.runtime)  # recorded so a resume cannot mix runtimes
     return detector, time.perf_counter() - t0
 
 
 def run(args: argparse.Namespace) -> int:
-    from probench.cache.run import RunDir
+    from probench.cache.identity import check_folder
     from probench.data.dataset import load_dataset
-    from probench.models.infer import (
-        check_compatible,
-        check_formulations,
-        model_info,
-        run_inference,
-    )
+    from probench.models.infer import offline_identity, run_inference
+    from probench.vocabulary import parse_formulations
 
-    formulations = check_formulations([f.strip() for f in args.formulations.split(",") if f.strip()])
+    formulations = parse_formulations(args.formulations)
     if not 0.0 <= args.score_threshold <= 1.0:
         raise UsageError(f"--score-threshold must lie in [0, 1], got {args.score_threshold}")
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit must be >= 1, got {args.limit}")
     out = check_paths(args)
     dataset = load_dataset(args.dataset)
-    run_dir = RunDir(out)
-    if not args.overwrite and run_dir.info:
-        # Cheap early refusal before a slow model load; the full check runs again after.
-        early = {
-            "source": "offline", "model": model_info(args.model), "dataset": {"hash": dataset.content_hash},
-            "device": args.device, "precision": args.precision,
-        }
-        check_compatible(run_dir.info, early, out / "run.json")
+    if not args.overwrite:  # refused before a slow model load, naming the field
+        check_folder(out, offline_identity(
+            requested_model(args), dataset, device=args.device, precision=args.precision,
+            score_threshold=args.score_threshold, limit=args.limit,
+        ))
     detector, load_s = load_model(args, args.score_threshold)
     info = run_inference(
-        detector, dataset, run_dir, formulations, progress=not args.no_progress,
-        model=model_info(args.model, detector, random_weights=args.random_weights, weights=args.weights),
+        detector, dataset, out, formulations, progress=not args.no_progress,
         device=args.device, precision=args.precision, limit=args.limit, overwrite=args.overwrite,
         model_load_s=load_s,
     )
-    n = info["settings"]["n_images_evaluated"]
+    n = info["n_images_evaluated"]
     print(
         f"{out}: {info['model']['name']} on {n} image(s), formulations {','.join(info['formulations'])}, "
         f"{info['timings']['infer_s']:.1f} s of inference",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from probench.errors import UsageError
-from probench.models.cli_infer import add_common_model_arguments, check_paths, load_model
+from probench.models.cli_infer import add_common_model_arguments, check_paths, load_model, requested_model
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,10 +19,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from probench.cache.identity import check_folder
     from probench.cache.run import RunDir
     from probench.data.dataset import load_dataset
-    from probench.models.infer import model_info
-    from probench.models.latency import format_summary, run_latency
+    from probench.models.latency import format_summary, latency_identity, run_latency
 
     if args.images < 1:
         raise UsageError(f"--images must be >= 1, got {args.images}")
@@ -32,10 +32,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--runs must be >= 1, got {args.runs}")
     out = check_paths(args)
     dataset = load_dataset(args.dataset)
+    if not args.overwrite:  # refused before a slow model load, naming the field
+        check_folder(out, latency_identity(requested_model(args), dataset, device=args.device,
+                                           precision=args.precision), shared_only=True)
     detector, _load_s = load_model(args)
     result = run_latency(
         detector, dataset, RunDir(out), n_images=args.images, warmup=args.warmup, runs=args.runs,
-        model=model_info(args.model, detector, random_weights=args.random_weights, weights=args.weights),
         device=args.device, precision=args.precision, overwrite=args.overwrite,
         progress=not args.no_progress,
     )

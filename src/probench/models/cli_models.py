@@ -11,7 +11,8 @@ import json
 import os
 import sys
 
-from probench.models.zoo import ZOO, ModelSpec, tiny_names
+from probench.models.spec import ModelSpec
+from probench.models.zoo import ZOO, tiny_names, weights_present
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,15 +20,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _row(spec: ModelSpec) -> dict:
-    caps = spec.capabilities
     return {
         "name": spec.name,
         "paper_name": spec.paper_name,
         "family": spec.family,
         "backend": spec.backend,
         "checkpoint": spec.checkpoint,
-        "capabilities": dict(caps),
-        "weights_present": spec.weights_present(),
+        "capabilities": spec.capabilities.as_dict(),
+        "weights_present": weights_present(spec),
         "installable": spec.installable_here(),
         "tiny": ("tiny-" + spec.name) if spec.tiny_factory else None,
         "notes": spec.notes,

@@ -29,7 +29,3 @@ class ImageInputError(UsageError):
 
 class InferenceError(ModelError):
     """A detector failed on an image during offline inference or latency measurement."""
-
-
-class RunMismatchError(CheckFailed):
-    """A run folder holds another experiment (model, dataset, settings) than the one asked for."""

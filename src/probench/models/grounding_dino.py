@@ -31,7 +31,7 @@ import numpy as np
 from probench.detections import Detections
 from probench.models import hf_common as hf
 from probench.models.base import StageTimer
-from probench.models.zoo import ModelSpec
+from probench.models.spec import ModelSpec
 
 _SWIN_T = {"embed_dim": 96, "depths": [2, 2, 6, 2], "num_heads": [3, 6, 12, 24], "window_size": 7,
            "image_size": 224}

@@ -29,20 +29,13 @@ from typing import Any
 import numpy as np
 
 from probench import __version__
+from probench.cache.identity import RunIdentity, check_folder, clear_run, library_versions, utc_now
 from probench.cache.run import RunDir
 from probench.data.dataset import Dataset
 from probench.errors import ProbenchError, UsageError
 from probench.models.errors import InferenceError
-from probench.models.infer import (
-    check_compatible,
-    clear_run,
-    dataset_info,
-    library_versions,
-    model_info,
-    unique_prompts,
-    utc_now,
-)
 from probench.stats import summarize as summary_stats
+from probench.vocabulary import unique_prompts
 
 STAGE_KEYS = ("text", "preprocess", "forward", "postprocess")
 
@@ -162,6 +155,12 @@ def load_workload(dataset: Dataset, image_ids: Sequence[int]) -> list[tuple[int,
     return workload
 
 
+def latency_identity(model: dict[str, Any], dataset: Dataset, *, device: str, precision: str) -> RunIdentity:
+    """What a latency measurement is of (checked against the folder on the shared fields)."""
+    return RunIdentity(source="offline", model=model, dataset=dataset.summary(), device=device,
+                       precision=precision)
+
+
 def run_latency(
     detector: Any,
     dataset: Dataset,
@@ -170,7 +169,6 @@ def run_latency(
     n_images: int = 50,
     warmup: int = 3,
     runs: int = 10,
-    model: dict[str, Any] | None = None,
     device: str | None = None,
     precision: str = "fp32",
     overwrite: bool = False,
@@ -181,17 +179,13 @@ def run_latency(
     A run folder whose run.json or latency.json names another model, device, precision or
     dataset is refused unless ``overwrite`` (which clears the folder's probench files)."""
     run_dir = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
-    device = device or str(getattr(detector, "device", "cpu"))
-    model = model or model_info(str(getattr(detector, "name", "unknown")), detector)
-    identity = {"model": model, "device": device, "precision": precision,
-                "dataset": {"hash": dataset.content_hash}}
+    device = device or str(detector.device)
+    if not detector.model_info:
+        raise UsageError(f"{detector.name}: no model record (build it with load_detector)")
+    identity = latency_identity(dict(detector.model_info), dataset, device=device, precision=precision)
     if overwrite:
         clear_run(run_dir)
-    else:
-        for name in ("run.json", "latency.json"):
-            existing = run_dir.read_json(name, default=None)
-            if existing:
-                check_compatible(existing, identity, run_dir.path / name)
+    check_folder(run_dir.path, identity, shared_only=True)
     image_ids = latency_subset(dataset, n_images)
     workload = load_workload(dataset, image_ids)
     sync = cuda_sync(device)
@@ -213,11 +207,8 @@ def run_latency(
                              "(the detector's text cache); stage 'text'",
             "std": "population (ddof=0)",
         },
-        "model": model,
-        "device": device,
-        "precision": precision,
-        "random_weights": bool(model.get("random_weights", False)),
-        "dataset": dataset_info(dataset),
+        **identity.record(),
+        "random_weights": bool(identity.model.get("random_weights", False)),
         "image_ids": image_ids,
         "summary_ms": summarize(samples),
         "stages_ms": stages_ms,

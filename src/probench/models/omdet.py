@@ -23,7 +23,7 @@ import numpy as np
 from probench.detections import Detections
 from probench.models import hf_common as hf
 from probench.models.base import StageTimer
-from probench.models.zoo import ModelSpec
+from probench.models.spec import ModelSpec
 
 NMS_IOU = 0.5  # the processor's default
 TEXT_LEN = 77  # the processor's text max_length

@@ -23,7 +23,7 @@ import numpy as np
 from probench.detections import Detections
 from probench.models import hf_common as hf
 from probench.models.base import StageTimer
-from probench.models.zoo import ModelSpec
+from probench.models.spec import ModelSpec
 
 # Real-size configs (from the checkpoints' config.json), used for random_weights builds.
 REAL_CONFIGS: dict[str, dict[str, Any]] = {

@@ -28,7 +28,7 @@ import numpy as np
 from probench.detections import Detections
 from probench.models import hf_common as hf
 from probench.models.base import StageTimer
-from probench.models.zoo import ModelSpec
+from probench.models.spec import ModelSpec
 
 TEXT_LEN = 32  # Sam3Processor's max_length
 PROMPT_BATCH = 16  # prompts per forward (memory bound on the image features copies)

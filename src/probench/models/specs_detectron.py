@@ -19,7 +19,7 @@ What makes it work (e.g. in a CUDA docker image)::
 
 from __future__ import annotations
 
-from probench.models.zoo import ModelSpec
+from probench.models.spec import Capabilities, ModelSpec
 
 CHECKPOINT = "Detic_LCOCOI21k_CLIP_SwinB_896b32_4x_ft4x_max-size.pth"
 CONFIG = "configs/Detic_LCOCOI21k_CLIP_SwinB_896b32_4x_ft4x_max-size.yaml"
@@ -38,14 +38,7 @@ SPECS: list[ModelSpec] = [
         family="detic",
         backend="detectron2",
         checkpoint=CHECKPOINT,
-        capabilities={
-            "masks": True,
-            "tensorrt": False,
-            "onnx": False,
-            "batched": False,
-            "text_cache": True,
-            "text_cache_level": "full",
-        },
+        capabilities=Capabilities(masks=True, text_cache="per-prompt"),
         factory="probench.models.detic:build",
         tiny_factory=None,  # detectron2 does not install here: no tiny variant to test with
         notes=(

@@ -6,31 +6,26 @@ checkpoint, the choice and its uncertainty are in ``notes`` (and docs/MODELS.md)
 
 from __future__ import annotations
 
-from probench.models.zoo import ModelSpec
+from probench.models.spec import Capabilities, ModelSpec, TextCache
 
 _HF = ("torch", "transformers")
 _HINT = "pip install torch transformers (the project venv has both)"
 
 
 def _caps(
-    *, masks: bool = False, batched: bool = True, text_cache: str = "full", export: bool = False
-) -> dict:
+    *, masks: bool = False, batched: bool = True, text_cache: TextCache = "per-prompt", export: bool = False
+) -> Capabilities:
     # export: the image path exports to ONNX (ONNX Runtime on CPU, TensorRT FP16 on GPU);
     # probench.models.accel does it for the OWL family only.
     # batched: detect_batch runs several images in one forward (OWL only; the others loop).
-    return {
-        "masks": masks,
-        "tensorrt": export,
-        "onnx": export,
-        "batched": batched,
-        "text_cache": text_cache != "none",
-        # "full": the text encoder runs once per prompt set, never per frame.
-        "text_cache_level": text_cache,
-    }
+    return Capabilities(
+        masks=masks, batched=batched, onnx=export, tensorrt=export, text_cache=text_cache,
+        accel="owl" if export else None,
+    )
 
 
 def _spec(
-    name: str, paper: str, family: str, checkpoint: str, module: str, caps: dict, notes: str
+    name: str, paper: str, family: str, checkpoint: str, module: str, caps: Capabilities, notes: str
 ) -> ModelSpec:
     return ModelSpec(
         name=name,
@@ -78,7 +73,7 @@ SPECS: list[ModelSpec] = [
     ),
     _spec(
         "grounding-dino-s-t", "G-DINO-S-T", "grounding-dino", "IDEA-Research/grounding-dino-base",
-        "grounding_dino", _caps(batched=False),
+        "grounding_dino", _caps(batched=False, text_cache="per-set"),
         "UNCERTAIN mapping: the paper lists G-DINO-S-T next to G-DINO-T without a checkpoint. "
         "IDEA-Research publishes only grounding-dino-tiny (Swin-T) and grounding-dino-base "
         "(Swin-B) on the hub; S-T is taken to be the larger one (its latency, 294.8 ms vs "
@@ -87,26 +82,26 @@ SPECS: list[ModelSpec] = [
     ),
     _spec(
         "grounding-dino-t", "G-DINO-T", "grounding-dino", "IDEA-Research/grounding-dino-tiny",
-        "grounding_dino", _caps(batched=False),
+        "grounding_dino", _caps(batched=False, text_cache="per-set"),
         "Grounding DINO Swin-T (OGC), transformers GroundingDinoForObjectDetection.",
     ),
     _spec(
         "llmdet-l", "LLMDet-L", "mm-grounding-dino", "iSEE-Laboratory/llmdet_large",
-        "grounding_dino", _caps(batched=False),
+        "grounding_dino", _caps(batched=False, text_cache="per-set"),
         "LLMDet Swin-L; transformers loads it with the MM Grounding DINO classes "
         "(MMGroundingDinoForObjectDetection); inference identical to MM-GD.",
     ),
     _spec(
         "mm-grounding-dino-l", "MM-G-D-L", "mm-grounding-dino",
         "openmmlab-community/mm_grounding_dino_large_o365v2_oiv6_goldg", "grounding_dino",
-        _caps(batched=False),
+        _caps(batched=False, text_cache="per-set"),
         "MM Grounding DINO Swin-L pre-trained on O365v2+OIv6+GoldG (the large checkpoint "
         "without COCO-style fine-tuning data; *_large_all is the other public one).",
     ),
     _spec(
         "mm-grounding-dino-t", "MM-G-D-T", "mm-grounding-dino",
         "openmmlab-community/mm_grounding_dino_tiny_o365v1_goldg_v3det", "grounding_dino",
-        _caps(batched=False),
+        _caps(batched=False, text_cache="per-set"),
         "MM Grounding DINO Swin-T, O365v1+GoldG+V3Det (transformers' reference tiny "
         "checkpoint); the paper does not name the pre-training mix, so this is assumed.",
     ),

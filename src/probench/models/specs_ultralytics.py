@@ -13,7 +13,7 @@ Checkpoint mapping (paper row -> ultralytics asset):
 
 from __future__ import annotations
 
-from probench.models.zoo import ModelSpec
+from probench.models.spec import Capabilities, ModelSpec
 
 _MODULE = "probench.models.ultra"
 _REQUIRES = ("torch", "ultralytics")
@@ -39,15 +39,12 @@ TEXT_ENCODERS = {
 }
 
 
-def _caps(masks: bool) -> dict:
-    return {
-        "masks": masks,
-        "tensorrt": True,  # ultralytics engine export, vocabulary baked in (untested here: no GPU)
-        "onnx": True,  # ultralytics ONNX export with the vocabulary baked in
-        "batched": True,
-        "text_cache": True,
-        "text_cache_level": "full",
-    }
+def _caps(masks: bool) -> Capabilities:
+    # onnx / tensorrt: ultralytics' own export with the vocabulary baked in (TensorRT
+    # untested here: no GPU).
+    return Capabilities(
+        masks=masks, batched=True, onnx=True, tensorrt=True, text_cache="per-prompt", accel="ultralytics"
+    )
 
 
 def _spec(name: str, paper: str, family: str, checkpoint: str, masks: bool, notes: str) -> ModelSpec:

@@ -1,4 +1,4 @@
-"""The model zoo: every configuration of the paper's Table II by name, plus test variants.
+"""The model registry: every configuration of the paper's Table II by name, plus test variants.
 
 Names:
 - ``<name>`` (e.g. ``owlv2-b``): the real model; weights from ``weights=`` (a local folder)
@@ -10,29 +10,26 @@ Names:
   weights (same predictions in every process); ``tiny-owlv2`` is ``tiny-owlv2-b``.
 - ``test-instant``, ``test-slow-<N>ms``: scripted detectors (:mod:`probench.models.testing`).
 
-Spec lists come from light modules (no torch import): ``specs_transformers``,
-``specs_ultralytics`` and ``specs_detectron``, each with a module-level ``SPECS``; the zoo
-is filled on first use and ordered like Table II.
-
-Factory contract (``ModelSpec.factory`` / ``tiny_factory`` are ``"module:function"``):
-``factory(spec, *, device, precision, score_threshold, weights, random_weights) -> Detector``
-and ``tiny_factory(spec, *, device, precision, score_threshold) -> Detector``.
-:func:`load_detector` then sets ``detector.model_info`` (the ``model`` object of run.json).
+Doors run one way: spec lists (``specs_*``, light: no torch) and adapters import
+:mod:`probench.models.spec`; this module imports the spec lists, builds a PyTorch detector
+with the spec's factory and, for another runtime, hands it to :mod:`probench.models.accel`,
+which never imports this module.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-from probench.models.base import Detector
-from probench.models.errors import ModelError, UnknownModelError
+from probench.models import specs_detectron, specs_transformers, specs_ultralytics
+from probench.models.base import BaseDetector
+from probench.models.errors import BackendUnavailableError, ModelError, UnknownModelError
+from probench.models.spec import RUNTIMES, TINY_PREFIX, ModelRecord, ModelSpec
 from probench.models.testing import scripted_detector
 
-TINY_PREFIX = "tiny-"
 ALIASES = {"owlv2": "owlv2-b"}  # tiny-owlv2 must always exist (CONTRACTS §4)
 
 # The rows of the paper's Table II, in its order.
@@ -40,140 +37,23 @@ PAPER_ORDER = (
     "SAM3-Lite", "OWLv2-L", "OWLv2-B", "SAM3", "OmDet-T", "YOLOE-X", "YOLOE-S", "OWL-ViT",
     "G-DINO-S-T", "YOLO-W-X", "Detic", "YOLO-W-S", "G-DINO-T", "LLMDet-L", "MM-G-D-L", "MM-G-D-T",
 )
-
-# Modules holding spec lists. A missing module is an error, not a silent gap in the zoo.
-SPEC_MODULES = (
-    "probench.models.specs_transformers",
-    "probench.models.specs_ultralytics",
-    "probench.models.specs_detectron",
-)
+TINY_SOURCE = "tiny config, random init (deterministic seed)"
+RANDOM_SOURCE = "random init (real-size config)"
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str  # zoo name, e.g. "owlv2-b"
-    paper_name: str  # Table II row, e.g. "OWLv2-B"
-    family: str  # "owl", "grounding-dino", "omdet", "sam3", "yolo-world", ...
-    backend: str  # "transformers", "ultralytics", "detectron2", "scripted"
-    checkpoint: str  # hub id / weights file name of the published weights
-    # masks, tensorrt, onnx, batched, text_cache (bools); text_cache_level: "full" | "tokens" | "none"
-    capabilities: dict = field(default_factory=dict)
-    factory: str | None = None  # "module:function" building the real model (see module doc)
-    tiny_factory: str | None = None  # "module:function" building the tiny variant, or None
-    notes: str = ""  # checkpoint mapping, uncertainty, what is not supported
-    install_hint: str = ""  # how to make the backend available where it is not
-    requires: tuple[str, ...] = ()  # importable modules the backend needs ("transformers", ...)
-
-    def installable_here(self) -> bool:
-        """Whether every module the backend needs can be imported here (no import done)."""
-        for mod in self.requires:
-            try:
-                if importlib.util.find_spec(mod) is None:
-                    return False
-            except (ImportError, ValueError):
-                return False
-        return self.factory is not None
-
-    def weights_present(self) -> bool:
-        """Whether the real weights are in the local cache (no network)."""
-        if self.backend == "transformers":
-            from probench.models.hf_common import weights_in_cache
-
-            return weights_in_cache(self.checkpoint)
-        checker = _optional_attr(self.factory, "weights_present")
-        return bool(checker(self)) if checker else False
-
-    def info(self, **extra: Any) -> dict:
-        """The ``model`` object of run.json (DESIGN.md)."""
-        out = {
-            "name": self.name,
-            "paper_name": self.paper_name,
-            "family": self.family,
-            "backend": self.backend,
-            "checkpoint": self.checkpoint,
-        }
-        out.update(extra)
-        return out
-
-
-def _optional_attr(target: str | None, attr: str) -> Callable | None:
-    """``attr`` of the module named in ``"module:function"``, or None."""
-    if not target:
-        return None
-    module_name = target.split(":", 1)[0]
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError:
-        return None
-    return getattr(module, attr, None)
-
-
-def _collect() -> dict[str, ModelSpec]:
+def _collect() -> Mapping[str, ModelSpec]:
     zoo: dict[str, ModelSpec] = {}
-    for module_name in SPEC_MODULES:
-        module = importlib.import_module(module_name)  # a broken spec module must not hide
+    for module in (specs_transformers, specs_ultralytics, specs_detectron):
         for spec in module.SPECS:
             if spec.name in zoo:
-                raise ModelError(f"model {spec.name!r} registered twice ({module_name})")
+                raise ModelError(f"model {spec.name!r} registered twice ({module.__name__})")
             zoo[spec.name] = spec
     # Table II order (best mAP first), so listings read like the paper.
     rank = {p: i for i, p in enumerate(PAPER_ORDER)}
-    return dict(sorted(zoo.items(), key=lambda kv: rank.get(kv[1].paper_name, len(rank))))
+    return MappingProxyType(dict(sorted(zoo.items(), key=lambda kv: rank.get(kv[1].paper_name, len(rank)))))
 
 
-class _LazyZoo(dict):
-    """The zoo dict, filled on first use: spec modules import ModelSpec from here, so filling
-    it at import time would be circular whichever module is imported first."""
-
-    _loaded = False
-
-    def _load(self) -> None:
-        if not self._loaded:
-            self._loaded = True
-            try:
-                super().update(_collect())
-            except BaseException:
-                self._loaded = False
-                raise
-
-    def __getitem__(self, key: str) -> ModelSpec:
-        self._load()
-        return super().__getitem__(key)
-
-    def __contains__(self, key: object) -> bool:
-        self._load()
-        return super().__contains__(key)
-
-    def __iter__(self):
-        self._load()
-        return super().__iter__()
-
-    def __len__(self) -> int:
-        self._load()
-        return super().__len__()
-
-    def __repr__(self) -> str:
-        self._load()
-        return super().__repr__()
-
-    def get(self, key: str, default: object = None) -> object:
-        self._load()
-        return super().get(key, default)
-
-    def keys(self):
-        self._load()
-        return super().keys()
-
-    def values(self):
-        self._load()
-        return super().values()
-
-    def items(self):
-        self._load()
-        return super().items()
-
-
-ZOO: dict[str, ModelSpec] = _LazyZoo()
+ZOO: Mapping[str, ModelSpec] = _collect()
 
 
 def list_models() -> list[ModelSpec]:
@@ -207,15 +87,66 @@ def resolve(name: str) -> tuple[ModelSpec, bool]:
     return spec, tiny
 
 
-def _import_factory(target: str) -> Callable[..., Detector]:
+def check_model_name(name: str) -> None:
+    """A zoo, ``tiny-*`` or ``test-*`` name, checked without building anything."""
+    if scripted_detector(name) is None:
+        resolve(name)
+
+
+def weights_present(spec: ModelSpec) -> bool:
+    """Whether the real weights are in the local cache (no network, no torch import)."""
+    if spec.backend == "transformers":
+        from probench.models.hf_common import weights_in_cache
+
+        return weights_in_cache(spec.checkpoint)
+    if spec.backend == "ultralytics":
+        from probench.models.ultra import weights_present as ultra_weights_present
+
+        return ultra_weights_present(spec)
+    return False
+
+
+def model_record(
+    name: str, *, weights: str | None = None, random_weights: bool = False, runtime: str = "torch"
+) -> ModelRecord:
+    """run.json's ``model`` for a model asked for by these arguments. Built from the
+    arguments and the spec alone, so the same call gives the same record before the model
+    loads (a resume check), after it loads, and in another process (the evaluator)."""
+    if runtime not in RUNTIMES:
+        from probench.errors import UsageError
+
+        raise UsageError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
+    if scripted_detector(name) is not None:
+        return ModelRecord(
+            name=name, paper_name=name, family="scripted", backend="scripted", checkpoint="",
+            random_weights=False, weights_source="scripted", runtime=runtime,
+        )
+    spec, tiny = resolve(name)
+    if tiny:
+        source = TINY_SOURCE
+    elif random_weights:
+        source = RANDOM_SOURCE
+    elif weights:
+        source = str(Path(weights).expanduser().resolve())
+    else:
+        source = spec.checkpoint  # the local hub / ultralytics cache; never downloaded
+    return ModelRecord(
+        name=name, paper_name=spec.paper_name, family=spec.family, backend=spec.backend,
+        checkpoint=spec.checkpoint, random_weights=bool(tiny or random_weights),
+        weights_source=source, runtime=runtime,
+    )
+
+
+def _import_factory(target: str) -> Callable[..., Any]:
     module_name, _, func = target.partition(":")
+    if not module_name or not func:
+        raise ModelError(f"malformed factory {target!r} (expected 'module:function')")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        from probench.models.errors import BackendUnavailableError
-
         raise BackendUnavailableError(f"cannot import {module_name}: {exc}") from exc
-    return getattr(module, func)
+    factory: Callable[..., Any] = getattr(module, func)
+    return factory
 
 
 def load_detector(
@@ -227,50 +158,48 @@ def load_detector(
     weights: str | None = None,
     random_weights: bool = False,
     runtime: str = "torch",
-) -> Detector:
+    engine_cache: str | None = None,
+) -> BaseDetector:
     """Build a detector by zoo name. Never downloads: real weights come from ``weights``
     (a local folder) or the local Hugging Face / ultralytics cache. ``runtime``
-    ("torch", "onnxruntime", "tensorrt"): see :mod:`probench.models.accel`."""
-    if runtime != "torch":
-        from probench.models.accel import load_accelerated
-
-        return load_accelerated(
-            name, runtime=runtime, device=device, precision=precision,
-            score_threshold=score_threshold, weights=weights, random_weights=random_weights,
-        )
+    ("torch", "onnxruntime", "tensorrt"): the PyTorch detector is built first, then handed
+    to :mod:`probench.models.accel`. The detector's ``model_info`` is :func:`model_record`."""
+    record = model_record(name, weights=weights, random_weights=random_weights, runtime=runtime)
     scripted = scripted_detector(name, device=device, score_threshold=score_threshold)
     if scripted is not None:
-        scripted.model_info = {
-            "name": name, "paper_name": name, "family": "scripted", "backend": "scripted",
-            "checkpoint": "", "random_weights": False, "weights_source": "scripted",
-        }
+        if runtime != "torch":
+            from probench.models.accel.errors import UnsupportedRuntimeError
+
+            raise UnsupportedRuntimeError(f"{name}: a scripted test model runs in Python only")
+        scripted.model_info = record
         return scripted
     spec, tiny = resolve(name)
-    if not spec.installable_here() and not tiny:
-        from probench.models.errors import BackendUnavailableError
+    if runtime != "torch":
+        from probench.models.accel import check_runtime
 
+        check_runtime(spec, runtime, device=device, precision=precision)  # before any build
+    if not spec.installable_here() and not tiny:
         raise BackendUnavailableError(
             f"{spec.name} ({spec.paper_name}) needs {', '.join(spec.requires) or spec.backend}, "
             f"which is not installed here. {spec.install_hint}".strip()
         )
+    det: BaseDetector
     if tiny:
         if weights or random_weights:
             from probench.errors import UsageError
 
             raise UsageError(f"{name} is a tiny test model: it takes neither weights nor random_weights")
-        det = _import_factory(spec.tiny_factory)(
+        det = _import_factory(spec.tiny_factory or "")(
             spec, device=device, precision=precision, score_threshold=score_threshold
         )
-        source = "tiny config, random init (deterministic seed)"
     else:
-        det = _import_factory(spec.factory)(
+        det = _import_factory(spec.factory or "")(
             spec, device=device, precision=precision, score_threshold=score_threshold,
             weights=weights, random_weights=random_weights,
         )
-        source = getattr(det, "weights_source", None) or (
-            "random init (real-size config)" if random_weights else (weights or spec.checkpoint)
-        )
-    det.model_info = spec.info(
-        name=name, random_weights=bool(tiny or random_weights), weights_source=source
-    )
+    if runtime != "torch":
+        from probench.models.accel import wrap
+
+        det = wrap(det, spec, runtime, cache_dir=engine_cache)
+    det.model_info = record
     return det

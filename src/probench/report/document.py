@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from probench import __version__
-from probench.data.dataset import PROMPT_TYPES
 from probench.report.load import Entry
 from probench.report.table import format_number
+from probench.vocabulary import PROMPT_TYPES
 
 GROUP_ORDER: dict[str, tuple[str, ...]] = {
     "by_prompt_type": PROMPT_TYPES,

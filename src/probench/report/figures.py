@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from probench.cache.atomic import write_bytes_atomic
-from probench.report.load import FORMULATIONS, Entry
+from probench.report.load import Entry
+from probench.vocabulary import FORMULATIONS
 
 SWEEP: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 BUDGET_MS = 33.3  # 30 Hz: the paper's real-time operational reference

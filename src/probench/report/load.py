@@ -14,6 +14,7 @@ from pathlib import Path
 
 from probench.errors import ProbenchError
 from probench.report.errors import ReportError, ReportUsageError
+from probench.vocabulary import FORMULATIONS
 
 # The columns of the paper's Table II, in order (shared/spec/table2.csv).
 COLUMNS: tuple[str, ...] = (
@@ -21,7 +22,6 @@ COLUMNS: tuple[str, ...] = (
     "delta_max", "best_formulation", "pcr50", "plc",
 )  # fmt: skip
 NUMERIC: tuple[str, ...] = tuple(c for c in COLUMNS if c not in ("model", "best_formulation"))
-FORMULATIONS = ("orig", "cat", "tmpl")
 RANDOM_MARK = " (random weights)"
 TINY_MARK = " tiny"  # a tiny-<name> test variant: the adapter's code path, not the real architecture
 PAPER_MARK = " (paper)"

@@ -22,9 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-from probench.data.dataset import FORMULATIONS
 from probench.errors import CheckFailed, UsageError
 from probench.ros.graph import MODES
+from probench.vocabulary import FORMULATIONS
 
 _SIGTERM_GRACE_S = 5.0
 
@@ -89,6 +89,7 @@ def _stop(proc: subprocess.Popen, *, signalled: bool = False) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from probench.bags.reader import ProbenchBag
+    from probench.models.zoo import check_model_name
     from probench.ros.graph import command_line, eval_graph, parse_formulations
 
     if args.domain_id is not None and not 0 <= args.domain_id <= 232:
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--{name.replace('_', '-')} must be positive, got {value}")
     with ProbenchBag(args.bag) as bag:  # a bad bag fails here, in one line, before any node starts
         n_frames = bag.n_frames
-    _check_model(args.model)
+    check_model_name(args.model)  # a one-line usage error, before any node starts
     graph = eval_graph(
         bag=args.bag, out=args.out, model=args.model, device=args.device, mode=args.mode, rate=args.rate,
         formulations=parse_formulations(args.formulations) if args.formulations else None,
@@ -145,16 +146,6 @@ def run(args: argparse.Namespace) -> int:
     print(summary_table(metrics, info))
     print(f"run folder: {args.out}  (probench report {args.out} --out DIR)")
     return 0
-
-
-def _check_model(name: str) -> None:
-    """A zoo (or test-*) name, checked without loading it (the grounding node loads it)."""
-    from probench.models.testing import scripted_detector
-    from probench.models.zoo import resolve
-
-    if scripted_detector(name) is not None:
-        return
-    resolve(name)  # UnknownModelError (a one-line usage error) for a name not in the zoo
 
 
 def _fmt(v: object, pct: bool = False) -> str:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from probench.errors import CheckFailed
-from probench.models.infer import detections_to_results, unique_prompts
 from probench.stats import summarize
+from probench.vocabulary import AttributionError, detections_to_results, unique_prompts
 
 
 class PlanError(CheckFailed):
@@ -79,10 +79,6 @@ def plan_groups(
             continue
         groups.setdefault(fp.texts, Group(formulation, fp.texts)).frames.append(fp)
     return list(groups.values()), empty
-
-
-class AttributionError(Exception):
-    """A detection array does not belong to the frame/prompt set it claims (never credited)."""
 
 
 def results_for_frame(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,21 +22,20 @@ def run_evaluation(node: Any) -> dict:
     """Replay, record, score. Returns the metrics dict (also in RUN/metrics.json)."""
     from probench.bags.reader import ProbenchBag
 
-    t_start = time.monotonic()
     bag = ProbenchBag(node.cfg["bag"])
     try:
-        return _run(node, bag, t_start)
+        return _run(node, bag)
     finally:
         bag.close()
 
 
-def _run(node: Any, bag: Any, t_start: float) -> dict:
+def _run(node: Any, bag: Any) -> dict:
     from rclpy.serialization import deserialize_message
     from tqdm import tqdm
 
-    from probench import __version__
-    from probench.cache.run import JsonlLog, RunDir
-    from probench.models.infer import check_compatible, dataset_info, library_versions, utc_now
+    from probench.cache.identity import RunIdentity, open_run
+    from probench.cache.run import JsonlLog
+    from probench.models.zoo import model_record
     from probench.scoring import score_run
 
     cfg = node.cfg
@@ -47,8 +45,8 @@ def _run(node: Any, bag: Any, t_start: float) -> dict:
     node.make_image_publisher(compressed)
 
     grounding = node.query_grounding_parameters(timeout=cfg["startup_timeout"])
-    model_name = str(grounding.get("model") or "unknown")
-    model = model_record(model_name, str(grounding.get("weights") or ""))
+    weights = str(grounding.get("weights") or "") or None
+    model = model_record(str(grounding.get("model") or ""), weights=weights)
     settings = {
         "mode": cfg["mode"],
         "rate_hz": cfg["rate_hz"],
@@ -59,30 +57,17 @@ def _run(node: Any, bag: Any, t_start: float) -> dict:
         "image_reliability": grounding.get("image_reliability"),
         "compressed": compressed,
     }
-    run = RunDir(cfg["out"]).create()
-    info = {
-        "probench_version": __version__,
-        "created": utc_now(),
-        "source": "ros",
-        "status": "running",
-        "model": model,
-        "device": grounding.get("device"),
-        "precision": grounding.get("precision"),
+    bag_path = str(Path(cfg["bag"]).resolve())
+    identity = RunIdentity(
+        source="ros", model=model,
         # the dataset came embedded in the bag: no folder path, the bag instead
-        "dataset": {**dataset_info(dataset), "path": None, "bag": str(Path(cfg["bag"]).resolve())},
-        "formulations": cfg["formulations"],
-        "settings": settings,
-        "versions": library_versions(),
-        "ros": {"mode": cfg["mode"], "rate_hz": cfg["rate_hz"], "bag": str(Path(cfg["bag"]).resolve()),
-                "grounding_node": cfg["grounding_node"]},
-    }
-    old = run.info
-    if old:
-        check_compatible(old, info, run.path)
-        info["created"] = old.get("created", info["created"])
-        info["formulations"] = [f for f in ("orig", "cat", "tmpl")
-                                if f in set(old.get("formulations", [])) | set(cfg["formulations"])]
-    run.write_info(info)
+        dataset={**dataset.summary(), "path": None, "bag": bag_path},
+        device=str(grounding.get("device")), precision=str(grounding.get("precision")), settings=settings,
+    )
+    session = open_run(cfg["out"], identity, formulations=cfg["formulations"], timing_key="eval_s", extra={
+        "ros": {"mode": cfg["mode"], "rate_hz": cfg["rate_hz"], "bag": bag_path,
+                "grounding_node": cfg["grounding_node"]}})
+    run = session.run
 
     rt_log = JsonlLog(run.path / REALTIME_LOG)
     sink: queue.Queue = queue.Queue()
@@ -150,10 +135,7 @@ def _run(node: Any, bag: Any, t_start: float) -> dict:
                 raise failure[0]
             w.finalize()
     except BaseException as exc:
-        interrupted = isinstance(exc, KeyboardInterrupt) or getattr(exc, "exit_code", None) == 130
-        info["status"] = "interrupted" if interrupted else "failed"
-        info["error"] = f"{type(exc).__name__}: {exc}"
-        run.write_info(info)
+        session.fail(exc)
         raise
     finally:
         sink.put(None)
@@ -172,35 +154,10 @@ def _run(node: Any, bag: Any, t_start: float) -> dict:
     records.close()
     realtime["stray_messages"] = node.stray
     run.write_json("realtime.json", realtime)
-    info["status"] = "complete"
-    info.pop("error", None)
-    info.setdefault("timings", {})["eval_s"] = round(time.monotonic() - t_start, 3)
-    run.write_info(info)
+    session.finish()
     metrics = score_run(dataset, run.path)
     run.write_json("metrics.json", metrics)
     return metrics
-
-
-def model_record(name: str, weights: str = "") -> dict[str, Any]:
-    """run.json's ``model`` for the model the grounding node runs (known by name only here:
-    the detector lives in the other process). ``tiny-*`` models have random weights."""
-    from probench.models.errors import UnknownModelError
-    from probench.models.testing import scripted_detector
-    from probench.models.zoo import resolve
-
-    if scripted_detector(name) is not None:
-        return {"name": name, "paper_name": name, "family": "scripted", "backend": "scripted",
-                "checkpoint": "", "random_weights": False, "weights_source": "scripted"}
-    try:
-        spec, tiny = resolve(name)
-    except UnknownModelError:
-        return {"name": name, "paper_name": name, "family": "unknown", "backend": "unknown",
-                "checkpoint": "", "random_weights": False, "weights_source": weights or "unknown"}
-    return {
-        "name": name, "paper_name": spec.paper_name, "family": spec.family, "backend": spec.backend,
-        "checkpoint": spec.checkpoint, "random_weights": tiny,
-        "weights_source": "random" if tiny else (weights or spec.checkpoint),
-    }
 
 
 def prefetch(items: Iterator[Any], depth: int = 8) -> Iterator[Any]:

@@ -94,7 +94,7 @@ def _make_node_class() -> type:
 
         # -- configuration ------------------------------------------------------------
         def _read_parameters(self) -> dict[str, Any]:
-            from probench.models.infer import check_formulations
+            from probench.vocabulary import parse_formulations
 
             cfg = {name: self.get_parameter(name).value for name in PARAMETERS}
             if not cfg["bag"]:
@@ -108,7 +108,7 @@ def _make_node_class() -> type:
                     raise ParameterValueError(f"{name} must be positive, got {cfg[name]}")
                 cfg[name] = float(cfg[name])
             try:
-                cfg["formulations"] = check_formulations(list(cfg["formulations"] or []))
+                cfg["formulations"] = parse_formulations(list(cfg["formulations"] or []))
             except ProbenchError as exc:
                 raise ParameterValueError(f"formulations: {exc}") from None
             return cfg

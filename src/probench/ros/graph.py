@@ -21,6 +21,7 @@ from typing import Any
 
 from probench.errors import UsageError
 from probench.ros.node_spec import PACKAGE, grounding_node_description
+from probench.vocabulary import parse_formulations
 
 EVALUATOR_EXECUTABLE = "evaluator_node"
 EVALUATOR_NAME = "evaluator_node"
@@ -65,17 +66,6 @@ def _positive_float(name: str, text: str) -> float:
     if not value > 0:
         raise UsageError(f"{name} must be positive, got {text!r}")
     return value
-
-
-def parse_formulations(text: str) -> list[str]:
-    from probench.data.dataset import FORMULATIONS
-
-    items = [f.strip() for f in text.split(",") if f.strip()]
-    bad = [f for f in items if f not in FORMULATIONS]
-    if bad or not items:
-        raise UsageError(f"formulations must be a comma-separated subset of {','.join(FORMULATIONS)}, "
-                         f"got {text!r}")
-    return [f for f in FORMULATIONS if f in items]
 
 
 def eval_graph(

@@ -1,7 +1,8 @@
 """Accelerated runtimes for zoo detectors: ONNX Runtime and TensorRT.
 
-``load_accelerated(name, runtime=...)`` builds the PyTorch detector with
-:func:`probench.models.zoo.load_detector`, then:
+The registry (:func:`probench.models.zoo.load_detector`) builds the PyTorch detector and
+hands it to :func:`wrap` with its spec; the wrapper is chosen from the spec's data
+(``Capabilities.accel``), never by importing the registry:
 
 =============  ======================================  =========================================
 runtime        OWL-ViT / OWLv2 (transformers)          YOLO-World / YOLOE (ultralytics)
@@ -23,53 +24,40 @@ from __future__ import annotations
 
 from typing import Any
 
-RUNTIMES = ("torch", "onnxruntime", "tensorrt")
+from probench.errors import UsageError
+from probench.models.spec import RUNTIMES, ModelSpec
 
 
-def load_accelerated(
-    name: str,
-    *,
-    runtime: str = "torch",
-    device: str = "cpu",
-    precision: str = "fp32",
-    score_threshold: float = 0.0,
-    weights: str | None = None,
-    random_weights: bool = False,
-    cache_dir: str | None = None,
-) -> Any:
-    """A zoo detector on the given runtime (see the module doc for what each one does)."""
-    from probench.errors import UsageError
-    from probench.models.zoo import load_detector
+def check_runtime(spec: ModelSpec, runtime: str, *, device: str, precision: str) -> None:
+    """Refuse an impossible runtime before any model is built (a clear one-line error)."""
+    from probench.models.accel.errors import UnsupportedRuntimeError
 
     if runtime not in RUNTIMES:
         raise UsageError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
+    if runtime == "torch":
+        return
+    caps = spec.capabilities
+    if caps.accel is None or not (caps.onnx if runtime == "onnxruntime" else caps.tensorrt):
+        raise UnsupportedRuntimeError(
+            f"{spec.name}: no {runtime} path (provided for owlvit, owlv2-*, yolo-world-*, yoloe-*; "
+            "the others run in PyTorch)"
+        )
     if runtime == "tensorrt":
         from probench.models.accel.tensorrt import require_tensorrt
 
-        require_tensorrt(device)  # fail before any model is built
+        require_tensorrt(device)
     if runtime == "onnxruntime" and precision != "fp32":
         raise UsageError("the onnxruntime path runs in fp32; use --precision fp32")
-    base = load_detector(
-        name, device=device, precision=precision, score_threshold=score_threshold,
-        weights=weights, random_weights=random_weights,
-    )
-    if runtime == "torch":
-        return base
+
+
+def wrap(base: Any, spec: ModelSpec, runtime: str, *, cache_dir: str | None = None) -> Any:
+    """``base`` (the spec's PyTorch detector) on ``runtime`` (see the module doc)."""
     from probench.models.accel.cache import ArtifactCache
-
-    cache = ArtifactCache(cache_dir)
-    det = _wrap(base, runtime, cache)
-    info = dict(getattr(base, "model_info", {}) or {})
-    info["runtime"] = runtime
-    det.model_info = info
-    return det
-
-
-def _wrap(base: Any, runtime: str, cache: Any) -> Any:
     from probench.models.accel.errors import UnsupportedRuntimeError
 
-    backend = type(base).__module__
-    if backend == "probench.models.owl":
+    cache = ArtifactCache(cache_dir)
+    family = spec.capabilities.accel
+    if family == "owl":
         if runtime == "onnxruntime":
             from probench.models.accel.ort import to_onnxruntime
 
@@ -77,11 +65,8 @@ def _wrap(base: Any, runtime: str, cache: Any) -> Any:
         from probench.models.accel.tensorrt import to_tensorrt
 
         return to_tensorrt(base, cache)
-    if backend == "probench.models.ultra":
+    if family == "ultralytics":
         from probench.models.accel.ultra_export import to_exported
 
         return to_exported(base, "onnx" if runtime == "onnxruntime" else "engine", cache)
-    raise UnsupportedRuntimeError(
-        f"{getattr(base, 'name', base)}: no {runtime} path (provided for owlvit, owlv2-*, "
-        "yolo-world-*, yoloe-*; the others run in PyTorch)"
-    )
+    raise UnsupportedRuntimeError(f"{spec.name}: no {runtime} path")

@@ -1,0 +1,265 @@
+"""One run folder's identity and status, written once for every producer.
+
+``probench infer`` (one process or on Ray), ``probench latency`` and the ROS evaluator all
+open their run folder through :func:`open_run`: it builds ``run.json`` from a
+:class:`RunIdentity`, refuses a folder that holds another experiment (naming the first
+field that differs), resumes a compatible one (keeping its creation time, accumulating its
+timings, counting resumes) and records the status as the run goes:
+
+``running`` -> ``complete`` | ``incomplete`` (formulations asked for earlier are still
+missing) | ``interrupted`` (Ctrl-C, SIGTERM) | ``failed`` (with ``error``).
+
+A folder killed with SIGKILL keeps ``running``; the next run with the same identity resumes
+it (the prediction logs say what is done).
+
+Identity: ``source``, the model record (name, checkpoint, random_weights, weights_source,
+runtime), the dataset hash, device, precision and the producer's ``settings``. A latency
+measurement shares the folder of an inference run of the same model: it is checked on the
+shared part only (model, dataset, device, precision).
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from probench import __version__
+from probench.cache.errors import RunMismatchError
+from probench.cache.run import RunDir
+from probench.errors import UsageError
+from probench.vocabulary import FORMULATIONS
+
+# Libraries whose versions can change predictions; looked up without importing them.
+_VERSIONED = (
+    "torch", "torchvision", "transformers", "ultralytics", "timm", "numpy",
+    "opencv-python-headless", "opencv-python", "onnxruntime", "onnxruntime-gpu", "tensorrt", "ray",
+)
+# What makes two runs the same experiment: resuming across a difference is refused.
+SHARED_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("model", "name"),
+    ("model", "checkpoint"),
+    ("model", "random_weights"),
+    ("model", "weights_source"),
+    ("model", "runtime"),
+    ("dataset", "hash"),
+    ("device",),
+    ("precision",),
+)
+RUN_FIELDS: tuple[tuple[str, ...], ...] = (("source",), *SHARED_FIELDS, ("settings",))
+# Files a probench producer owns in a run folder; ``overwrite`` removes only these.
+RUN_FILES = ("run.json", "latency.json", "metrics.json", "realtime.json", "realtime_frames.jsonl")
+STATUSES = ("running", "complete", "incomplete", "interrupted", "failed")
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def library_versions() -> dict[str, str]:
+    """Python, probench and every installed library that can change predictions."""
+    out = {"python": platform.python_version(), "probench": __version__}
+    for dist in _VERSIONED:
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What makes a run the run it is. ``model`` is the registry's model record
+    (:func:`probench.models.zoo.model_record`); ``dataset`` at least ``{"hash": ...}``
+    (:meth:`probench.data.dataset.Dataset.summary`); ``settings`` the producer's settings
+    that change predictions."""
+
+    source: str  # "offline" | "ros"
+    model: Mapping[str, Any]
+    dataset: Mapping[str, Any]
+    device: str
+    precision: str
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "model": dict(self.model),
+            "dataset": dict(self.dataset),
+            "device": self.device,
+            "precision": self.precision,
+            "settings": dict(self.settings),
+        }
+
+
+_MISSING = object()
+
+
+def _get(d: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    cur: Any = d
+    for key in path:
+        if not isinstance(cur, Mapping) or key not in cur:
+            return _MISSING
+        cur = cur[key]
+    return cur
+
+
+def first_difference(
+    existing: Mapping[str, Any], new: Mapping[str, Any], fields: Sequence[tuple[str, ...]] = RUN_FIELDS
+) -> tuple[str, Any, Any] | None:
+    """``(field, old, new)`` of the first identity field where two records disagree, or None.
+    A field missing from the existing record (an older probench) counts as a difference."""
+    for path in fields:
+        old, cur = _get(existing, path), _get(new, path)
+        if cur is _MISSING or old == cur:
+            continue
+        return ".".join(path), (None if old is _MISSING else old), cur
+    return None
+
+
+def check_identity(
+    existing: Mapping[str, Any], new: Mapping[str, Any], where: Path,
+    fields: Sequence[tuple[str, ...]] = RUN_FIELDS, *, way_out: str = "--overwrite",
+) -> None:
+    """Raise :class:`RunMismatchError` naming the first field where ``where`` disagrees."""
+    diff = first_difference(existing, new, fields)
+    if diff is not None:
+        name, old, cur = diff
+        raise RunMismatchError(
+            f"{where} has {name}={old!r} but this run has {cur!r}; "
+            f"use another --out folder or pass {way_out} to replace it"
+        )
+
+
+def check_folder(path: str | Path, identity: RunIdentity, *, shared_only: bool = False) -> RunDir:
+    """The checks :func:`open_run` makes, without writing anything: usable before a slow
+    model load. ``shared_only``: a measurement that shares the folder (latency) is checked
+    on the model, dataset, device and precision only. Returns the :class:`RunDir`."""
+    run = RunDir(path)
+    if run.path.exists() and not run.path.is_dir():
+        raise UsageError(f"--out {run.path}: exists and is not a folder")
+    new = identity.record()
+    existing = run.read_json("run.json", default=None)
+    if existing:
+        check_identity(existing, new, run.path / "run.json", SHARED_FIELDS if shared_only else RUN_FIELDS)
+    elif not shared_only and run.predictions_dir.is_dir() and any(run.predictions_dir.iterdir()):
+        raise RunMismatchError(
+            f"{run.path}: holds predictions but no run.json; pass --overwrite to replace them"
+        )
+    latency = run.read_json("latency.json", default=None)
+    if latency:
+        check_identity(latency, new, run.path / "latency.json", SHARED_FIELDS)
+    return run
+
+
+def clear_run(run: RunDir) -> None:
+    """Remove the probench files of a run folder (not anything else a user keeps there)."""
+    for name in RUN_FILES:
+        (run.path / name).unlink(missing_ok=True)
+    if run.predictions_dir.is_dir():
+        shutil.rmtree(run.predictions_dir)
+
+
+class RunSession:
+    """An open run folder: its ``run.json`` (``info``) and status, updated atomically."""
+
+    def __init__(self, run: RunDir, info: dict[str, Any], timing_key: str = "run_s") -> None:
+        self.run = run
+        self.info = info
+        self.timing_key = timing_key  # timings.<key>: seconds spent, over every session
+        self._t0 = time.perf_counter()
+        self._spent0 = float(info["timings"].get(timing_key, 0.0))
+
+    @property
+    def path(self) -> Path:
+        return self.run.path
+
+    def save(self) -> None:
+        self.run.write_info(self.info)
+
+    def elapsed_s(self) -> float:
+        """Seconds spent by this and earlier sessions of the run."""
+        return self._spent0 + time.perf_counter() - self._t0
+
+    def _close(self, status: str, error: str | None = None) -> None:
+        self.info["status"] = status
+        self.info.pop("error", None)
+        if error:
+            self.info["error"] = error
+        self.info["timings"][self.timing_key] = round(self.elapsed_s(), 3)
+        if status in ("complete", "incomplete"):
+            self.info["finished"] = utc_now()
+        self.save()
+
+    def finish(self) -> dict[str, Any]:
+        """``complete``, or ``incomplete`` naming the formulations still missing."""
+        missing = [f for f in self.info.get("formulations", []) if f not in self.run.formulations()]
+        self.info.pop("incomplete_formulations", None)
+        if missing:
+            self.info["incomplete_formulations"] = missing
+        self._close("incomplete" if missing else "complete")
+        return self.info
+
+    def fail(self, exc: BaseException) -> None:
+        interrupted = isinstance(exc, KeyboardInterrupt) or getattr(exc, "exit_code", None) == 130
+        self._close("interrupted" if interrupted else "failed", f"{type(exc).__name__}: {exc}".rstrip(": "))
+
+    @contextmanager
+    def recording(self) -> Iterator[RunSession]:
+        """``with session.recording():`` marks the run interrupted/failed on any exception."""
+        try:
+            yield self
+        except BaseException as exc:
+            self.fail(exc)
+            raise
+
+
+def open_run(
+    path: str | Path,
+    identity: RunIdentity,
+    *,
+    formulations: Sequence[str] = (),
+    overwrite: bool = False,
+    timing_key: str = "run_s",
+    extra: Mapping[str, Any] | None = None,
+) -> RunSession:
+    """Create or resume the run folder at ``path`` for ``identity`` (module doc); writes
+    ``run.json`` with status ``running`` and returns the session. ``formulations`` asked by
+    an earlier session stay asked for (so ``finish`` can say ``incomplete``); ``extra`` adds
+    non-identity keys (``ros``, ``timings.model_load_s``, ...)."""
+    run = RunDir(path)
+    if run.path.exists() and not run.path.is_dir():
+        raise UsageError(f"--out {run.path}: exists and is not a folder")
+    if overwrite:
+        clear_run(run)
+    run = check_folder(path, identity)
+    existing = run.info or {}
+    info: dict[str, Any] = {
+        "probench_version": __version__,
+        "created": existing.get("created") or utc_now(),
+        **identity.record(),
+        "formulations": [
+            f for f in FORMULATIONS if f in formulations or f in (existing.get("formulations") or [])
+        ],
+        "status": "running",
+        "versions": library_versions(),
+        "timings": dict(existing.get("timings") or {}),
+    }
+    if existing:
+        info["resumed"] = int(existing.get("resumed", 0)) + 1
+    for key, value in (extra or {}).items():
+        if key == "timings":
+            info["timings"].update(value)
+        else:
+            info[key] = value
+    run.create()
+    session = RunSession(run, info, timing_key)
+    session.save()
+    return session

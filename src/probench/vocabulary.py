@@ -1,0 +1,86 @@
+"""The evaluation protocol's shared words: formulations, prompt types, the template, and how
+a label space becomes prompts and boxes become COCO results.
+
+Every room (data, cache, models, scoring, report, bags, ros) imports these from here and
+from nowhere else, so no room reaches into another for a constant or a helper. This module
+imports only :mod:`probench.errors` and :mod:`probench.detections`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from probench.detections import CocoResult, Detections
+from probench.errors import CheckFailed, UsageError
+
+__all__ = [
+    "FORMULATIONS", "KNOWN_DOMAINS", "PROMPT_TYPES", "TEMPLATE_PREFIX", "AttributionError", "CocoResult",
+    "detections_to_results", "parse_formulations", "unique_prompts",
+]
+
+# The paper's three target-preserving formulations (§III-C), in canonical order.
+FORMULATIONS: tuple[str, ...] = ("orig", "cat", "tmpl")
+PROMPT_TYPES: tuple[str, ...] = (
+    "categorical",
+    "attributive",
+    "relational",
+    "affordance",
+    "state",
+    "part-whole",
+    "negative",
+    "compositional",
+)
+KNOWN_DOMAINS: tuple[str, ...] = ("subterranean", "industrial", "indoor", "outdoor", "urban")
+# p_tmpl = "a photo of {p_orig}" (§III-C).
+TEMPLATE_PREFIX = "a photo of "
+
+
+class AttributionError(CheckFailed):
+    """Boxes name a prompt the frame or image was not asked (never credited)."""
+
+
+def parse_formulations(value: str | Sequence[str]) -> list[str]:
+    """Formulations from a comma-separated string or a list: checked, canonical order, no
+    repeats. The one parser behind ``--formulations``, launch arguments and parameters."""
+    raw = value.split(",") if isinstance(value, str) else [str(f) for f in value]
+    items = [f.strip() for f in raw]
+    items = [f for f in items if f]
+    bad = [f for f in items if f not in FORMULATIONS]
+    if bad:
+        names = ", ".join(map(repr, bad))
+        raise UsageError(f"formulations must be a subset of {','.join(FORMULATIONS)}; unknown: {names}")
+    if not items:
+        raise UsageError(f"formulations must be a non-empty subset of {','.join(FORMULATIONS)}")
+    return [f for f in FORMULATIONS if f in items]
+
+
+def unique_prompts(query_ids: Sequence[int], prompts: Sequence[str]) -> tuple[list[str], list[list[int]]]:
+    """Identical prompt texts (after stripping) asked once: the distinct prompts in
+    first-seen order and, per prompt, the query ids it answers."""
+    index: dict[str, int] = {}
+    texts: list[str] = []
+    groups: list[list[int]] = []
+    for qid, text in zip(query_ids, prompts, strict=True):
+        key = text.strip()
+        if key not in index:
+            index[key] = len(texts)
+            texts.append(key)
+            groups.append([])
+        groups[index[key]].append(int(qid))
+    return texts, groups
+
+
+def detections_to_results(
+    dets: Detections, image_id: int, groups: Sequence[Sequence[int]]
+) -> list[CocoResult]:
+    """COCO results of one image; a box answering a shared prompt is credited to each query
+    (``groups[i]``: the query ids of prompt ``i``)."""
+    if len(dets) and int(dets.prompt_index.max()) >= len(groups):
+        raise AttributionError(
+            f"image {image_id}: prompt index {int(dets.prompt_index.max())} given for {len(groups)} prompts"
+        )
+    out: list[CocoResult] = []
+    for rec in dets.to_coco(image_id, list(range(len(groups)))):
+        for qid in groups[rec["category_id"]]:
+            out.append({**rec, "category_id": int(qid)})
+    return out
