@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from probench.errors import CheckFailed, UsageError
-from probench.ros.graph import MODES
+from probench.ros.node_spec import MODES
 from probench.vocabulary import FORMULATIONS
 
 _SIGTERM_GRACE_S = 5.0

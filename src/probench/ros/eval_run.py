@@ -22,7 +22,7 @@ def run_evaluation(node: Any) -> dict:
     """Replay, record, score. Returns the metrics dict (also in RUN/metrics.json)."""
     from probench.bags.reader import ProbenchBag
 
-    bag = ProbenchBag(node.cfg["bag"])
+    bag = ProbenchBag(node.cfg.bag)
     try:
         return _run(node, bag)
     finally:
@@ -44,35 +44,35 @@ def _run(node: Any, bag: Any) -> dict:
     infos = [info for _, info in stamped]
     node.make_image_publisher(compressed)
 
-    grounding = node.query_grounding_parameters(timeout=cfg["startup_timeout"])
+    grounding = node.query_grounding_parameters(timeout=cfg.startup_timeout)
     weights = str(grounding.get("weights") or "") or None
     model = model_record(str(grounding.get("model") or ""), weights=weights)
     settings = {
-        "mode": cfg["mode"],
-        "rate_hz": cfg["rate_hz"],
-        "budget_ms": cfg["budget_ms"],
-        "answer_timeout": cfg["answer_timeout"],
+        "mode": cfg.mode,
+        "rate_hz": cfg.rate_hz,
+        "budget_ms": cfg.budget_ms,
+        "answer_timeout": cfg.answer_timeout,
         "score_threshold": grounding.get("score_threshold"),
         "max_detections": grounding.get("max_detections"),
         "image_reliability": grounding.get("image_reliability"),
         "compressed": compressed,
     }
-    bag_path = str(Path(cfg["bag"]).resolve())
+    bag_path = str(Path(cfg.bag).resolve())
     identity = RunIdentity(
         source="ros", model=model,
         # the dataset came embedded in the bag: no folder path, the bag instead
         dataset={**dataset.summary(), "path": None, "bag": bag_path},
         device=str(grounding.get("device")), precision=str(grounding.get("precision")), settings=settings,
     )
-    session = open_run(cfg["out"], identity, formulations=cfg["formulations"], timing_key="eval_s", extra={
-        "ros": {"mode": cfg["mode"], "rate_hz": cfg["rate_hz"], "bag": bag_path,
-                "grounding_node": cfg["grounding_node"]}})
+    session = open_run(cfg.out, identity, formulations=cfg.formulations, timing_key="eval_s", extra={
+        "ros": {"mode": cfg.mode, "rate_hz": cfg.rate_hz, "bag": bag_path,
+                "grounding_node": cfg.grounding_node}})
     run = session.run
 
     rt_log = JsonlLog(run.path / REALTIME_LOG)
     sink: queue.Queue = queue.Queue()
     node.sink = sink
-    writers = {f: run.writer(f) for f in cfg["formulations"]}
+    writers = {f: run.writer(f) for f in cfg.formulations}
     failure: list[BaseException] = []
 
     def write_loop() -> None:  # one thread owns the files: fsyncs never delay the replay clock
@@ -106,7 +106,7 @@ def _run(node: Any, bag: Any) -> dict:
     log = node.get_logger()
     first = True
     try:
-        for f in cfg["formulations"]:
+        for f in cfg.formulations:
             w = writers[f]
             if w.complete:
                 log.info(f"{f}: already complete, skipped")
@@ -118,10 +118,10 @@ def _run(node: Any, bag: Any) -> dict:
             log.info(f"{f}: {n} frame(s) in {len(groups)} prompt group(s) to replay "
                      f"({len(w.done_images)} already done)")
             for g in groups:
-                node.hand_over(g, cfg["startup_timeout"] if first else max(30.0, cfg["answer_timeout"]))
+                node.hand_over(g, cfg.startup_timeout if first else max(30.0, cfg.answer_timeout))
                 first = False
                 if not node.wait_for(lambda: node.image_pub.get_subscription_count() > 0,
-                                     cfg["startup_timeout"]):
+                                     cfg.startup_timeout):
                     raise RosError("nobody subscribes to the image topic (remapping mismatch?)")
                 # read and decoded ahead by a thread (bounded: a few frames in memory at a
                 # time), so that neither a long group nor a zstd chunk upsets the replay clock
@@ -149,8 +149,8 @@ def _run(node: Any, bag: Any) -> dict:
 
     # Everything is in the cache: summaries and scores.
     records = JsonlLog(run.path / REALTIME_LOG)
-    realtime = realtime_summary(records.records, budget_ms=cfg["budget_ms"], rate_hz=cfg["rate_hz"],
-                                mode=cfg["mode"])
+    realtime = realtime_summary(records.records, budget_ms=cfg.budget_ms, rate_hz=cfg.rate_hz,
+                                mode=cfg.mode)
     records.close()
     realtime["stray_messages"] = node.stray
     run.write_json("realtime.json", realtime)

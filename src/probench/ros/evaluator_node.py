@@ -30,21 +30,9 @@ from typing import Any
 from probench.errors import ProbenchError
 from probench.ros.errors import ParameterValueError, RosError
 from probench.ros.eval_plan import AttributionError, FramePlan, Group, results_for_frame
-from probench.ros.graph import MODES
+from probench.ros.node_spec import EVALUATOR_NAME, EVALUATOR_PARAMS, EvaluatorConfig
 
-NODE_NAME = "evaluator_node"
-# name -> (default, description); declared once, here (config/eval.yaml sets values).
-PARAMETERS: dict[str, tuple[Any, str]] = {
-    "bag": ("", "probench bag to replay"),
-    "out": ("", "run folder (resumed when it holds a partial run of the same settings)"),
-    "mode": ("camera-rate", "camera-rate | as-fast-as-answered"),
-    "rate_hz": (30.0, "camera-rate replay rate (Hz)"),
-    "formulations": (["orig", "cat", "tmpl"], "formulations to replay, in order"),
-    "answer_timeout": (5.0, "seconds to wait for a frame's detections before counting it missed"),
-    "startup_timeout": (180.0, "seconds to wait for the grounding node (model load, first prompts)"),
-    "budget_ms": (33.3, "real-time budget of one frame (ms)"),
-    "grounding_node": ("/grounding_node", "the grounding node whose parameters go into run.json"),
-}
+NODE_NAME = EVALUATOR_NAME
 _PROMPT_RETRY_S = 5.0
 _GROUNDING_PARAMS = ("model", "device", "precision", "weights", "score_threshold", "max_detections",
                      "image_reliability")
@@ -73,8 +61,8 @@ def _make_node_class() -> type:
     class EvaluatorNode(Node):
         def __init__(self) -> None:
             super().__init__(NODE_NAME)
-            for name, (default, description) in PARAMETERS.items():
-                self.declare_parameter(name, default, _descriptor(description))
+            for spec in EVALUATOR_PARAMS:  # declared once, here; config/eval.yaml sets values
+                self.declare_parameter(spec.name, *convert.param_declaration(spec))
             self.cfg = self._read_parameters()
             self._cv = threading.Condition()
             self._pending: dict[int, tuple[FramePlan, int]] = {}  # stamp -> (frame, sent_ns)
@@ -93,25 +81,12 @@ def _make_node_class() -> type:
             self.image_pub = None
 
         # -- configuration ------------------------------------------------------------
-        def _read_parameters(self) -> dict[str, Any]:
-            from probench.vocabulary import parse_formulations
-
-            cfg = {name: self.get_parameter(name).value for name in PARAMETERS}
-            if not cfg["bag"]:
-                raise ParameterValueError("parameter 'bag' is required (a probench bag)")
-            if not cfg["out"]:
-                raise ParameterValueError("parameter 'out' is required (a run folder)")
-            if cfg["mode"] not in MODES:
-                raise ParameterValueError(f"mode must be one of {', '.join(MODES)}, got {cfg['mode']!r}")
-            for name in ("rate_hz", "answer_timeout", "startup_timeout", "budget_ms"):
-                if not float(cfg[name]) > 0:
-                    raise ParameterValueError(f"{name} must be positive, got {cfg[name]}")
-                cfg[name] = float(cfg[name])
+        def _read_parameters(self) -> EvaluatorConfig:
+            values = {name: self.get_parameter(name).value for name in EVALUATOR_PARAMS.names()}
             try:
-                cfg["formulations"] = parse_formulations(list(cfg["formulations"] or []))
-            except ProbenchError as exc:
-                raise ParameterValueError(f"formulations: {exc}") from None
-            return cfg
+                return EVALUATOR_PARAMS.to_config(EvaluatorConfig, values)
+            except (ProbenchError, ValueError) as exc:
+                raise ParameterValueError(f"{NODE_NAME}: {exc}") from None
 
         def make_image_publisher(self, compressed: bool) -> None:
             from sensor_msgs.msg import CompressedImage, Image
@@ -207,9 +182,9 @@ def _make_node_class() -> type:
         def stream(self, group: Group, messages: Iterator[Any]) -> None:
             """Send the group's frames (``messages``: their image messages, in order, made
             lazily: the next is prepared right after a send, while the clock waits)."""
-            period = 1.0 / self.cfg["rate_hz"]
-            timeout = self.cfg["answer_timeout"]
-            fast = self.cfg["mode"] == "as-fast-as-answered"
+            period = 1.0 / self.cfg.rate_hz
+            timeout = self.cfg.answer_timeout
+            fast = self.cfg.mode == "as-fast-as-answered"
             with self._cv:
                 self._pending.clear()
                 self._answered.clear()
@@ -255,7 +230,7 @@ def _make_node_class() -> type:
             only once the node spins, i.e. after its model loaded: hence the long timeout."""
             from rcl_interfaces.srv import GetParameters
 
-            name = self.cfg["grounding_node"].rstrip("/")
+            name = self.cfg.grounding_node.rstrip("/")
             deadline = time.monotonic() + timeout
             client = self.create_client(GetParameters, f"{name}/get_parameters")
             try:
@@ -284,12 +259,6 @@ def _make_node_class() -> type:
                 self.destroy_client(client)
 
     return EvaluatorNode
-
-
-def _descriptor(description: str) -> Any:
-    from rcl_interfaces.msg import ParameterDescriptor
-
-    return ParameterDescriptor(description=description)
 
 
 def _param_value(v: Any) -> Any:
@@ -322,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         rt = metrics.get("realtime") or {}
         node.get_logger().info(
             f"done: map50={metrics.get('map50')} frames sent={rt.get('frames_sent')} "
-            f"missed={rt.get('frames_missed')} -> {Path(node.cfg['out']) / 'metrics.json'}")
+            f"missed={rt.get('frames_missed')} -> {Path(node.cfg.out) / 'metrics.json'}")
     except ProbenchError as exc:
         print(f"evaluator_node: error: {exc}", file=sys.stderr)
         rc = exc.exit_code

@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from probench.errors import UsageError
-from probench.ros.node_spec import PACKAGE, grounding_node_description
+from probench.ros.node_spec import MODES, PACKAGE, grounding_node_description
 from probench.vocabulary import parse_formulations
 
 EVALUATOR_EXECUTABLE = "evaluator_node"
 EVALUATOR_NAME = "evaluator_node"
 GROUNDING_NAME = "grounding_node"
-MODES = ("camera-rate", "as-fast-as-answered")
 # Both nodes meet on these topics: the replayed camera and its compressed twin.
 IMAGE_TOPIC = "/probench/camera/image_raw"
 COMPRESSED_TOPIC = IMAGE_TOPIC + "/compressed"

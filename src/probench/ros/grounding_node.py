@@ -20,13 +20,7 @@ from typing import Any
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
-from rcl_interfaces.msg import (
-    FloatingPointRange,
-    IntegerRange,
-    ParameterDescriptor,
-    ParameterType,
-    SetParametersResult,
-)
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
 from rclpy.exceptions import ParameterException, ParameterUninitializedException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -49,15 +43,15 @@ from probench.ros import convert
 from probench.ros.errors import ParameterValueError
 from probench.ros.grounding_stats import GroundingStats, diagnostic_level
 from probench.ros.grounding_worker import FrameWorker, Prompts
-from probench.ros.node_spec import NODE_NAME, PARAMETERS, check_parameter, split_prompts
+from probench.ros.node_spec import (
+    GROUNDING_PARAMS,
+    NODE_NAME,
+    PARAMETERS,
+    GroundingConfig,
+    check_parameter,
+    split_prompts,
+)
 
-_TYPES = {
-    "string": ParameterType.PARAMETER_STRING,
-    "double": ParameterType.PARAMETER_DOUBLE,
-    "integer": ParameterType.PARAMETER_INTEGER,
-    "bool": ParameterType.PARAMETER_BOOL,
-    "string_array": ParameterType.PARAMETER_STRING_ARRAY,
-}
 _THROTTLE_S = 5.0
 _MAX_PROMPT_MSG = MAX_PROMPTS * (MAX_PROMPT_CHARS + 1)
 
@@ -66,26 +60,12 @@ class GroundingNode(LifecycleNode):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(NODE_NAME, **kwargs)
         for spec in PARAMETERS:  # declared once, here; config/grounding.yaml holds the same defaults
-            desc = ParameterDescriptor(
-                name=spec.name, type=_TYPES[spec.type],
-                description=f"{spec.description} [applies: {spec.applies}]",
-                read_only=spec.applies == "startup",
-            )
-            if spec.name == "score_threshold":
-                desc.floating_point_range = [FloatingPointRange(from_value=0.0, to_value=1.0)]
-            elif spec.name == "max_detections":
-                desc.integer_range = [IntegerRange(from_value=1, to_value=10000)]
-            default = spec.default
-            if spec.type == "string_array" and not default:
-                # An empty list would be typed as a byte array (and YAML `[]` arrives unset):
-                # declare the type only; "unset" means "no prompts yet".
-                default = Parameter.Type.STRING_ARRAY
-            self.declare_parameter(spec.name, default, desc)
+            self.declare_parameter(spec.name, *convert.param_declaration(spec))
 
         self.stats = GroundingStats()
         self.worker = FrameWorker(self.stats, self._process, self._apply_prompts, self._on_worker_error)
         self._detector: Any = None
-        self._cfg: dict[str, Any] = {}  # parameter values taken at configure
+        self._cfg: GroundingConfig | None = None  # parameter values taken at configure
         self._entities: list[Any] = []  # created at configure, destroyed at cleanup
         self._syncing_param = False
         self._errors_reported = 0
@@ -179,7 +159,7 @@ class GroundingNode(LifecycleNode):
             self.get_logger().error(f"model refused prompts, previous stay active: {exc}")
             return False
         header = Header(stamp=stamp, frame_id="")
-        self._pub_labels.publish(convert.prompts_to_label_info(prompts, header, self._cfg["score_threshold"]))
+        self._pub_labels.publish(convert.prompts_to_label_info(prompts, header, self._cfg.score_threshold))
         return True
 
     # -- images -------------------------------------------------------------------------
@@ -213,7 +193,7 @@ class GroundingNode(LifecycleNode):
             self.get_logger().warning("no prompts yet: publish one on 'prompt' (or set the prompts "
                                       "parameter)", throttle_duration_sec=_THROTTLE_S)
         # serialized directly: the bytes of the Detection2DArray, a fraction of rclpy's cost
-        limit = self._cfg["max_detections"]
+        limit = self._cfg.max_detections
         self._pub_dets.publish(convert.detections_to_cdr(dets, msg.header, prompts, max_detections=limit))
         self.stats.record_frame((time.perf_counter() - t_arrival) * 1000.0)
         if self._pub_debug.get_subscription_count() > 0:  # drawing costs: only for a viewer
@@ -245,12 +225,13 @@ class GroundingNode(LifecycleNode):
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         from probench.models import load_detector
 
-        self._cfg = {spec.name: self._param(spec.name) for spec in PARAMETERS if spec.name != "prompts"}
-        name, device = self._cfg["model"], self._cfg["device"]
+        values = {spec.name: self._param(spec.name) for spec in PARAMETERS if spec.name != "prompts"}
+        self._cfg = GROUNDING_PARAMS.to_config(GroundingConfig, values)
+        name, device = self._cfg.model, self._cfg.device
         try:
             self._detector = load_detector(
-                name, device=device, precision=self._cfg["precision"],
-                score_threshold=float(self._cfg["score_threshold"]), weights=self._cfg["weights"] or None,
+                name, device=device, precision=self._cfg.precision,
+                score_threshold=float(self._cfg.score_threshold), weights=self._cfg.weights or None,
             )
         except ProbenchError as exc:
             return self._fail(f"cannot load model {name!r}: {exc}")
@@ -270,7 +251,7 @@ class GroundingNode(LifecycleNode):
         return TransitionCallbackReturn.FAILURE
 
     def _create_entities(self) -> None:
-        rel = (ReliabilityPolicy.RELIABLE if self._cfg["image_reliability"] == "reliable"
+        rel = (ReliabilityPolicy.RELIABLE if self._cfg.image_reliability == "reliable"
                else ReliabilityPolicy.BEST_EFFORT)
         image_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=rel,
                                durability=DurabilityPolicy.VOLATILE)
@@ -299,7 +280,7 @@ class GroundingNode(LifecycleNode):
         ]
         self._entities = [self._pub_dets, self._pub_debug, self._pub_labels, *subs]
         self.destroy_timer(self._diag_timer)
-        self._diag_timer = self.create_timer(self._cfg["diagnostics_period"], self._publish_diagnostics)
+        self._diag_timer = self.create_timer(self._cfg.diagnostics_period, self._publish_diagnostics)
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         ret = super().on_activate(state)  # enables the lifecycle publishers first
@@ -343,7 +324,7 @@ class GroundingNode(LifecycleNode):
 
     # -- diagnostics --------------------------------------------------------------------
     def _publish_diagnostics(self) -> None:
-        period = self._cfg.get("diagnostics_period") or self._param("diagnostics_period")
+        period = self._cfg.diagnostics_period if self._cfg else self._param("diagnostics_period")
         snap = self.stats.snapshot(stale_after_s=max(2.0, 2 * period))
         state = self._state_machine.current_state[1]
         active = self.worker.active_prompts

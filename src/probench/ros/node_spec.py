@@ -1,9 +1,10 @@
-"""One description of the grounding node: its parameters, topics and launch arguments.
+"""One description of the nodes: their parameter tables, typed configs, topics and the
+grounding node's launch arguments.
 
-Pure data (no rclpy, no launch): the node declares its parameters from ``PARAMETERS``,
-``launch/grounding.launch.py`` and the eval graph build their node descriptions from
-:func:`grounding_node_description`, and the tests check ``config/grounding.yaml`` against
-the same table, so the defaults cannot drift apart.
+Pure data (no rclpy, no launch): each node declares its parameters from its table
+(:mod:`probench.ros.params`), ``launch/*.launch.py`` and the eval graph build their node
+descriptions from :func:`grounding_node_description`, and the tests check
+``config/*.yaml`` and the docs' tables against the same rows, so nothing drifts apart.
 """
 
 from __future__ import annotations
@@ -13,42 +14,101 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from probench.ros.params import Param, ParamTable
+from probench.vocabulary import FORMULATIONS, parse_formulations
+
 PACKAGE = "probench"
 EXECUTABLE = "grounding_node"
 NODE_NAME = "grounding_node"
 
 RELIABILITIES = ("best_effort", "reliable")
+MODES = ("camera-rate", "as-fast-as-answered")
+
+
+def _prompts(value: Any) -> tuple[str, ...]:
+    from probench.models.base import check_prompts
+
+    return check_prompts(list(value or []))
+
+
+def _formulations(value: Any) -> list[str]:
+    return parse_formulations(list(value))
+
+
+GROUNDING_PARAMS = ParamTable(NODE_NAME, (
+    Param("model", "string", "tiny-owlv2", "zoo model name (`probench models`)", "configure", nonempty=True),
+    Param("device", "string", "cpu", "torch device: cpu, cuda, cuda:N", "configure", nonempty=True),
+    Param("precision", "string", "fp32", "model precision (fp32, fp16, ... as the model allows)",
+          "configure", nonempty=True),
+    Param("weights", "string", "", "local weights folder/file; empty = the model's default", "configure"),
+    Param("score_threshold", "double", 0.3,
+          "minimum score kept (0.3 for display; the evaluator uses 0.0)", "configure", low=0.0, high=1.0),
+    Param("prompts", "string_array", [], "active target descriptions (also set via the `prompt` topic)",
+          "live", check_value=_prompts),
+    Param("autostart", "bool", True, "configure and activate on start", "startup"),
+    Param("image_reliability", "string", "best_effort", "QoS reliability of the image subscriptions",
+          "configure", choices=RELIABILITIES),
+    Param("max_detections", "integer", 100, "at most this many detections per frame (highest scores)",
+          "configure", low=1, high=10000),
+    Param("diagnostics_period", "double", 1.0, "seconds between /diagnostics messages", "configure",
+          low=0.0, low_open=True),
+))
+# Kept for the node's and tests' use: the one table above, as a tuple of rows.
+PARAMETERS: tuple[Param, ...] = GROUNDING_PARAMS.rows
+
 
 
 @dataclass(frozen=True)
-class ParamSpec:
-    name: str
-    default: Any
-    type: str  # "string" | "double" | "integer" | "bool" | "string_array"
-    description: str
-    applies: str  # "live" (takes effect at once) | "configure" (next configure) | "startup"
+class GroundingConfig:
+    """The grounding node's configure-time parameters, checked and typed (``prompts`` are
+    live and held by the node's worker)."""
+
+    model: str
+    device: str
+    precision: str
+    weights: str
+    score_threshold: float
+    autostart: bool
+    image_reliability: str
+    max_detections: int
+    diagnostics_period: float
 
 
-PARAMETERS: tuple[ParamSpec, ...] = (
-    ParamSpec("model", "tiny-owlv2", "string", "zoo model name (`probench models`)", "configure"),
-    ParamSpec("device", "cpu", "string", "torch device: cpu, cuda, cuda:N", "configure"),
-    ParamSpec("precision", "fp32", "string", "model precision (fp32, fp16, ... as the model allows)",
-              "configure"),
-    ParamSpec("weights", "", "string", "local weights folder/file; empty = the model's default",
-              "configure"),
-    ParamSpec("score_threshold", 0.3, "double",
-              "minimum score kept, in [0, 1] (0.3 for display; the evaluator uses 0.0)", "configure"),
-    ParamSpec("prompts", [], "string_array", "active target descriptions (also set via `prompt` topic)",
-              "live"),
-    ParamSpec("autostart", True, "bool", "configure and activate on start", "startup"),
-    ParamSpec("image_reliability", "best_effort", "string",
-              "QoS reliability of the image subscriptions: best_effort | reliable", "configure"),
-    ParamSpec("max_detections", 100, "integer", "at most this many detections per frame (highest scores)",
-              "configure"),
-    ParamSpec("diagnostics_period", 1.0, "double", "seconds between /diagnostics messages", "configure"),
-)
+EVALUATOR_NAME = "evaluator_node"
+EVALUATOR_PARAMS = ParamTable(EVALUATOR_NAME, (
+    Param("bag", "string", "", "probench bag to replay (required)", nonempty=True),
+    Param("out", "string", "", "run folder (resumed when it holds a partial run of the same settings)",
+          nonempty=True),
+    Param("mode", "string", "camera-rate", "replay mode", choices=MODES),
+    Param("rate_hz", "double", 30.0, "camera-rate replay rate (Hz)", low=0.0, low_open=True),
+    Param("formulations", "string_array", list(FORMULATIONS), "formulations to replay, in order",
+          check_value=_formulations),
+    Param("answer_timeout", "double", 5.0,
+          "seconds to wait for a frame's detections before counting it missed", low=0.0, low_open=True),
+    Param("startup_timeout", "double", 180.0,
+          "seconds to wait for the grounding node (model load, first prompts)", low=0.0, low_open=True),
+    Param("budget_ms", "double", 33.3, "real-time budget of one frame (ms)", low=0.0, low_open=True),
+    Param("grounding_node", "string", "/grounding_node",
+          "the grounding node whose parameters go into run.json", nonempty=True),
+))
 
-PARAMETER_DEFAULTS: dict[str, Any] = {p.name: p.default for p in PARAMETERS}
+
+@dataclass(frozen=True)
+class EvaluatorConfig:
+    """The evaluator's parameters, checked and typed."""
+
+    bag: str
+    out: str
+    mode: str
+    rate_hz: float
+    formulations: list[str]
+    answer_timeout: float
+    startup_timeout: float
+    budget_ms: float
+    grounding_node: str
+
+
+PARAMETER_DEFAULTS: dict[str, Any] = GROUNDING_PARAMS.defaults()
 
 # Relative names (remappable) except /diagnostics, which is global by convention.
 TOPICS: dict[str, tuple[str, str, str]] = {
@@ -89,21 +149,7 @@ def default_params_file() -> Path:
 def check_parameter(name: str, value: Any) -> Any:
     """The checked value of a grounding_node parameter, or ValueError/PromptError with the
     reason (used at startup and by the set-parameters callback alike)."""
-    if name == "prompts":
-        from probench.models.base import check_prompts
-
-        return check_prompts(list(value or []))
-    if name == "image_reliability" and value not in RELIABILITIES:
-        raise ValueError(f"image_reliability must be one of {RELIABILITIES}, got {value!r}")
-    if name == "diagnostics_period" and not (value > 0):
-        raise ValueError(f"diagnostics_period must be > 0 s, got {value}")
-    if name == "score_threshold" and not (0.0 <= value <= 1.0):
-        raise ValueError(f"score_threshold must be in [0, 1], got {value}")
-    if name == "max_detections" and value < 1:
-        raise ValueError(f"max_detections must be >= 1, got {value}")
-    if name in ("model", "device", "precision") and not str(value).strip():
-        raise ValueError(f"{name} must not be empty")
-    return value
+    return GROUNDING_PARAMS.check(name, value)
 
 
 def split_prompts(text: str) -> list[str]:

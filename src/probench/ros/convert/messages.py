@@ -237,3 +237,36 @@ def stats_to_diagnostics(
     out.header.stamp = stamp
     out.status.append(status)
     return out
+
+
+# -- parameter declarations ------------------------------------------------------------------
+_PARAM_TYPES = {"string": 4, "double": 3, "integer": 2, "bool": 1, "string_array": 9}  # rcl ParameterType
+
+
+def param_declaration(param: Any) -> tuple[Any, Any]:
+    """``(default, ParameterDescriptor)`` to declare a :class:`probench.ros.params.Param`:
+    its type, description, when it applies, and its range or choices as data."""
+    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+    from rclpy.parameter import Parameter
+
+    extra = f" [{param.range_text()}]" if param.range_text() else ""
+    desc = ParameterDescriptor(
+        name=param.name, type=_PARAM_TYPES[param.type],
+        description=f"{param.description}{extra} (applies: {param.applies})",
+        read_only=param.applies == "startup",
+    )
+    lo, hi = param.low, param.high
+    if param.type == "double" and (lo is not None or hi is not None):
+        lo_f = float(lo) if lo is not None else -1e300
+        hi_f = float(hi) if hi is not None else 1e300
+        desc.floating_point_range = [FloatingPointRange(from_value=lo_f, to_value=hi_f)]
+    elif param.type == "integer" and (lo is not None or hi is not None):
+        lo_i = int(lo) if lo is not None else -(2**62)
+        hi_i = int(hi) if hi is not None else 2**62
+        desc.integer_range = [IntegerRange(from_value=lo_i, to_value=hi_i)]
+    default = param.default
+    if param.type == "string_array" and not default:
+        # An empty list would be typed as a byte array (and YAML `[]` arrives unset):
+        # declare the type only; "unset" means "nothing given".
+        default = Parameter.Type.STRING_ARRAY
+    return default, desc

@@ -1,0 +1,143 @@
+"""One format for the parameters of both nodes: a table of :class:`Param` rows.
+
+Pure data (no rclpy): each node declares its parameters from its table (types, ranges and
+choices become the ``ParameterDescriptor``, :func:`probench.ros.param_decl.descriptor`),
+checks values given at startup and at run time with :meth:`ParamTable.check`, and reads
+them into a typed config object (:meth:`ParamTable.to_config`). The docs' parameter
+tables are generated from the same rows (:meth:`ParamTable.markdown`) and a test checks
+``config/*.yaml`` against the defaults, so nothing can drift apart.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Literal, TypeVar
+
+ParamType = Literal["string", "double", "integer", "bool", "string_array"]
+Applies = Literal["live", "configure", "startup"]
+
+_PY_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "double": (float, int),
+    "integer": (int,),
+    "bool": (bool,),
+    "string_array": (list, tuple),
+}
+
+C = TypeVar("C")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: its type, default, meaning, when a change takes effect, and what
+    values it accepts (``choices``; ``low``/``high`` bounds, ``low_open`` for ``> low``)."""
+
+    name: str
+    type: ParamType
+    default: Any
+    description: str
+    applies: Applies = "startup"  # "live": at once; "configure": next configure; "startup"
+    choices: tuple[str, ...] = ()
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False  # True: value must be > low (e.g. a period), else >= low
+    nonempty: bool = False  # a string that must not be blank
+    check_value: Callable[[Any], Any] | None = None  # extra check (e.g. prompt texts); returns the value
+
+    def check(self, value: Any) -> Any:
+        """The checked value, or ``ValueError`` naming the parameter and the reason."""
+        kinds = _PY_TYPES[self.type]
+        if isinstance(value, bool) and self.type in ("double", "integer"):
+            raise ValueError(f"{self.name} must be a {self.type}, got {value!r}")
+        if not isinstance(value, kinds):
+            raise ValueError(f"{self.name} must be a {self.type}, got {value!r}")
+        if self.type == "double":
+            value = float(value)
+            if not math.isfinite(value):
+                raise ValueError(f"{self.name} must be a finite number, got {value}")
+        if self.choices and value not in self.choices:
+            raise ValueError(f"{self.name} must be one of {', '.join(self.choices)}, got {value!r}")
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            op = ">" if self.low_open else ">="
+            raise ValueError(f"{self.name} must be {op} {self.low:g}, got {value}")
+        if self.high is not None and value > self.high:
+            raise ValueError(f"{self.name} must be <= {self.high:g}, got {value}")
+        if self.nonempty and not str(value).strip():
+            # no default either: the parameter must be given
+            raise ValueError(f"parameter {self.name!r} is required ({self.description})" if not self.default
+                             else f"{self.name} must not be empty")
+        if self.check_value is not None:
+            value = self.check_value(value)
+        return value
+
+    def range_text(self) -> str:
+        if self.choices:
+            return " | ".join(self.choices)
+        if self.low is None and self.high is None:
+            return ""
+        lo = "" if self.low is None else f"{'>' if self.low_open else '>='} {self.low:g}"
+        hi = "" if self.high is None else f"<= {self.high:g}"
+        return ", ".join(p for p in (lo, hi) if p)
+
+
+class ParamTable:
+    """The parameters of one node, in declaration order."""
+
+    def __init__(self, node: str, rows: tuple[Param, ...]) -> None:
+        names = [p.name for p in rows]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{node}: a parameter is listed twice")
+        self.node = node
+        self.rows = rows
+        self._by_name = {p.name: p for p in rows}
+
+    def __iter__(self) -> Iterator[Param]:
+        return iter(self.rows)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __getitem__(self, name: str) -> Param:
+        return self._by_name[name]
+
+    def names(self) -> list[str]:
+        return [p.name for p in self.rows]
+
+    def defaults(self) -> dict[str, Any]:
+        return {p.name: p.default for p in self.rows}
+
+    def check(self, name: str, value: Any) -> Any:
+        if name not in self._by_name:
+            raise ValueError(f"{self.node} has no parameter {name!r}")
+        return self._by_name[name].check(value)
+
+    def check_all(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Every value checked; unknown names refused (first problem raised)."""
+        unknown = sorted(set(values) - set(self._by_name))
+        if unknown:
+            raise ValueError(f"unknown {self.node} parameter(s): {', '.join(unknown)}")
+        return {name: self.check(name, value) for name, value in values.items()}
+
+    def to_config(self, cls: type[C], values: Mapping[str, Any]) -> C:
+        """A typed config object (a dataclass whose fields are parameter names)."""
+        wanted = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        checked = {n: self.check(n, v) for n, v in values.items() if n in wanted}
+        missing = wanted - set(checked)
+        if missing:
+            raise ValueError(f"{self.node}: no value for {', '.join(sorted(missing))}")
+        return cls(**checked)
+
+    def markdown(self) -> str:
+        """The docs' table of these parameters."""
+        lines = [
+            "| parameter | type | default | values | applies | description |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for p in self.rows:
+            default = "[]" if p.type == "string_array" and not p.default else repr(p.default)
+            lines.append(
+                f"| `{p.name}` | {p.type} | `{default}` | {p.range_text()} | {p.applies} | {p.description} |"
+            )
+        return "\n".join(lines)
