@@ -11,7 +11,8 @@ Conventions (documented once, used everywhere):
 - ``prompt_index``: int64 ``(N,)``: index into the prompt list the detector was called with.
 - ``masks``: optional bool ``(N, H, W)`` for segmentation-capable models.
 - ``timings_ms``: per-stage wall time of the call that produced it
-  (``preprocess``, ``forward``, ``postprocess``; ``total`` is their sum).
+  (``text`` when the prompt set had to be made ready, ``preprocess``, ``forward``,
+  ``postprocess``; ``total`` is their sum).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import TypedDict
 
 import numpy as np
 
-STAGES = ("preprocess", "forward", "postprocess")
+STAGES = ("text", "preprocess", "forward", "postprocess")
 
 
 class CocoResult(TypedDict):
@@ -123,6 +124,12 @@ class Detections:
         """A subset (boolean mask or index array), timings kept."""
         masks = None if self.masks is None else self.masks[keep]
         return Detections(self.xyxy[keep], self.scores[keep], self.prompt_index[keep], masks, self.timings_ms)
+
+    def with_timing(self, stage: str, ms: float) -> Detections:
+        """The same detections with one stage's time set (``total`` recomputed)."""
+        timings = {k: v for k, v in self.timings_ms.items() if k != "total"}
+        timings[stage] = float(ms)
+        return Detections(self.xyxy, self.scores, self.prompt_index, self.masks, timings)
 
     def above(self, threshold: float) -> Detections:
         return self.filter(self.scores >= threshold)

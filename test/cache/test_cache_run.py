@@ -96,3 +96,20 @@ def test_malformed_prediction_files_are_named(tmp_path, content, message):
 def test_missing_formulation_is_a_clear_error(tmp_path):
     with pytest.raises(CacheError, match="no predictions for formulation 'tmpl'"):
         RunDir(tmp_path / "run").create().predictions("tmpl")
+
+
+def test_atomic_files_respect_the_umask(tmp_path) -> None:
+    import os
+    import stat
+
+    from probench.cache.atomic import write_json_atomic
+
+    old = os.umask(0o022)
+    try:
+        write_json_atomic(tmp_path / "a.json", {"x": 1})
+        assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o644
+        os.umask(0o077)
+        write_json_atomic(tmp_path / "b.json", {"x": 1})
+        assert stat.S_IMODE((tmp_path / "b.json").stat().st_mode) == 0o600
+    finally:
+        os.umask(old)

@@ -2,24 +2,37 @@
 
 A detector takes an RGB uint8 image ``(H, W, 3)`` and a list of prompt strings and returns
 :class:`probench.detections.Detections` (boxes ``xyxy`` in original-image pixels, scores in
-[0, 1], the index of the prompt each box answers, per-stage timings). Prompt handling:
-``set_prompts`` encodes the text side once; ``detect(image)`` reuses it until the prompt set
-changes (``detect(image, prompts)`` is a shortcut that calls ``set_prompts`` only when the
-list differs from the active one).
+[0, 1], the index of the prompt each box answers, per-stage timings).
+
+Prompt handling: ``detect(image, prompts)`` (or ``set_prompts`` then ``detect(image)``)
+makes the text side of that prompt set ready, timed as stage ``text`` of the call. The
+text side is cached in an LRU (``text_cache_size`` entries):
+
+- ``text_cache = "per-prompt"`` (the text tower encodes each prompt on its own: OWL,
+  YOLO-World, YOLOE, SAM3, ...): entries are single prompts; the adapter implements
+  ``_encode_texts(prompts) -> one item per prompt`` and ``_join_texts(items, prompts)``.
+  A new combination of prompts already seen costs no encoder call.
+- ``text_cache = "per-set"`` (the prompts are encoded jointly, e.g. one caption for
+  Grounding DINO): entries are whole prompt sets; the adapter implements
+  ``_encode_prompts(prompts)``.
+
+``text_encoder_calls`` counts encoder invocations; :meth:`BaseDetector.text_cache_stats`
+gives hits, misses and evictions (latency.json and the node's diagnostics report them).
 """
 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from probench.detections import Detections
 from probench.models.errors import ImageInputError, PromptError
-from probench.models.spec import ModelRecord
+from probench.models.spec import ModelRecord, TextCache
 
 MAX_PROMPT_CHARS = 512  # a target description longer than this is almost surely a mistake
 MAX_PROMPTS = 1024
@@ -77,15 +90,16 @@ def check_image(image: np.ndarray) -> np.ndarray:
 
 
 class BaseDetector:
-    """Shared mechanics: prompt validation, text-side caching and per-stage timing.
+    """Shared mechanics: prompt validation, the text-side LRU cache and per-stage timing.
 
-    Subclasses implement ``_encode_prompts(prompts) -> object`` (the cached text side) and
-    ``_run(image, text_state) -> Detections`` (preprocess + forward + postprocess, filling
-    ``timings_ms``). ``text_encoder_calls`` counts ``_encode_prompts`` calls so tests can
-    prove the cache works.
+    Subclasses implement the text side (module doc: ``_encode_texts`` + ``_join_texts`` for
+    ``text_cache = "per-prompt"``, else ``_encode_prompts``) and ``_run(image, text_state)
+    -> Detections`` (preprocess + forward + postprocess, filling ``timings_ms``).
     """
 
     name = "base"
+    text_cache: TextCache = "per-set"
+    text_cache_size = 512  # entries: prompts (per-prompt) or prompt sets (per-set)
 
     def __init__(self, device: str = "cpu", score_threshold: float = 0.0) -> None:
         self.device = device
@@ -96,46 +110,124 @@ class BaseDetector:
         self.weights_source: str = ""
         self._prompts: tuple[str, ...] = ()
         self._text_state: object = None
+        self._text_lru: OrderedDict[Any, object] = OrderedDict()
         self.text_encoder_calls = 0
+        self.text_cache_hits = 0
+        self.text_cache_misses = 0
+        self.text_cache_evictions = 0
+        self.last_text_ms = 0.0  # time the last prompt change took (0 when nothing changed)
 
     @property
     def prompts(self) -> tuple[str, ...]:
         return self._prompts
 
     def set_prompts(self, prompts: Sequence[str]) -> None:
+        """Make ``prompts`` the active set, its text side ready (from the cache when it can)."""
         prompts = check_prompts(prompts)
         if prompts == self._prompts and self._text_state is not None:
+            self.last_text_ms = 0.0
             return
-        self._text_state = self._encode_prompts(prompts)
-        self.text_encoder_calls += 1
+        t0 = time.perf_counter()
+        if self.text_cache == "per-prompt":
+            self._text_state = self._per_prompt_state(prompts)
+        else:
+            self._text_state = self._per_set_state(prompts)
         self._prompts = prompts
+        self.last_text_ms = (time.perf_counter() - t0) * 1000.0
+
+    def text_cache_stats(self) -> dict[str, object]:
+        return {
+            "kind": self.text_cache, "entries": len(self._text_lru), "capacity": self.text_cache_size,
+            "hits": self.text_cache_hits, "misses": self.text_cache_misses,
+            "evictions": self.text_cache_evictions, "encoder_calls": self.text_encoder_calls,
+        }
+
+    def clear_text_cache(self) -> None:
+        self._text_lru.clear()
+        self._prompts, self._text_state = (), None
+
+    def _remember(self, key: Any, value: object) -> None:
+        self._text_lru[key] = value
+        self._text_lru.move_to_end(key)
+        while len(self._text_lru) > self.text_cache_size:
+            self._text_lru.popitem(last=False)
+            self.text_cache_evictions += 1
+
+    def _per_set_state(self, prompts: tuple[str, ...]) -> object:
+        if prompts in self._text_lru:
+            self.text_cache_hits += 1
+            self._text_lru.move_to_end(prompts)
+            return self._text_lru[prompts]
+        self.text_cache_misses += 1
+        state = self._encode_prompts(prompts)
+        self.text_encoder_calls += 1
+        self._remember(prompts, state)
+        return state
+
+    def _per_prompt_state(self, prompts: tuple[str, ...]) -> object:
+        items: dict[str, object] = {}
+        missing: list[str] = []
+        for p in dict.fromkeys(prompts):  # distinct, in order
+            if p in self._text_lru:
+                self.text_cache_hits += 1
+                self._text_lru.move_to_end(p)
+                items[p] = self._text_lru[p]
+            else:
+                self.text_cache_misses += 1
+                missing.append(p)
+        if missing:
+            encoded = self._encode_texts(tuple(missing))
+            self.text_encoder_calls += 1
+            if len(encoded) != len(missing):
+                raise RuntimeError(
+                    f"{self.name}: text encoder gave {len(encoded)} items for {len(missing)} prompts"
+                )
+            for p, item in zip(missing, encoded, strict=True):
+                items[p] = item
+                self._remember(p, item)
+        return self._join_texts([items[p] for p in prompts], prompts)
 
     def detect(self, image: np.ndarray, prompts: Sequence[str] | None = None) -> Detections:
-        self._ready(prompts)
-        return self._threshold(self._run(check_image(image), self._text_state))
+        text_ms = self._ready(prompts)
+        dets = self._threshold(self._run(check_image(image), self._text_state))
+        return dets.with_timing("text", text_ms)
 
     def detect_batch(
         self, images: Sequence[np.ndarray], prompts: Sequence[str] | None = None
     ) -> list[Detections]:
         """Same prompts for every image; backends that batch natively override ``_run_batch``."""
-        self._ready(prompts)
+        text_ms = self._ready(prompts)
         images = [check_image(im) for im in images]
         if not images:
             return []
-        return [self._threshold(d) for d in self._run_batch(images, self._text_state)]
+        share = text_ms / len(images)
+        dets = self._run_batch(images, self._text_state)
+        return [self._threshold(d).with_timing("text", share) for d in dets]
 
-    def _ready(self, prompts: Sequence[str] | None) -> None:
-        if prompts is not None:
-            self.set_prompts(prompts)
-        if not self._prompts:
-            raise PromptError("no prompts set: call set_prompts() or pass prompts")
+    def _ready(self, prompts: Sequence[str] | None) -> float:
+        """Text side ready; returns the ms it took (0 when the set was already active)."""
+        if prompts is None:
+            if not self._prompts:
+                raise PromptError("no prompts set: call set_prompts() or pass prompts")
+            return 0.0
+        self.set_prompts(prompts)
+        return self.last_text_ms
 
     def _threshold(self, dets: Detections) -> Detections:
         return dets.above(self.score_threshold) if self.score_threshold > 0 else dets
 
     # -- to implement ---------------------------------------------------------------------
     def _encode_prompts(self, prompts: tuple[str, ...]) -> object:
+        """per-set: the text state of a whole prompt set."""
         return prompts
+
+    def _encode_texts(self, prompts: tuple[str, ...]) -> Sequence[object]:
+        """per-prompt: one cached item per prompt (called with the prompts not in the cache)."""
+        raise NotImplementedError(f"{type(self).__name__} declares per-prompt caching without _encode_texts")
+
+    def _join_texts(self, items: list[object], prompts: tuple[str, ...]) -> object:
+        """per-prompt: the text state of ``prompts`` from their cached items, in order."""
+        raise NotImplementedError(f"{type(self).__name__} declares per-prompt caching without _join_texts")
 
     def _run(self, image: np.ndarray, text_state: object) -> Detections:  # pragma: no cover
         raise NotImplementedError

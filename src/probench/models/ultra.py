@@ -72,6 +72,11 @@ def import_ultralytics() -> Any:
 class UltralyticsDetector(BaseDetector):
     """A YOLO-World or YOLOE model behind the probench Detector interface."""
 
+    # _encode_prompts sets the vocabulary on the model itself (a side effect), so a cached
+    # state cannot be switched back to without it: keep one set until the vocabulary swap
+    # is separated from the encoding.
+    text_cache_size = 1
+
     def __init__(
         self,
         name: str,

@@ -71,6 +71,11 @@ def load_with_ultralytics(path: Path, base: UltralyticsDetector) -> Any:
 class UltralyticsExportedDetector(BaseDetector):
     """A YOLO-World/YOLOE model run from an exported file (ONNX or TensorRT engine)."""
 
+    # The text state is a loaded engine with the vocabulary baked in: keep only the active
+    # one in memory (GPU memory); the files stay in the artefact cache, so a set seen before
+    # is reloaded, not rebuilt.
+    text_cache_size = 1
+
     def __init__(
         self, base: UltralyticsDetector, fmt: str, cache: ArtifactCache | None = None,
         exporter: Exporter = export_with_ultralytics, loader: Loader = load_with_ultralytics,
