@@ -36,10 +36,5 @@ esac
 echo "demo: replaying $BAG at 30 Hz through grounding_node (camera-rate: frames the model cannot keep up with count as missed)" >&2
 RUN="$OUT/run-$MODEL"
 run eval --model "$MODEL" --bag "$BAG" --out "$RUN"
-REFERENCE=../shared/spec/table2.csv
-if [ -f "$REFERENCE" ]; then
-  run report "$RUN" --reference "$REFERENCE" --out "$OUT/report"
-else
-  run report "$RUN" --out "$OUT/report"
-fi
+run report "$RUN" --reference paper --out "$OUT/report"
 echo "demo: done; open $OUT/report/report.md (metrics: $RUN/metrics.json)" >&2

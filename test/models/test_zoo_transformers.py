@@ -20,17 +20,14 @@ from probench.models import ZOO, list_models, load_detector
 from probench.models.errors import UnknownModelError, WeightsNotFoundError
 from probench.models.zoo import resolve, tiny_names, weights_present
 
-TABLE2 = Path("/work/shared/spec/table2.csv")
 HF_SPECS = [s for s in list_models() if s.backend == "transformers"]
 
 
 def _paper_rows() -> list[str]:
-    if TABLE2.is_file():
-        with TABLE2.open() as fh:
-            return [r["model"] for r in csv.DictReader(fh)]
-    from probench.models.zoo import PAPER_ORDER
+    from probench.report.paper import table2_path
 
-    return list(PAPER_ORDER)
+    with table2_path().open() as fh:
+        return [r["model"] for r in csv.DictReader(fh)]
 
 
 def test_zoo_has_the_16_table2_rows_in_order() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 SWEEP = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 HEADER = "model,map50,map75,map50_95,latency_ms,m_cat,m_tmpl,delta_max,best_formulation,pcr50,plc"
-# three rows of the paper's Table II (shared/spec/table2.csv), as published
+# three rows of the paper's Table II (probench/report/data/paper_table2.csv), as published
 PAPER_ROWS = [
     "SAM3-Lite,0.696,0.594,0.562,683.0,0.737,0.541,0.196,cat,0.847,0.917",
     "OmDet-T,0.431,0.355,0.333,22.7,0.454,0.363,0.090,cat,0.243,0.958",

@@ -127,3 +127,17 @@ def test_dataset_option_overrides_run_json(make_run, tmp_path, capsys):
     rc = main(["report", str(run), "--out", str(tmp_path / "o"), "--dataset", str(SAMPLE)])
     err = capsys.readouterr().err.strip()
     assert rc == 1 and "no complete predictions" in err and "\n" not in err
+
+
+def test_reference_paper_adds_the_16_published_rows(tmp_path) -> None:
+    from probench.report.cli import build_report
+    from probench.report.load import load_reference
+    from probench.report.paper import table2_path
+
+    rows = load_reference(table2_path())
+    assert len(rows) == 16 and {r.label for r in rows} >= {"OWLv2-B (paper)", "SAM3-Lite (paper)"}
+    owl = next(r for r in rows if r.label.startswith("OWLv2-B"))
+    assert owl.metrics["map50"] == 0.507 and owl.metrics["latency_ms"]["mean"] == 56.6
+    written = build_report([], tmp_path / "out", reference="paper")
+    table = written["table2.md"].read_text()
+    assert "MM-G-D-T (paper)" in table and "0.696" in table

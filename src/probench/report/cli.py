@@ -15,9 +15,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run folders (metrics.json, run.json)")
     parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="output folder (created)")
     parser.add_argument(
-        "--reference", type=Path, metavar="CSV",
-        help="a CSV with Table II's columns (e.g. the paper's spec/table2.csv): its rows are added, "
-             "labelled '(paper)'",
+        "--reference", metavar="paper|CSV",
+        help="add published rows, labelled '(paper)': 'paper' for the Pro-Bench paper's Table II "
+             "(shipped with probench), or a CSV with Table II's columns",
     )  # fmt: skip
     parser.add_argument(
         "--dataset", type=Path, metavar="D",
@@ -41,7 +41,10 @@ def build_report(
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ReportUsageError(f"{out}: exists and is not a folder")
-    refs = load_reference(reference) if reference is not None else []  # fail fast, before scoring
+    from probench.report.paper import resolve_reference
+
+    # fail fast, before scoring
+    refs = load_reference(resolve_reference(reference)) if reference is not None else []
     entries = [load_run(r, dataset) for r in tqdm(runs, desc="report: loading runs", unit="run",
                                                   file=sys.stderr, disable=len(runs) < 2, leave=False)]
     disambiguate(entries)

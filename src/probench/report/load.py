@@ -16,7 +16,7 @@ from probench.errors import ProbenchError
 from probench.report.errors import ReportError, ReportUsageError
 from probench.vocabulary import FORMULATIONS
 
-# The columns of the paper's Table II, in order (shared/spec/table2.csv).
+# The columns of the paper's Table II, in order (probench/report/data/paper_table2.csv).
 COLUMNS: tuple[str, ...] = (
     "model", "map50", "map75", "map50_95", "latency_ms", "m_cat", "m_tmpl",
     "delta_max", "best_formulation", "pcr50", "plc",
@@ -161,7 +161,7 @@ def disambiguate(entries: list[Entry]) -> None:
 
 # -- reference tables ------------------------------------------------------------------------
 def load_reference(path: str | Path) -> list[Entry]:
-    """Rows of a CSV with Table II's columns (e.g. shared/spec/table2.csv), labelled "(paper)".
+    """Rows of a CSV with Table II's columns (e.g. the packaged paper_table2.csv), labelled "(paper)".
 
     Extra columns are ignored; an empty cell is a missing value; anything else malformed
     is a one-line :class:`ReportError` naming the line.
