@@ -18,6 +18,28 @@ def test_yaml_defaults_match_the_node_declarations(repo_root) -> None:
     assert node_spec.default_params_file() == repo_root / "config" / "grounding.yaml"
 
 
+def _eval_yaml(repo_root) -> dict:
+    return yaml.safe_load((repo_root / "config" / "eval.yaml").read_text())
+
+
+def test_eval_yaml_evaluator_section_is_the_declared_defaults(repo_root) -> None:
+    params = _eval_yaml(repo_root)["/**/evaluator_node"]["ros__parameters"]
+    table = node_spec.EVALUATOR_PARAMS
+    assert set(params) <= set(table.names())
+    assert params == {name: table.defaults()[name] for name in params}
+    # what the file leaves out comes from the launch arguments (probench.ros.graph.eval_graph)
+    assert set(table.names()) - set(params) == {"bag", "out", "grounding_node"}
+
+
+def test_eval_yaml_grounding_section_is_valid_and_keeps_every_box(repo_root) -> None:
+    params = _eval_yaml(repo_root)["/**/grounding_node"]["ros__parameters"]
+    table = node_spec.GROUNDING_PARAMS
+    assert table.check_all(params) == params  # declared names, accepted values, exact types
+    # the benchmark's detector contract: everything the model's own post-processing keeps
+    assert params["score_threshold"] == 0.0
+    assert params["max_detections"] == table["max_detections"].high
+
+
 def test_split_prompts() -> None:
     assert node_spec.split_prompts(" a red cup ;the door;; ") == ["a red cup", "the door"]
     assert node_spec.split_prompts(" ; ") == []

@@ -1,4 +1,4 @@
-"""The prediction cache (CONTRACTS.md §2): run folders written atomically and resumably."""
+"""The prediction cache (docs/FORMATS.md, run folders): run folders written atomically and resumably."""
 
 from probench.cache.atomic import write_json_atomic, write_text_atomic
 from probench.cache.errors import CacheError

@@ -1,4 +1,4 @@
-"""The prediction cache (CONTRACTS.md §2): one folder per run.
+"""The prediction cache (docs/FORMATS.md, run folders): one folder per run.
 
 ```
 RUN/

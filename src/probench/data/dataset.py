@@ -1,4 +1,4 @@
-"""The Pro-Bench dataset format (CONTRACTS.md §1): COCO, extended with queries as categories.
+"""The Pro-Bench dataset format (docs/FORMATS.md): COCO, extended with queries as categories.
 
 ``load_dataset`` parses and validates (every problem named, see :mod:`probench.data.validate`)
 and returns an immutable :class:`Dataset`. ``Dataset.from_dict`` builds one from an
@@ -153,7 +153,7 @@ class Dataset:
 
 
 def parse_query(c: Mapping) -> Query:
-    """A category record as a :class:`Query`, deriving ``cat``/``tmpl`` as CONTRACTS.md §1 says."""
+    """A category record as a :class:`Query`, deriving ``cat``/``tmpl`` as docs/FORMATS.md says."""
     name = str(c["name"])
     given = dict(c.get("prompts") or {})
     orig = given.get("orig")

@@ -40,7 +40,7 @@ def _queries(n_queries: int, rng: np.random.Generator) -> list[dict]:
             "prompts": {"orig": orig, "cat": noun, "tmpl": TEMPLATE_PREFIX + orig},
             "prompt_types": [t for t in PROMPT_TYPES if t in types],
         }
-        if k % 7 == 3:  # some records rely on the derivation of cat/tmpl (CONTRACTS §1)
+        if k % 7 == 3:  # some records rely on the derivation of cat/tmpl (docs/FORMATS.md)
             cat["prompts"] = {"orig": orig}
         coref = _CORefs[k % len(_CORefs)]
         if coref is not None:

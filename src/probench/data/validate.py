@@ -1,4 +1,4 @@
-"""Dataset validation (CONTRACTS.md §1): every problem named with its record id, one line each.
+"""Dataset validation (docs/FORMATS.md): every problem named with its record id, one line each.
 
 Records are named by their id when they have a usable one (``image 5``, ``query 3``,
 ``annotation 17``), else by their position (``images[4]``). The checks never stop at the

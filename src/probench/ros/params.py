@@ -1,7 +1,7 @@
 """One format for the parameters of both nodes: a table of :class:`Param` rows.
 
 Pure data (no rclpy): each node declares its parameters from its table (types, ranges and
-choices become the ``ParameterDescriptor``, :func:`probench.ros.param_decl.descriptor`),
+choices become the ``ParameterDescriptor``, :func:`probench.ros.convert.param_declaration`),
 checks values given at startup and at run time with :meth:`ParamTable.check`, and reads
 them into a typed config object (:meth:`ParamTable.to_config`). The docs' parameter
 tables are generated from the same rows (:meth:`ParamTable.markdown`) and a test checks
@@ -47,7 +47,8 @@ class Param:
     check_value: Callable[[Any], Any] | None = None  # extra check (e.g. prompt texts); returns the value
 
     def check(self, value: Any) -> Any:
-        """The checked value, or ``ValueError`` naming the parameter and the reason."""
+        """The checked value, or ``ValueError`` naming the parameter and the reason (a
+        ``check_value`` hook may raise a :class:`probench.errors.ProbenchError` instead)."""
         kinds = _PY_TYPES[self.type]
         if isinstance(value, bool) and self.type in ("double", "integer"):
             raise ValueError(f"{self.name} must be a {self.type}, got {value!r}")
@@ -130,14 +131,26 @@ class ParamTable:
         return cls(**checked)
 
     def markdown(self) -> str:
-        """The docs' table of these parameters."""
+        """The docs' table of these parameters (``scripts/gen_docs_tables.py`` writes it into
+        docs/): defaults as a YAML parameter file spells them, ``required`` for a parameter
+        that must be given, ``|`` escaped so that choices stay in their cell."""
         lines = [
             "| parameter | type | default | values | applies | description |",
             "| --- | --- | --- | --- | --- | --- |",
         ]
         for p in self.rows:
-            default = "[]" if p.type == "string_array" and not p.default else repr(p.default)
-            lines.append(
-                f"| `{p.name}` | {p.type} | `{default}` | {p.range_text()} | {p.applies} | {p.description} |"
-            )
+            default = "required" if p.nonempty and not p.default else f"`{_yaml_text(p.default)}`"
+            cells = [f"`{p.name}`", p.type, default, p.range_text(), p.applies, p.description]
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         return "\n".join(lines)
+
+
+def _yaml_text(value: Any) -> str:
+    """A default as a YAML parameter file writes it: ``true``, ``""``, ``[orig, cat]``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value if value else '""'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_yaml_text(v) for v in value) + "]"
+    return repr(value)
