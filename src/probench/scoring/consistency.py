@@ -57,10 +57,11 @@ def pcr_plc(
     missing = [f for f in FORMULATIONS if f not in recovery]
     needs_missing = k_need[:, [FORMULATIONS.index(f) for f in missing]].any(axis=1)
     n_targets = int(targets.sum())
+    multi = targets & (n_k >= 2)
     out: dict = {
         "n_targets": n_targets,
         "pcr_single_formulation_targets": int((targets & (n_k == 1)).sum()),
-        "pcr_multi_formulation_targets": int((targets & (n_k >= 2)).sum()),
+        "pcr_multi_formulation_targets": int(multi.sum()),
         "pcr_null_reason": None,
     }
     variants: dict[str, Callable[[Recovery], np.ndarray]] = {
@@ -89,7 +90,6 @@ def pcr_plc(
             continue
         rec = np.stack([recovered(recovery[f]) for f in present], axis=1)
         all_rec = targets & np.all(rec | ~k_set, axis=1)
-        multi = targets & (n_k >= 2)
         out[keys[0]] = float(all_rec.sum() / n_targets)
         if multi.any():
             out[keys[1]] = float((all_rec & multi).sum() / multi.sum())

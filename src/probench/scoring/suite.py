@@ -298,7 +298,8 @@ def score_run(
     if not run.path.is_dir():
         raise ScoringUsageError(f"{run.path}: no such run folder")
     info = run.info if isinstance(run.info, dict) else {}
-    run_ds = info.get("dataset") if isinstance(info.get("dataset"), dict) else {}
+    ds_field = info.get("dataset")
+    run_ds: dict = ds_field if isinstance(ds_field, dict) else {}
     run_hash = run_ds.get("hash")
     matches = None if run_hash is None else run_hash == dataset.content_hash
     if matches is False and dataset_check == "refuse":
