@@ -5,7 +5,7 @@ queries; ``--scale`` shrinks it), then times in this process:
 
 - ours: ``probench.scoring.score`` on the three formulations from COCO result dicts (the
   full suite: 14-threshold matching x 3 formulations, 4 area ranges under orig, AP, PCR,
-  PLC, prompt-type/domain/size breakdowns);
+  PLC and their top-1 variants, prompt-type/domain/size breakdowns);
 - reference: pycocotools ``COCOeval.evaluate() + accumulate()`` for ONE formulation at the
   standard ten thresholds (its default 4 area ranges), on the label-space-filtered results
   (``loadRes`` not timed).
@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(f"ours (full suite, 3 formulations): {ours:.2f} s; peak RSS so far {peak_gib:.2f} GiB", flush=True)
     print(f"  map50 {out['map50']:.4f}  map50_95 {out['map50_95']:.4f}  pcr50 {out['pcr50']:.4f}  "
-          f"plc {out['plc']:.4f}", flush=True)  # fmt: skip
+          f"plc {out['plc']:.4f}  pcr50_top1 {out['pcr50_top1']:.4f}  plc_top1 {out['plc_top1']:.4f}",
+          flush=True)  # fmt: skip
     if args.skip_pycocotools:
         return 0
 

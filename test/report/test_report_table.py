@@ -9,7 +9,7 @@ import pytest
 
 from probench.report.errors import ReportError
 from probench.report.load import COLUMNS, Entry, load_reference, load_run
-from probench.report.table import mark, ranks, to_csv, to_markdown
+from probench.report.table import HEADERS, MARKDOWN_COLUMNS, cell, mark, ranks, to_csv, to_markdown
 
 
 def _entries(two_runs, reference_csv):
@@ -52,9 +52,9 @@ def test_ties_share_a_rank_and_missing_values_have_none():
 def test_markdown_marks_top_five_per_column(two_runs, reference_csv):
     md = to_markdown(_entries(two_runs, reference_csv))
     lines = [ln for ln in md.splitlines() if ln.startswith("| ")]
-    assert lines[0] == "| " + " | ".join(COLUMNS) + " |"
+    assert lines[0] == "| " + " | ".join(HEADERS.get(c, c) for c in MARKDOWN_COLUMNS) + " |"
     body = {ln.split(" | ")[0][2:]: ln.split(" | ") for ln in lines[1:]}
-    col = {c: i for i, c in enumerate(COLUMNS)}
+    col = {c: i for i, c in enumerate(MARKDOWN_COLUMNS)}
     assert body["OWL-ViT"][col["map50"]].startswith("**")  # best mAP.5
     assert body["YOLO-W-S (paper)"][col["latency_ms"]] == "**7.3**"  # fastest
     assert body["SAM3-Lite (paper)"][col["latency_ms"]] == "683.0⁵"  # slowest of five
@@ -101,3 +101,43 @@ def test_tiny_variants_are_labelled_as_tiny(make_run):
     assert load_run(run).label == "OWLv2-B tiny (random weights)"
     real = make_run("owlv2-b", paper_name="OWLv2-B", random_weights=True)
     assert load_run(real).label == "OWLv2-B (random weights)"
+
+
+def test_markdown_says_which_pcr_it_prints(reference_csv):
+    run = Entry("mine", {"map50": 0.9, "pcr50": 0.95, "plc": 0.5, "pcr50_top1": 0.4, "plc_top1": 0.97})
+    md = to_markdown([run, *load_reference(reference_csv)])
+    header = md.splitlines()[0]
+    assert header.endswith("| pcr50 any-of-100 | plc any-of-100 | pcr50 top-1 | plc top-1 |")
+    assert "any of the up to 100 predictions" in md and "highest-scoring prediction" in md
+    col = {c: i for i, c in enumerate(MARKDOWN_COLUMNS)}
+    rows = [ln[2:-2].split(" | ") for ln in md.splitlines()[2:] if ln.startswith("| ")]
+    body = {row[0]: row for row in rows}
+    assert body["mine"][col["pcr50"]] == "**0.950**" and body["mine"][col["plc"]] == "0.500⁴"
+    assert body["mine"][col["pcr50_top1"]] == "**0.400**" and body["mine"][col["plc_top1"]] == "**0.970**"
+    paper = body["SAM3-Lite (paper)"]  # the paper's columns, as published; no top-1 values
+    assert paper[col["pcr50"]] == "0.847²" and paper[col["pcr50_top1"]] == paper[col["plc_top1"]] == ""
+
+
+def test_an_all_formulation_tie_prints_tie():
+    tie = Entry("a", {"best_formulation": None, "best_formulation_ties": ["orig", "cat", "tmpl"]})
+    partial = Entry("b", {"best_formulation": "orig", "best_formulation_ties": ["orig", "tmpl"]})
+    single = Entry("c", {"best_formulation": None, "best_formulation_ties": None})  # one formulation scored
+    assert [cell(e, "best_formulation") for e in (tie, partial, single)] == ["tie", "orig", ""]
+    rows = list(csv.DictReader(io.StringIO(to_csv([tie]))))
+    assert rows[0]["best_formulation"] == "tie"
+
+
+def test_tie_in_a_reference_table_reads_back(tmp_path):
+    path = tmp_path / "ref.csv"
+    path.write_text(",".join(COLUMNS) + "\nX,0.1,0.1,0.1,1,0.1,0.1,0,tie,0.1,0.1\n", encoding="utf-8")
+    (e,) = load_reference(path)
+    assert e.text("best_formulation") is None and cell(e, "best_formulation") == "tie"
+
+
+def test_notes_say_why_pcr_is_empty_and_give_the_threshold_variant():
+    reason = "the run lacks formulation(s) tmpl that the coref sets of 3 of 4 targets need"
+    null = Entry("a", {"map50": 0.5, "pcr50": None, "pcr_null_reason": reason})
+    at = Entry("b", {"map50": 0.4, "pcr50": 0.6, "pcr_score_threshold": 0.3, "pcr50_at": 0.25, "plc_at": 0.8})
+    md = to_markdown([null, at])
+    assert "- a: PCR/PLC not computed: the run lacks formulation(s) tmpl" in md
+    assert "- b: at score >= 0.3, pcr50 0.250, plc 0.800." in md

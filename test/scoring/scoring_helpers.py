@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+from pathlib import Path
 
 import numpy as np
 
+from probench.cache.run import RunDir
 from probench.data.synthetic import synthetic_coco, synthetic_prediction_arrays
 
 
@@ -88,3 +90,46 @@ def cocoeval(coco: dict, results: list[dict], iou_thrs: np.ndarray, area: bool =
 def ref_map(ev, t: int, a: int = 0) -> float:
     s = ev.eval["precision"][t, :, :, a, 0]
     return float(np.mean(s[s > -1])) if (s > -1).any() else float("nan")
+
+
+def write_run(run: Path, preds: dict, latency: bool = True, dataset: dict | None = None) -> None:
+    """A run folder through the cache's writer; ``dataset`` becomes run.json's dataset."""
+    rd = RunDir(run).create()
+    for f, res in preds.items():
+        w = rd.writer(f)
+        by_img: dict[int, list] = {}
+        for r in res:
+            by_img.setdefault(r["image_id"], []).append(r)
+        for i, rs in by_img.items():
+            w.add_image(i, rs)
+        w.finalize()
+    info: dict = {"model": {"name": "tiny-owlv2"}}
+    if dataset is not None:
+        info["dataset"] = dataset
+    rd.write_info(info)
+    if latency:
+        summ = {"mean": 1.0, "std": 0.1, "p50": 1.0, "p95": 1.2, "p99": 1.3, "max": 1.5}
+        rd.write_json("latency.json", {"summary_ms": summ})
+    rd.write_json("realtime.json", {"budget_ms": 33.3, "frames_sent": 3})
+
+
+# The example of issue 14: one target; under every formulation 99 wrong boxes at 0.9 and
+# the right box at 0.001 -> mAP.5 0.01, pcr50 1.0 (recall@100), pcr50_top1 0.0.
+ONE_TARGET = {
+    "images": [{"id": 1, "file_name": "a.png", "width": 1000, "height": 1000, "domain": "indoor"}],
+    "categories": [
+        {"id": 1, "name": "valve", "prompts": {"orig": "the red valve"}, "prompt_types": ["state"]}
+    ],
+    "annotations": [
+        {"id": 1, "image_id": 1, "category_id": 1, "bbox": [100, 100, 50, 50], "area": 2500, "iscrowd": 0}
+    ],
+}
+
+
+def example_predictions() -> dict[str, list[dict]]:
+    """99 wrong boxes at 0.9, then the right box at 0.001, per formulation."""
+    wrong = [
+        {"image_id": 1, "category_id": 1, "bbox": [500 + k, 500, 20, 20], "score": 0.9} for k in range(99)
+    ]
+    right = {"image_id": 1, "category_id": 1, "bbox": [100, 100, 50, 50], "score": 0.001}
+    return {f: [*wrong, right] for f in ("orig", "cat", "tmpl")}

@@ -72,3 +72,93 @@ def test_iou_tie_goes_to_the_later_gt_as_pycocotools() -> None:
     assert ref_map(ev, 2) == pytest.approx(1.0)  # both GT found at 0.30
     assert out["by_formulation"]["orig"]["ap_by_iou"]["0.30"] == pytest.approx(1.0, abs=TOL)
     assert out["by_formulation"]["orig"]["ap_by_iou"]["0.50"] == pytest.approx(ref_map(ev, 4), abs=TOL)
+
+
+def _degrade(results: list[dict], seed: int) -> list[dict]:
+    """Every 7th box gets a negative width, zero height or both sides negative."""
+    rng = np.random.default_rng(seed)
+    out = [dict(r, bbox=list(r["bbox"])) for r in results]
+    for k, r in enumerate(out[::7]):
+        x, y, w, h = r["bbox"]
+        r["bbox"] = [[x, y, -w, h], [x, y, w, 0.0], [x, y, -w, -h]][int(rng.integers(3)) if k else 0]
+    return out
+
+
+def _iou(a: list[float], b: list[float]) -> float:
+    w = min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0])
+    h = min(a[1] + a[3], b[1] + b[3]) - max(a[1], b[1])
+    if w <= 0 or h <= 0:
+        return 0.0
+    return w * h / (a[2] * a[3] + b[2] * b[3] - w * h)
+
+
+def reference_pcr(coco: dict, preds: dict[str, list[dict]], threshold: float) -> dict[str, float | None]:
+    """PCR/PLC from pycocotools' own matches (evalImgs at IoU 0.5, area "all", maxDets 100):
+    per target and formulation, the matched detection (``gtMatches``), whether it is the first
+    of the pair's ``dtIds`` (top-1) and its score."""
+    match: dict[str, dict[int, dict]] = {}  # formulation -> GT id -> matched detection
+    top1: dict[str, dict[int, bool]] = {}
+    for f, res in preds.items():
+        ev = cocoeval(coco, res, np.array([0.5]), area=False)
+        dts = ev.cocoDt.anns
+        match[f], top1[f] = {}, {}
+        for e in ev.evalImgs:
+            if e is None:
+                continue
+            for g, m in zip(e["gtIds"], e["gtMatches"][0], strict=True):
+                if m > 0:
+                    match[f][g] = dts[int(m)]
+                    top1[f][g] = int(m) == e["dtIds"][0]
+    coref = {c["id"]: c.get("coref") or ["orig", "cat", "tmpl"] for c in coco["categories"]}
+    targets = [a for a in coco["annotations"] if not a.get("iscrowd")]
+    rules = {
+        "": lambda f, g: g in match[f],
+        "_top1": lambda f, g: top1[f].get(g, False),
+        "_at": lambda f, g: g in match[f] and match[f][g]["score"] >= threshold,
+    }
+    out: dict[str, float | None] = {}
+    for suffix, rule in rules.items():
+        rec, multi, plc = [], [], []
+        for a in targets:
+            ks = coref[a["category_id"]]
+            ok = all(rule(f, a["id"]) for f in ks)
+            rec.append(ok)
+            if len(ks) >= 2:
+                multi.append(ok)
+                if ok:
+                    boxes = [match[f][a["id"]]["bbox"] for f in ks]
+                    pairs = [_iou(boxes[i], boxes[j]) for i in range(len(ks)) for j in range(i + 1, len(ks))]
+                    plc.append(sum(pairs) / len(pairs))
+        out[f"pcr50{suffix}"] = sum(rec) / len(rec)
+        out[f"pcr50{suffix}_multi"] = sum(multi) / len(multi)
+        out[f"plc{suffix}"] = sum(plc) / len(plc) if plc else None
+    return out
+
+
+@pytest.mark.parametrize(("seed", "degenerate"), [(0, False), (1, True), (2, True)])
+def test_pcr_variants_match_a_reference_on_pycocotools_matches(seed: int, degenerate: bool) -> None:
+    coco = hard_coco(seed)
+    preds = {f: hard_predictions(coco, f, seed) for f in ("orig", "cat", "tmpl")}
+    if degenerate:
+        preds = {f: _degrade(res, seed) for f, res in preds.items()}
+    out = score(Dataset.from_dict(coco), preds, pcr_score_threshold=0.5)
+    ref = reference_pcr(coco, preds, 0.5)
+    assert out["pcr_null_reason"] is None
+    assert out["pcr50"] > out["pcr50_top1"] > 0 and out["pcr50"] > out["pcr50_at"] > 0  # the cases differ
+    for key, want in ref.items():
+        assert _close(out[key], math.nan if want is None else want), (key, out[key], want)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_boxes_without_area_score_as_in_pycocotools(seed: int) -> None:
+    coco = hard_coco(seed)
+    res = _degrade(hard_predictions(coco, "orig", seed), seed)
+    out = score(Dataset.from_dict(coco), {"orig": res})
+    stats = out["by_formulation"]["orig"]
+    assert stats["n_degenerate_boxes"] == len(res[::7]) and 0 < stats["n_degenerate_ignored"] < len(res[::7])
+    ev = cocoeval(coco, res, SWEEP_IOUS, area=False)
+    for t, thr in enumerate(SWEEP_IOUS):
+        assert _close(stats["ap_by_iou"][f"{thr:.2f}"], ref_map(ev, t)), thr
+    ev = cocoeval(coco, res, COCO_IOUS, area=True)
+    for a, size in enumerate(("small", "medium", "large"), start=1):
+        assert _close(out["by_size"][size]["map50"], ref_map(ev, 0, a)), size

@@ -7,8 +7,9 @@ import math
 from pathlib import Path
 
 import pytest
+from scoring_helpers import write_run
 
-from probench.cache.run import RunDir, sort_results
+from probench.cache.run import sort_results
 from probench.cli import main
 from probench.data.dataset import Dataset
 from probench.data.synthetic import synthetic_coco, synthetic_predictions, write_synthetic_dataset
@@ -17,7 +18,10 @@ from probench.scoring.errors import ScoringError, ScoringUsageError
 
 TOP_KEYS = {
     "map50", "map75", "map50_95", "by_formulation", "m_orig", "m_cat", "m_tmpl", "delta_orig_cat",
-    "delta_tmpl_orig", "delta_max", "best_formulation", "pcr50", "plc",
+    "delta_tmpl_orig", "delta_max", "best_formulation", "best_formulation_ties", "pcr50", "plc",
+    "pcr50_multi", "pcr50_top1", "plc_top1", "pcr50_top1_multi", "n_targets",
+    "pcr_single_formulation_targets", "pcr_multi_formulation_targets", "pcr_null_reason",
+    "n_degenerate_boxes",
     "by_prompt_type", "by_domain", "by_size",
 }  # fmt: skip
 SWEEP_KEYS = {"0.10", "0.20", "0.30", "0.40", "0.50", "0.60", "0.70", "0.80", "0.90", "0.95"}
@@ -71,7 +75,22 @@ def test_perfect_predictions_score_one(small: tuple[dict, dict]) -> None:
     out = score(Dataset.from_dict(coco), {"orig": perfect, "cat": perfect, "tmpl": perfect})
     assert out["map50"] == pytest.approx(1.0) and out["map50_95"] == pytest.approx(1.0)
     assert out["pcr50"] == pytest.approx(1.0) and out["plc"] == pytest.approx(1.0)
-    assert out["delta_max"] == 0.0 and out["best_formulation"] == "orig"  # ties: orig first
+    # every formulation ties: no best one (was "orig", the first in order, before issue 14)
+    assert out["delta_max"] == 0.0 and out["best_formulation"] is None
+    assert out["best_formulation_ties"] == ["orig", "cat", "tmpl"]
+
+
+def test_best_formulation_ties() -> None:
+    coco = synthetic_coco(8, 3, seed=4, negatives_per_image=0)
+    ds = Dataset.from_dict(coco)
+    good = synthetic_predictions(coco, ("orig",), seed=4)["orig"]
+    out = score(ds, {"orig": good, "cat": [], "tmpl": good})  # orig = tmpl > cat = 0
+    assert out["m_orig"] == out["m_tmpl"] > out["m_cat"] == 0.0
+    assert out["best_formulation"] == "orig" and out["best_formulation_ties"] == ["orig", "tmpl"]
+    out = score(ds, {"cat": good, "tmpl": good})  # the two formulations scored tie
+    assert out["best_formulation"] is None and out["best_formulation_ties"] == ["cat", "tmpl"]
+    out = score(ds, {"orig": [], "tmpl": good})
+    assert out["best_formulation"] == "tmpl" and out["best_formulation_ties"] is None
 
 
 def test_outside_label_space_and_negative_pairs() -> None:
@@ -122,8 +141,10 @@ def test_empty_inputs_give_nulls_not_nan() -> None:
     _no_nan(out)
     json.dumps(out, allow_nan=False)
     coco = synthetic_coco(5, 3, seed=1)
-    out = score(Dataset.from_dict(coco), {"orig": []})  # no predictions at all
-    assert out["map50"] == 0.0 and out["pcr50"] == 0.0 and out["plc"] is None
+    nothing = {f: [] for f in ("orig", "cat", "tmpl")}  # a model that outputs nothing
+    out = score(Dataset.from_dict(coco), nothing)
+    assert out["map50"] == 0.0 and out["pcr50"] == 0.0 and out["pcr50_top1"] == 0.0 and out["plc"] is None
+    assert out["delta_max"] == 0.0 and out["best_formulation"] is None  # a tie, not "orig"
 
 
 def test_bad_input_is_named() -> None:
@@ -134,30 +155,13 @@ def test_bad_input_is_named() -> None:
         score(ds, {"orig": [{"image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1], "score": 0.5}, {"x": 1}]})
 
 
-def _write_run(run: Path, preds: dict, latency: bool = True) -> None:
-    rd = RunDir(run).create()
-    for f, res in preds.items():
-        w = rd.writer(f)
-        by_img: dict[int, list] = {}
-        for r in res:
-            by_img.setdefault(r["image_id"], []).append(r)
-        for i, rs in by_img.items():
-            w.add_image(i, rs)
-        w.finalize()
-    rd.write_info({"model": {"name": "tiny-owlv2"}})
-    if latency:
-        summ = {"mean": 1.0, "std": 0.1, "p50": 1.0, "p95": 1.2, "p99": 1.3, "max": 1.5}
-        rd.write_json("latency.json", {"summary_ms": summ})
-    rd.write_json("realtime.json", {"budget_ms": 33.3, "frames_sent": 3})
-
-
 def test_score_run_and_cli(tmp_path: Path, small: tuple[dict, dict], capsys: pytest.CaptureFixture) -> None:
     coco, preds = small
     ds_dir = tmp_path / "ds"
     ds_dir.mkdir()
     (ds_dir / "annotations.json").write_text(json.dumps(coco))
     run = tmp_path / "run"
-    _write_run(run, {"orig": preds["orig"], "cat": preds["cat"]})
+    write_run(run, {"orig": preds["orig"], "cat": preds["cat"]})
     ds = Dataset.from_dict(coco)
     out = score_run(ds, run)
     assert out["latency_ms"]["p95"] == 1.2 and out["realtime"]["frames_sent"] == 3
@@ -183,17 +187,17 @@ def test_streaming_matches_batch(small: tuple[dict, dict]) -> None:
     coco, preds = small
     ds = Dataset.from_dict(coco)
     s = StreamingScorer(ds)
-    for f in ("orig", "tmpl"):
+    for f in ("orig", "cat", "tmpl"):
         by_img: dict[int, list] = {i: [] for i in ds.images}
         for r in preds[f]:
             by_img[r["image_id"]].append(r)
         for i in sorted(by_img, reverse=True):  # arrival order does not matter
             s.update(f, i, by_img[i])
     s.update("orig", 1, [r for r in preds["orig"] if r["image_id"] == 1])  # a re-sent frame replaces
-    got = s.compute()
-    want = score(ds, {"orig": preds["orig"], "tmpl": preds["tmpl"]})
-    for key in ("map50", "map50_95", "m_tmpl", "pcr50", "plc"):
-        assert got[key] == pytest.approx(want[key], abs=1e-12), key
+    got = s.compute(pcr_score_threshold=0.5)
+    want = score(ds, preds, pcr_score_threshold=0.5)
+    assert want["pcr_null_reason"] is None and want["pcr50"] > want["pcr50_at"] > 0
+    assert got == want  # every key, PCR/PLC variants included, bit for bit
     s.reset()
     assert s.compute()["formulations"] == []
     with pytest.raises(ScoringUsageError):

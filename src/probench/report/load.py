@@ -206,8 +206,12 @@ def load_reference(path: str | Path) -> list[Entry]:
             else:
                 metrics[col] = value
         best = (row.get("best_formulation") or "").strip()
-        if best and best not in FORMULATIONS:
-            raise ReportError(f"{path} line {line}: best_formulation {best!r} is not one of orig, cat, tmpl")
-        metrics["best_formulation"] = best or None
+        if best and best not in (*FORMULATIONS, "tie"):
+            raise ReportError(
+                f"{path} line {line}: best_formulation {best!r} is not one of orig, cat, tmpl, tie"
+            )
+        metrics["best_formulation"] = best if best in FORMULATIONS else None
+        if best == "tie":  # as our table2.csv writes an all-formulation tie
+            metrics["best_formulation_ties"] = list(FORMULATIONS)
         entries.append(Entry(name + PAPER_MARK, metrics, reference=True, family=PAPER_FAMILIES.get(name)))
     return entries

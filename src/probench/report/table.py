@@ -1,5 +1,10 @@
 """Table II: the paper's columns, as CSV (data) and Markdown (top five marked per column).
 
+The CSV has exactly the paper's columns (``pcr50`` / ``plc`` are recall@100 consistency,
+docs/METRICS.md). The Markdown says which PCR each column is and adds the top-1 variants
+(``pcr50_top1`` / ``plc_top1``, a robot's operating point) after them. ``best_formulation``
+reads "tie" when every formulation has the same mAP.5.
+
 Rows are sorted by ``map50`` descending (rows without it last, ties by label). In the
 Markdown, each numeric column's best value is **bold** and ranks 2-5 carry a superscript
 rank (²³⁴⁵), the paper's "top five shaded from darkest to lightest". Ranking is over all
@@ -15,6 +20,14 @@ import io
 from probench.report.load import COLUMNS, NUMERIC, Entry
 
 LOWER_IS_BETTER: frozenset[str] = frozenset({"latency_ms", "delta_max"})
+MARKDOWN_COLUMNS: tuple[str, ...] = (*COLUMNS, "pcr50_top1", "plc_top1")
+MARKDOWN_NUMERIC: tuple[str, ...] = (*NUMERIC, "pcr50_top1", "plc_top1")
+HEADERS: dict[str, str] = {  # what the Markdown header says where the key alone would not
+    "pcr50": "pcr50 any-of-100",
+    "plc": "plc any-of-100",
+    "pcr50_top1": "pcr50 top-1",
+    "plc_top1": "plc top-1",
+}
 TOP_K = 5
 _SUPERSCRIPT = {2: "²", 3: "³", 4: "⁴", 5: "⁵"}
 
@@ -52,6 +65,8 @@ def cell(entry: Entry, column: str) -> str:
     if column == "model":
         return entry.label
     if column == "best_formulation":
+        if entry.text(column) is None and entry.metrics.get("best_formulation_ties"):
+            return "tie"  # every formulation has the same mAP.5: none is best
         return entry.text(column) or ""
     return format_number(column, entry.number(column))
 
@@ -75,11 +90,12 @@ def mark(text: str, rank: int | None) -> str:
 def to_markdown(entries: list[Entry]) -> str:
     """Table II as a Markdown table plus a one-paragraph legend."""
     rows = sort_entries(entries)
-    rank_by_col = {c: ranks(rows, c) for c in NUMERIC}
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join(["---"] + [":-:"] * (len(COLUMNS) - 1)) + "|"]
+    rank_by_col = {c: ranks(rows, c) for c in MARKDOWN_NUMERIC}
+    header = [HEADERS.get(c, c) for c in MARKDOWN_COLUMNS]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + [":-:"] * (len(header) - 1)) + "|"]
     for i, e in enumerate(rows):
         cells = []
-        for c in COLUMNS:
+        for c in MARKDOWN_COLUMNS:
             text = cell(e, c)
             if c in rank_by_col:
                 text = mark(text, rank_by_col[c][i])
@@ -89,7 +105,31 @@ def to_markdown(entries: list[Entry]) -> str:
         "Sorted by map50 (mAP.5 under the orig formulation). Top five per column: **bold** = best, "
         "² ³ ⁴ ⁵ = 2nd-5th (ties share a rank); lower is better for latency_ms (mean, ms) and "
         "delta_max, higher for the rest. m_cat / m_tmpl: mAP.5 under the cat / tmpl formulations; "
-        "best_formulation: the formulation with the highest mAP.5; pcr50: prompt-consistent recall "
-        "at IoU 0.5; plc: prompt localisation consistency. Empty cell: not measured."
+        "best_formulation: the formulation with the highest mAP.5 (tie: all formulations equal). "
+        "pcr50: prompt-consistent recall at IoU 0.5, plc: prompt localisation consistency; "
+        "any-of-100: a target counts as recovered when any of the up to 100 predictions kept per image "
+        "and query matches it, at any score (recall@100; the paper's columns, whose operating point "
+        "the paper does not name, are shown there); top-1: only the highest-scoring prediction for the "
+        "query in the image counts, the one a robot acts on. Empty cell: not measured, or for PCR/PLC "
+        "not computable (see the notes under the table)."
     )
-    return "\n".join(lines) + "\n\n" + legend + "\n"
+    notes = "".join(f"- {n}\n" for n in pcr_notes(rows))
+    return "\n".join(lines) + "\n\n" + legend + "\n" + (f"\n{notes}" if notes else "")
+
+
+def pcr_notes(entries: list[Entry]) -> list[str]:
+    """Per row: why its PCR/PLC is empty, and the PCR at a score threshold when one was asked."""
+    out = []
+    for e in entries:
+        label = e.label.replace("|", "\\|")
+        reason = e.metrics.get("pcr_null_reason")
+        if e.number("pcr50") is None and isinstance(reason, str):
+            out.append(f"{label}: PCR/PLC not computed: {reason}.")
+        threshold = e.metrics.get("pcr_score_threshold")
+        if isinstance(threshold, (int, float)) and e.number("pcr50_at") is not None:
+            plc = format_number("plc", e.number("plc_at")) or "-"
+            out.append(
+                f"{label}: at score >= {threshold:g}, pcr50 {format_number('pcr50', e.number('pcr50_at'))}, "
+                f"plc {plc}."
+            )
+    return out

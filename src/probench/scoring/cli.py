@@ -1,7 +1,10 @@
-"""``probench score --dataset D --run RUN [--out F]``: the full metric suite of a run.
+"""``probench score --dataset D --run RUN [--out F] [--pcr-score-threshold T]
+[--allow-dataset-mismatch]``: the full metric suite of a run.
 
 Reads annotations only (no image files), writes RUN/metrics.json (or ``--out``) atomically
-and prints a short summary table.
+and prints a short summary table. A dataset whose content hash differs from the one in
+run.json is refused unless ``--allow-dataset-mismatch``; predictions with a width or height
+<= 0 are counted and said on stderr.
 """
 
 from __future__ import annotations
@@ -17,11 +20,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", required=True, help="dataset folder (annotations.json is enough)")
     parser.add_argument("--run", required=True, help="run folder with predictions/<formulation>.json")
     parser.add_argument("--out", help="metrics file to write (default: RUN/metrics.json)")
+    parser.add_argument(
+        "--pcr-score-threshold", type=_threshold, metavar="T",
+        help="also report pcr50_at / plc_at: a target is recovered only by a prediction scoring >= T (0-1)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--allow-dataset-mismatch", action="store_true",
+        help="score even if the dataset's content hash differs from run.json's (recorded in metrics.json)",
+    )  # fmt: skip
     parser.add_argument("--quiet", action="store_true", help="do not print the summary table")
+
+
+def _threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"{text!r} is not a score in [0, 1]")
+    return value
 
 
 def _fmt(v: object) -> str:
     return "-" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v)
+
+
+def best_text(m: dict) -> str:
+    """k* as printed: the formulation, "tie" when every formulation has the same mAP.5."""
+    if m.get("best_formulation") is None and m.get("best_formulation_ties"):
+        return "tie"
+    return _fmt(m.get("best_formulation"))
 
 
 def summary_table(m: dict) -> str:
@@ -30,15 +58,39 @@ def summary_table(m: dict) -> str:
         rows.append(f"{f:<12} {_fmt(s['map50']):<7} {_fmt(s['map75']):<7} {_fmt(s['map50_95'])}")
     rows.append(
         f"delta_orig_cat {_fmt(m['delta_orig_cat'])}  delta_tmpl_orig {_fmt(m['delta_tmpl_orig'])}  "
-        f"delta_max {_fmt(m['delta_max'])}  best {_fmt(m['best_formulation'])}"
+        f"delta_max {_fmt(m['delta_max'])}  best {best_text(m)}"
     )
-    rows.append(f"PCR@.5 {_fmt(m['pcr50'])}  PLC {_fmt(m['plc'])}  (targets {m['n_targets']})")
+    rows.append(
+        f"PCR@.5 any-of-100 {_fmt(m['pcr50'])}  top-1 {_fmt(m['pcr50_top1'])}"
+        + (f"  score>={m['pcr_score_threshold']:g} {_fmt(m['pcr50_at'])}" if "pcr50_at" in m else "")
+        + f"  (targets {m['n_targets']}, single-formulation {m['pcr_single_formulation_targets']})"
+    )
+    rows.append(
+        f"PLC    any-of-100 {_fmt(m['plc'])}  top-1 {_fmt(m['plc_top1'])}"
+        + (f"  score>={m['pcr_score_threshold']:g} {_fmt(m['plc_at'])}" if "plc_at" in m else "")
+    )
+    if m["pcr_null_reason"]:
+        rows.append(f"PCR/PLC null: {m['pcr_null_reason']}")
     if m["formulations_missing"]:
         rows.append(f"missing formulations: {', '.join(m['formulations_missing'])}")
     if "latency_ms" in m:
         lat = m["latency_ms"]
         rows.append(f"latency ms: mean {_fmt(lat.get('mean'))}  p95 {_fmt(lat.get('p95'))}")
     return "\n".join(rows)
+
+
+def degenerate_lines(m: dict) -> list[str]:
+    """One stderr line per formulation with boxes of width or height <= 0."""
+    lines = []
+    for f, s in m["by_formulation"].items():
+        n, ignored = s.get("n_degenerate_boxes", 0), s.get("n_degenerate_ignored", 0)
+        if n:
+            lines.append(
+                f"probench score: {f}: {n} of {s['n_predictions']} predictions have a width or height <= 0 "
+                f"(they never match; {ignored} with a negative area are ignored, the rest are false "
+                "positives, as in pycocotools)"
+            )
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,7 +104,18 @@ def run(args: argparse.Namespace) -> int:
     if not run_path.is_dir():
         raise UsageError(f"{run_path}: no such run folder")
     ds = load_dataset(ds_path, check_files=False)
-    metrics = score_run(ds, run_path, progress=not args.quiet)
+    metrics = score_run(
+        ds, run_path, pcr_score_threshold=args.pcr_score_threshold,
+        dataset_check="allow" if args.allow_dataset_mismatch else "refuse", progress=not args.quiet,
+    )  # fmt: skip
+    if metrics.get("dataset_hash_matches") is False:
+        print(
+            "probench score: warning: the dataset differs from the run's (content hash); scored anyway "
+            "as --allow-dataset-mismatch asks (recorded as dataset_mismatch_allowed)",
+            file=sys.stderr,
+        )
+    for line in degenerate_lines(metrics):
+        print(line, file=sys.stderr)
     out = Path(args.out) if args.out else run_path / "metrics.json"
     try:
         write_json_atomic(out, metrics)

@@ -11,3 +11,7 @@ class ScoringError(CheckFailed):
 
 class ScoringUsageError(UsageError):
     """The scorer was called wrongly (unknown formulation, missing run folder...)."""
+
+
+class DatasetMismatch(ScoringError):
+    """The dataset given is not the one the run was made on (content hashes differ)."""

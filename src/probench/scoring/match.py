@@ -137,7 +137,7 @@ def match(gt: GroundTruth, dets: DetArrays, areas: tuple[str, ...], thresholds: 
     n_pairs_all = len(gt.pair_keys)
     pair_block = np.full(n_pairs_all, -1, np.int64)
     pair_pos = np.full(n_pairs_all, -1, np.int64)
-    blocks = []
+    blocks: list[tuple[int, int, int]] = []
     start = 0
     while start < len(pairs):
         g_max = int(g_cnt[start])

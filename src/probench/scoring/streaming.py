@@ -47,9 +47,17 @@ class StreamingScorer:
     def images_seen(self, formulation: str) -> set[int]:
         return set(self._parts.get(formulation, {}))
 
-    def compute(self, *, latency: Mapping | None = None, realtime: Mapping | None = None) -> dict:
+    def compute(
+        self,
+        *,
+        latency: Mapping | None = None,
+        realtime: Mapping | None = None,
+        pcr_score_threshold: float | None = None,
+    ) -> dict:
         preds = {
             f: DetArrays.concat([parts[i] for i in sorted(parts)])
             for f, parts in self._parts.items()
         }
-        return score(self._gt, preds, latency=latency, realtime=realtime)
+        return score(
+            self._gt, preds, latency=latency, realtime=realtime, pcr_score_threshold=pcr_score_threshold
+        )

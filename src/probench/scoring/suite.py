@@ -12,9 +12,9 @@ import numpy as np
 
 from probench.data.dataset import FORMULATIONS, PROMPT_TYPES, Dataset
 from probench.scoring.ap import average_precision, mean_ap
-from probench.scoring.consistency import pcr_plc
+from probench.scoring.consistency import Recovery, pcr_plc
 from probench.scoring.constants import COCO_IOUS, PCR_IOU, SIZES, SWEEP_IOUS, all_thresholds, sweep_key
-from probench.scoring.errors import ScoringError, ScoringUsageError
+from probench.scoring.errors import DatasetMismatch, ScoringError, ScoringUsageError
 from probench.scoring.match import Matched, match
 from probench.scoring.tables import DetArrays, GroundTruth
 
@@ -109,14 +109,23 @@ class _Formulation:
             "n_queries": int(has.sum()),
         }
 
-    def recovered(self, gt: GroundTruth) -> tuple[np.ndarray, np.ndarray]:
-        """Per GT: matched at IoU 0.5 (area "all"), and the matched prediction's box."""
+    def recovered(self) -> Recovery:
+        """Per GT, the IoU-0.5 matching (area "all") that PCR/PLC read: matched or not, by
+        the pair's first (highest-scoring) prediction or not, the matched score and box."""
         t = int(self.t_index(np.array([PCR_IOU]))[0])
         det = self.m.gt_match[:, self.areas.index("all"), t]
         ok = det >= 0
+        d = det[ok]
+        pair = self.m.det_pair
+        first = np.ones(len(pair), bool)  # kept detections are sorted by pair, then score
+        first[1:] = pair[1:] != pair[:-1]
+        top1 = np.zeros(len(det), bool)
+        top1[ok] = first[d]
+        score = np.full(len(det), -np.inf)
+        score[ok] = self.m.det_score[d]
         box = np.zeros((len(det), 4))
-        box[ok] = self.m.det_box[det[ok]]
-        return ok, box
+        box[ok] = self.m.det_box[d]
+        return Recovery(matched=ok, top1=top1, score=score, box=box)
 
 
 def score(
@@ -125,22 +134,28 @@ def score(
     *,
     latency: Mapping | None = None,
     realtime: Mapping | None = None,
+    pcr_score_threshold: float | None = None,
     progress: bool = False,
 ) -> dict:
     """Every metric of CONTRACTS §3 for the formulations given (a subset of orig/cat/tmpl).
-    ``progress`` shows a tqdm bar on stderr (one step per formulation, then breakdowns)."""
+    ``pcr_score_threshold`` adds pcr50_at / plc_at (recovery by predictions scoring at
+    least that). ``progress`` shows a tqdm bar on stderr (one step per formulation, then
+    breakdowns)."""
     unknown = sorted(set(predictions) - set(FORMULATIONS))
     if unknown:
         raise ScoringUsageError(
             f"unknown formulation(s) {unknown}; expected a subset of {list(FORMULATIONS)}"
         )
+    check_score_threshold(pcr_score_threshold)
     gt = dataset if isinstance(dataset, GroundTruth) else GroundTruth.from_dataset(dataset)
     present = [f for f in FORMULATIONS if f in predictions]
     bar = _bar(len(present) + 1, progress)
     evals = {}
+    degenerate: dict[str, dict[str, int]] = {}
     for f in present:
         bar.set_description(f"scoring {f}")
         dets = DetArrays.from_results(predictions[f], where=f"{f} predictions")
+        degenerate[f] = _degenerate_counts(dets)
         evals[f] = _Formulation(gt, dets, ORIG_AREAS if f == "orig" else ("all",))
         bar.update()
     bar.set_description("consistency and breakdowns")
@@ -158,7 +173,9 @@ def score(
         s["n_predictions"] = ev.m.n_given
         s["n_outside_label_space"] = ev.m.n_outside
         s["n_beyond_max_dets"] = ev.m.n_beyond_max
+        s.update(degenerate[f])
         out["by_formulation"][f] = s
+    out["n_degenerate_boxes"] = sum(d["n_degenerate_boxes"] for d in degenerate.values())
     orig = out["by_formulation"].get("orig", {})
     for key in ("map50", "map75", "map50_95"):
         out[key] = orig.get(key)
@@ -167,16 +184,9 @@ def score(
         out[f"m_{f}"] = m[f]
     out["delta_orig_cat"] = _diff(m["orig"], m["cat"])
     out["delta_tmpl_orig"] = _diff(m["tmpl"], m["orig"])
-    scored = [f for f in FORMULATIONS if m[f] is not None]
-    if len(scored) >= 2:
-        vals = [m[f] for f in scored]
-        out["delta_max"] = max(vals) - min(vals)
-        out["best_formulation"] = scored[int(np.argmax(vals))]  # ties: first in orig, cat, tmpl
-    else:
-        out["delta_max"] = None
-        out["best_formulation"] = None
-    cons = pcr_plc(gt.query_coref, gt.gt_query, gt.gt_crowd, {f: ev.recovered(gt) for f, ev in evals.items()})
-    out.update(cons)
+    out.update(_best_formulation(m))
+    recovery = {f: ev.recovered() for f, ev in evals.items()}
+    out.update(pcr_plc(gt.query_coref, gt.gt_query, gt.gt_crowd, recovery, pcr_score_threshold))
     out["by_prompt_type"], out["by_domain"], out["by_size"] = {}, {}, {}
     if "orig" in evals:
         ev = evals["orig"]
@@ -223,17 +233,82 @@ class _NoBar:
     def close(self) -> None: ...
 
 
+def check_score_threshold(value: float | None) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 1.0
+    if value is not None and not ok:
+        raise ScoringUsageError(f"PCR score threshold {value!r} is not a number in [0, 1]")
+
+
+def _degenerate_counts(dets: DetArrays) -> dict[str, int]:
+    """Predictions whose box has width or height <= 0: they can never match (IoU 0). Those
+    with a negative area (one negative side) fall outside every COCO area range, so they are
+    ignored rather than false positives, exactly as pycocotools treats them."""
+    w, h = dets.box[:, 2], dets.box[:, 3]
+    return {
+        "n_degenerate_boxes": int(((w <= 0) | (h <= 0)).sum()),
+        "n_degenerate_ignored": int((w * h < 0).sum()),
+    }
+
+
+def _best_formulation(m: Mapping[str, float | None]) -> dict:
+    """delta_max and k* over the formulations with a mAP.5 (both null with fewer than two).
+    k* is null on an exact tie of all of them (nothing is best); a tie at the top that leaves
+    a formulation below goes to the first in orig, cat, tmpl. ``best_formulation_ties``
+    lists the formulations sharing the top when more than one does."""
+    scored = [f for f in FORMULATIONS if m[f] is not None]
+    if len(scored) < 2:
+        return {"delta_max": None, "best_formulation": None, "best_formulation_ties": None}
+    vals = {f: float(m[f]) for f in scored}  # type: ignore[arg-type]
+    top = max(vals.values())
+    ties = [f for f in scored if vals[f] == top]
+    return {
+        "delta_max": top - min(vals.values()),
+        "best_formulation": None if len(ties) == len(scored) else ties[0],
+        "best_formulation_ties": ties if len(ties) > 1 else None,
+    }
+
+
 def _diff(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
 
-def score_run(dataset: Dataset, run_dir: str | Path, *, progress: bool = False) -> dict:
-    """Score a run folder (CONTRACTS §2): its complete formulations, latency and realtime."""
+DATASET_CHECKS = ("record", "refuse", "allow")
+
+
+def score_run(
+    dataset: Dataset,
+    run_dir: str | Path,
+    *,
+    pcr_score_threshold: float | None = None,
+    dataset_check: str = "record",
+    progress: bool = False,
+) -> dict:
+    """Score a run folder (CONTRACTS §2): its complete formulations, latency and realtime.
+
+    ``dataset_check`` decides what a dataset whose content hash differs from run.json's
+    ``dataset.hash`` does: "record" (``dataset_hash_matches`` false), "refuse" (a
+    :class:`DatasetMismatch` naming both hashes, before any scoring) or "allow" (scored,
+    recorded as ``dataset_mismatch_allowed``)."""
     from probench.cache.run import RunDir
 
+    if dataset_check not in DATASET_CHECKS:
+        raise ScoringUsageError(f"dataset_check {dataset_check!r} is not one of {', '.join(DATASET_CHECKS)}")
+    check_score_threshold(pcr_score_threshold)
     run = RunDir(run_dir)
     if not run.path.is_dir():
         raise ScoringUsageError(f"{run.path}: no such run folder")
+    info = run.info if isinstance(run.info, dict) else {}
+    ds_field = info.get("dataset")
+    run_ds: dict = ds_field if isinstance(ds_field, dict) else {}
+    run_hash = run_ds.get("hash")
+    matches = None if run_hash is None else run_hash == dataset.content_hash
+    if matches is False and dataset_check == "refuse":
+        made_on = f" (made on {run_ds['path']})" if run_ds.get("path") else ""
+        raise DatasetMismatch(
+            f"{run.path}: the dataset's content hash {dataset.content_hash} differs from run.json's "
+            f"dataset.hash {run_hash}{made_on}; score with the dataset the run was made on, or pass "
+            "--allow-dataset-mismatch to score anyway"
+        )
     forms = run.formulations()
     if not forms:
         partial = run.incomplete_formulations()
@@ -244,11 +319,15 @@ def score_run(dataset: Dataset, run_dir: str | Path, *, progress: bool = False) 
     realtime = run.read_json("realtime.json")
     summary = latency.get("summary_ms") if isinstance(latency, dict) else None
     rt = realtime if isinstance(realtime, dict) else None
-    out = score(dataset, preds, latency=summary, realtime=rt, progress=progress)
-    info = run.info if isinstance(run.info, dict) else {}
+    out = score(
+        dataset, preds, latency=summary, realtime=rt, pcr_score_threshold=pcr_score_threshold,
+        progress=progress,
+    )  # fmt: skip
     model = info.get("model")
     out["model"] = model.get("name") if isinstance(model, dict) else None
-    run_hash = (info.get("dataset") or {}).get("hash") if isinstance(info.get("dataset"), dict) else None
-    out["dataset_hash_matches"] = None if run_hash is None else run_hash == dataset.content_hash
+    out["dataset_hash"] = dataset.content_hash
+    out["dataset_hash_matches"] = matches
+    if dataset_check == "allow":
+        out["dataset_mismatch_allowed"] = True
     out["formulations_incomplete"] = run.incomplete_formulations()
     return out
