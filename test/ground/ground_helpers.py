@@ -32,10 +32,12 @@ def write_camera_bag(
     prompt_topic: str = "/grounding_node/prompt",
     storage: str = "mcap",
     extra_camera: bool = False,
+    bad_frame: int | None = None,
 ) -> Path:
     """A bag like a robot's: ``/camera/color/image_raw`` (``encoding``) and/or its
     ``/compressed`` twin (jpeg), ``n`` frames at 30 Hz from T0, header stamps 7 ms earlier,
-    and ``prompts``: (log time offset in ns, text) on ``prompt_topic`` (std_msgs/String)."""
+    and ``prompts``: (log time offset in ns, text) on ``prompt_topic`` (std_msgs/String).
+    ``bad_frame``: that raw frame's data is cut short (a corrupt message mid-bag)."""
     import cv2
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
@@ -68,6 +70,8 @@ def write_camera_bag(
                 else:  # an encoding the node does not know: 4 bytes per pixel
                     data = np.zeros(h * wd * 4, dtype=np.uint8)
                     step = wd * 4
+                if i == bad_frame:
+                    data = data[: len(data) // 2]
                 msg = Image(header=header, height=h, width=wd, encoding=encoding, is_bigendian=0, step=step,
                             data=data)
                 messages.append((t, c_raw, ts.serialize_cdr(msg, "sensor_msgs/msg/Image")))
