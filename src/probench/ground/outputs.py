@@ -143,7 +143,7 @@ class VideoSink:
         self.fps = 1e9 / median(gaps) if gaps else 30.0
         h, w = self._held[0][1].shape[:2]
         self._size = (w, h)
-        fourcc = cv2.VideoWriter_fourcc(*VIDEO_FOURCC)
+        fourcc = cv2.VideoWriter.fourcc(*VIDEO_FOURCC)
         self._writer = cv2.VideoWriter(str(self.path), fourcc, self.fps, (w, h))
         if not self._writer.isOpened():
             raise GroundError(f"--video {self.path}: OpenCV cannot write {VIDEO_FOURCC} MP4 here")
