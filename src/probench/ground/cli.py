@@ -35,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="copy the input image topic (and the prompt topic) into the output bag")
     io.add_argument("--prefix", default="/ground",
                     help="namespace of the output topics (default /ground; '' = the node's own names)")
-    io.add_argument("--jpeg-quality", type=int, default=85, help="JPEG quality of the annotated images (85)")
+    io.add_argument("--jpeg-quality", type=int, default=85, metavar="Q",
+                    help="JPEG quality of the annotated images (85)")
     io.add_argument("--overwrite", action="store_true",
                     help="replace an existing output bag (only a bag folder), video or JSONL")
     io.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -54,11 +55,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     md.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1 (default cpu)")
     md.add_argument("--precision", default="fp32", help="fp32 (default), fp16, ... as the model supports")
     md.add_argument("--weights", default=None, metavar="DIR", help="local folder with the model's weights")
-    md.add_argument("--score-threshold", type=float, default=float(PARAMETER_DEFAULTS["score_threshold"]),
+    md.add_argument("--score-threshold", type=float, metavar="S",
+                    default=float(PARAMETER_DEFAULTS["score_threshold"]),
                     help="minimum score kept (default: the node's, %(default)s)")
-    md.add_argument("--max-detections", type=int, default=int(PARAMETER_DEFAULTS["max_detections"]),
+    md.add_argument("--max-detections", type=int, metavar="N",
+                    default=int(PARAMETER_DEFAULTS["max_detections"]),
                     help="at most this many detections per frame, highest scores (default %(default)s)")
-    md.add_argument("--realtime", action="store_true",
+    mode = parser.add_argument_group("mode")
+    mode.add_argument("--realtime", action="store_true",
                     help="the bag's own timing through the node's newest-frame policy: frames arriving "
                     "while the model is busy are dropped, counted and marked (default: every frame)")
 
