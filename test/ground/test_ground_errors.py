@@ -123,3 +123,13 @@ def test_console_script_prints_one_line(tmp_path: Path, ros_env: dict[str, str],
     assert proc.returncode == 1
     assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr
     assert "unsupported image encoding '32FC1'" in proc.stderr
+
+
+def test_corrupt_sqlite_data_mid_bag(tmp_path: Path, ground) -> None:
+    bag = write_camera_bag(tmp_path / "bag", n=30, storage="sqlite3")
+    db = next(bag.glob("*.db3"))
+    data = bytearray(db.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 8192] = b"\xab" * 8192  # a damaged disk block
+    db.write_bytes(bytes(data))
+    _fails(ground(*_args(bag, tmp_path / "o", "--jsonl", tmp_path / "o.jsonl")), 1, "corrupt bag data")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bag"]

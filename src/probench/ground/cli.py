@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="JPEG quality of the annotated images (85)")
     io.add_argument("--overwrite", action="store_true",
                     help="replace an existing output bag (only a bag folder), video or JSONL")
-    io.add_argument("--no-progress", action="store_true", help="no progress bar")
+    io.add_argument("--no-progress", action="store_true", help="no progress bar (shown on a terminal only)")
 
     pr = parser.add_argument_group("prompts")
     pr.add_argument("--prompt", default=None, metavar="TEXT",

@@ -158,7 +158,8 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any]) -> GroundSumm
         grounder = _Grounder(detector, outputs, summary, plan)
         replay = MailboxReplay(grounder.ground, grounder.apply, grounder.dropped, realtime=plan.realtime)
         start = source.start_ns
-        bar = tqdm(total=image.count, desc="ground", unit="frame", disable=not plan.progress)
+        # on a terminal only (like eval), and never with --no-progress
+        bar = tqdm(total=image.count, desc="ground", unit="frame", disable=None if plan.progress else True)
         t_loop = time.perf_counter()
         try:
             if plan.prompts:  # active before the first frame, as a node configured with them
