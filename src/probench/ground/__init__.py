@@ -6,7 +6,7 @@ grounding node would have published, as a new mcap (plus an annotated video and 
 - :mod:`.replay`: the grounding node's worker rules on the bag's clock (every frame, or
   ``--realtime``'s newest-frame policy);
 - :mod:`.frames`: one frame, decoded and grounded as the node does it;
-- :mod:`.outputs`: the output bag, the video and the JSONL;
+- :mod:`.outputs`: the output bag and the JSONL; :mod:`.video`: the MP4;
 - :mod:`.summary`: the numbers printed at the end;
 - :mod:`.cli`: the command.
 
