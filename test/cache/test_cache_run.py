@@ -113,3 +113,21 @@ def test_atomic_files_respect_the_umask(tmp_path) -> None:
         assert stat.S_IMODE((tmp_path / "b.json").stat().st_mode) == 0o600
     finally:
         os.umask(old)
+
+
+def test_replacing_moves_into_place_on_success_only(tmp_path) -> None:
+    import stat
+
+    from probench.cache.atomic import replacing
+
+    target = tmp_path / "video.mp4"
+    target.write_text("old")
+    with pytest.raises(RuntimeError), replacing(target) as tmp:
+        assert tmp.suffix == ".mp4" and tmp.parent == tmp_path  # writers may pick a format from it
+        tmp.write_text("half")
+        raise RuntimeError("killed")
+    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["video.mp4"]
+    with replacing(target) as tmp:
+        tmp.write_text("new")
+    assert target.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["video.mp4"]
+    assert stat.S_IMODE(target.stat().st_mode) & 0o044  # readable by others, as open() would make it

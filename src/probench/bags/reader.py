@@ -20,6 +20,7 @@ from probench.bags.layout import (
     IMAGE_MSGTYPE,
     IMAGE_TOPIC,
 )
+from probench.bags.source import one_line, open_reader
 from probench.data.dataset import Dataset
 
 _FRAME_KEYS = ("image_id", "file_name", "width", "height", "domain", "label_space")
@@ -73,16 +74,8 @@ class ProbenchBag:
     """A probench bag opened for reading. Bad bags raise :class:`BagError` with one line."""
 
     def __init__(self, path: str | Path) -> None:
-        from rosbags.rosbag2 import Reader
-
         self.path = Path(path)
-        if not self.path.exists():
-            raise BagError(f"{self.path}: no such bag")
-        try:
-            self._reader = Reader(self.path)
-            self._reader.open()
-        except Exception as exc:
-            raise BagError(f"{self.path}: not a readable rosbag2: {_one_line(exc)}") from exc
+        self._reader = open_reader(self.path)
         try:
             self._check_topics()
             self.storage = self._storage_id()
@@ -142,7 +135,7 @@ class ProbenchBag:
         try:
             self.dataset = Dataset.from_dict(payload["annotations"])
         except Exception as exc:
-            raise BagError(f"{self.path}: embedded dataset is malformed: {_one_line(exc)}") from exc
+            raise BagError(f"{self.path}: embedded dataset is malformed: {one_line(exc)}") from exc
         self.dataset_hash = str(payload.get("dataset_hash", ""))
         if self.dataset.content_hash != self.dataset_hash:
             raise BagError(
@@ -165,7 +158,7 @@ class ProbenchBag:
         except BagError:
             raise
         except Exception as exc:
-            raise BagError(f"{self.path}: corrupt bag data: {_one_line(exc)}") from exc
+            raise BagError(f"{self.path}: corrupt bag data: {one_line(exc)}") from exc
 
     def _string(self, raw: bytes, topic: str) -> str:
         from probench.bags.typestore import typestore
@@ -173,7 +166,7 @@ class ProbenchBag:
         try:
             return typestore().deserialize_cdr(raw, "std_msgs/msg/String").data
         except Exception as exc:
-            raise BagError(f"{self.path}: corrupt std_msgs/String on {topic}: {_one_line(exc)}") from exc
+            raise BagError(f"{self.path}: corrupt std_msgs/String on {topic}: {one_line(exc)}") from exc
 
     def frames(self) -> Iterator[BagFrame]:
         """Every frame in bag order, paired with its frame info (same timestamp)."""
@@ -264,8 +257,3 @@ class ProbenchBag:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

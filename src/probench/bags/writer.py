@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,9 +72,9 @@ def write_bag(
 
     The bag is written into a temporary sibling folder and renamed at the end, so a killed
     run never leaves something at ``out`` that looks like a finished bag."""
-    from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
     from tqdm import tqdm
 
+    from probench.bags.staged import StagedBagWriter
     from probench.bags.typestore import typestore
 
     out = Path(out)
@@ -90,12 +88,6 @@ def write_bag(
         raise BagUsageError("the dataset has no image folder (built in memory)")
     if not dataset.images:
         raise BagUsageError("the dataset has no images")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # Written as TMPDIR/<name> so that the storage file inside gets its final name.
-    tmpdir = out.parent / f".{out.name}.partial-{os.getpid()}"
-    shutil.rmtree(tmpdir, ignore_errors=True)
-    tmpdir.mkdir()
-    tmp = tmpdir / out.name
 
     ts = typestore()
     Image = ts.types[IMAGE_MSGTYPE]
@@ -104,24 +96,18 @@ def write_bag(
     Header = ts.types["std_msgs/msg/Header"]
     Time = ts.types["builtin_interfaces/msg/Time"]
 
-    plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
-    writer = Writer(tmp, version=9, storage_plugin=plugin)
-    if storage == "mcap":
-        # zstd chunk compression: what `ros2 bag record --compression-mode storage` would do.
-        writer.set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)
     image_ids = sorted(dataset.images)
-    writer.set_custom_data("probench.format", BAG_FORMAT)
-    writer.set_custom_data("probench.dataset_hash", dataset.content_hash)
-    writer.set_custom_data("probench.n_frames", str(len(image_ids)))
     period_ns = round(1e9 / rate_hz)
-    try:
-        writer.open()
+    with StagedBagWriter(out, storage=storage) as writer:
+        writer.set_custom_data("probench.format", BAG_FORMAT)
+        writer.set_custom_data("probench.dataset_hash", dataset.content_hash)
+        writer.set_custom_data("probench.n_frames", str(len(image_ids)))
         image_topic, image_type = (
             (COMPRESSED_TOPIC, COMPRESSED_MSGTYPE) if compressed else (IMAGE_TOPIC, IMAGE_MSGTYPE)
         )
-        c_image = writer.add_connection(image_topic, image_type, typestore=ts)
-        c_info = writer.add_connection(FRAME_INFO_TOPIC, STRING_MSGTYPE, typestore=ts)
-        c_data = writer.add_connection(DATASET_TOPIC, STRING_MSGTYPE, typestore=ts)
+        c_image = writer.add_topic(image_topic, image_type, ts)
+        c_info = writer.add_topic(FRAME_INFO_TOPIC, STRING_MSGTYPE, ts)
+        c_data = writer.add_topic(DATASET_TOPIC, STRING_MSGTYPE, ts)
         t0 = DEFAULT_START_NS
         payload = json.dumps(dataset_message(dataset), sort_keys=True, separators=(",", ":"))
         writer.write(c_data, t0, ts.serialize_cdr(String(data=payload), STRING_MSGTYPE))
@@ -152,13 +138,6 @@ def write_bag(
             writer.write(c_image, t, ts.serialize_cdr(msg, image_type))
             info = json.dumps(frame_info(dataset, image_id, index), sort_keys=True)
             writer.write(c_info, t, ts.serialize_cdr(String(data=info), STRING_MSGTYPE))
-        writer.close()
-        os.replace(tmp, out)
-    except BaseException:
-        writer.abort()
-        raise
-    finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     return BagSummary(out, storage, len(image_ids), compressed, size, dataset.content_hash)
 

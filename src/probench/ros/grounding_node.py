@@ -38,7 +38,6 @@ from vision_msgs.msg import Detection2DArray, LabelInfo
 
 from probench.detections import Detections
 from probench.errors import ProbenchError
-from probench.models.base import MAX_PROMPT_CHARS, MAX_PROMPTS, check_prompts
 from probench.ros import convert
 from probench.ros.errors import ParameterValueError
 from probench.ros.grounding_stats import GroundingStats, diagnostic_level
@@ -49,11 +48,10 @@ from probench.ros.node_spec import (
     PARAMETERS,
     GroundingConfig,
     check_parameter,
-    split_prompts,
+    prompts_from_message,
 )
 
 _THROTTLE_S = 5.0
-_MAX_PROMPT_MSG = MAX_PROMPTS * (MAX_PROMPT_CHARS + 1)
 
 
 class GroundingNode(LifecycleNode):
@@ -119,21 +117,9 @@ class GroundingNode(LifecycleNode):
         """Raw subscription: rclpy would silently turn invalid UTF-8 into U+FFFD prompts;
         a malformed message must be a logged rejection instead."""
         try:
-            text = convert.prompt_text(data)
+            prompts = prompts_from_message(convert.prompt_text(data))
         except ProbenchError as exc:
             self._reject_prompt(str(exc))
-            return
-        if len(text) > _MAX_PROMPT_MSG:
-            self._reject_prompt(f"message is {len(text)} characters long (limit {_MAX_PROMPT_MSG})")
-            return
-        pieces = split_prompts(text)
-        if not pieces:
-            self._reject_prompt(f"empty or whitespace-only prompt message ({text[:20]!r})")
-            return
-        try:
-            prompts = check_prompts(pieces)
-        except ProbenchError as exc:
-            self._reject_prompt(f"{exc} (message {text[:60]!r})")
             return
         self._accept_prompts(prompts, "topic")
         self._syncing_param = True  # keep `ros2 param get prompts` truthful without a second ack

@@ -8,6 +8,10 @@ Rules (docs/DESIGN.md, ROS graph contract):
 - a prompt CHANGE drops the pending (not yet started) frame, counted as skipped;
 - each frame is processed with the prompt set active when its processing starts;
 - frames are taken only while active; ``deactivate`` returns once the frame in flight is done.
+
+The node runs the worker thread (``start``); ``probench ground --realtime`` drives the same
+rules on a bag's clock without the thread, through :meth:`FrameWorker.take_job` and
+:meth:`FrameWorker.run_job` (what the thread does, one job at a time).
 """
 
 from __future__ import annotations
@@ -105,38 +109,51 @@ class FrameWorker:
             self.active_prompts = ()
 
     # -- the thread ---------------------------------------------------------------------
+    def _ready(self) -> bool:
+        return self._active and bool(self._prompt_queue or self._mailbox)
+
+    def _take(self) -> tuple[str, Any]:
+        """The next job (lock held): prompt changes first, so frames use the newest accepted set."""
+        self._busy = True
+        if self._prompt_queue:
+            return "prompts", self._prompt_queue.popleft()
+        job, self._mailbox = self._mailbox, None
+        return "frame", job
+
     def _next_job(self) -> tuple[str, Any] | None:
         with self._cond:
-            while not self._stop and not (self._active and (self._prompt_queue or self._mailbox)):
+            while not self._stop and not self._ready():
                 self._cond.wait(timeout=0.5)
             if self._stop:
                 return None
-            self._busy = True
-            if self._prompt_queue:  # prompt changes first: frames use the newest accepted set
-                return "prompts", self._prompt_queue.popleft()
-            job, self._mailbox = self._mailbox, None
-            return "frame", job
+            return self._take()
+
+    def take_job(self) -> tuple[str, Any] | None:
+        """The job the worker would start now, or None when there is none (never waits)."""
+        with self._cond:
+            return self._take() if self._ready() else None
+
+    def run_job(self, job: tuple[str, Any]) -> None:
+        """Do one job from :meth:`take_job`; a failure is counted and given to ``on_error``."""
+        try:
+            if job[0] == "prompts":
+                prompts, stamp = job[1]
+                if self._handle_prompts(prompts, stamp):
+                    self.active_prompts = prompts
+                else:
+                    with self._cond:
+                        self.latest_prompts = self.active_prompts
+            else:
+                kind, data, t = job[1]
+                self._handle_frame(kind, data, t, self.active_prompts)  # snapshot at start
+        except Exception as exc:  # noqa: BLE001 - the worker must outlive any one bad frame
+            self.stats.count("errors")
+            self._on_error(exc)
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
 
     def _run(self) -> None:
-        while True:
-            job = self._next_job()
-            if job is None:
-                return
-            try:
-                if job[0] == "prompts":
-                    prompts, stamp = job[1]
-                    if self._handle_prompts(prompts, stamp):
-                        self.active_prompts = prompts
-                    else:
-                        with self._cond:
-                            self.latest_prompts = self.active_prompts
-                else:
-                    kind, data, t = job[1]
-                    self._handle_frame(kind, data, t, self.active_prompts)  # snapshot at start
-            except Exception as exc:  # noqa: BLE001 - the worker must outlive any one bad frame
-                self.stats.count("errors")
-                self._on_error(exc)
-            finally:
-                with self._cond:
-                    self._busy = False
-                    self._cond.notify_all()
+        while (job := self._next_job()) is not None:
+            self.run_job(job)

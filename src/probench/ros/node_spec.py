@@ -157,6 +157,26 @@ def split_prompts(text: str) -> list[str]:
     return [p.strip() for p in text.split(";") if p.strip()]
 
 
+def prompts_from_message(text: str) -> tuple[str, ...]:
+    """The prompt set a message on the node's ``prompt`` topic asks for (``;``-separated),
+    checked as the node checks it; :class:`PromptMessageError` (one line) when the node
+    would reject it and keep its previous prompts."""
+    from probench.errors import ProbenchError
+    from probench.models.base import MAX_PROMPT_CHARS, MAX_PROMPTS, check_prompts
+    from probench.ros.errors import PromptMessageError
+
+    limit = MAX_PROMPTS * (MAX_PROMPT_CHARS + 1)
+    if len(text) > limit:
+        raise PromptMessageError(f"message is {len(text)} characters long (limit {limit})")
+    pieces = split_prompts(text)
+    if not pieces:
+        raise PromptMessageError(f"empty or whitespace-only prompt message ({text[:20]!r})")
+    try:
+        return check_prompts(pieces)
+    except ProbenchError as exc:
+        raise PromptMessageError(f"{exc} (message {text[:60]!r})") from exc
+
+
 def grounding_node_description(
     *,
     params_file: str | Path | None = None,

@@ -1,0 +1,135 @@
+"""``probench ground --bag IN --model M --prompt "a red backpack; a door handle" --out OUT``.
+
+Runs a detector over the camera topic of any rosbag2 and writes what the grounding node
+would have published as a new mcap, optionally an annotated MP4 and a JSONL file. Usage
+errors exit 2 and bad data exits 1, each with one line, before the model loads when they
+can. The user's page: docs/GROUND.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from probench.ground.errors import GroundUsageError
+from probench.ground.run import GroundPlan, ground_bag
+
+_PREFIX = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from probench.ros.node_spec import PARAMETER_DEFAULTS
+
+    io = parser.add_argument_group("input and output")
+    io.add_argument("--bag", required=True, help="rosbag2 to ground: a folder, or a .mcap / .db3 file")
+    io.add_argument("--out", required=True, help="output bag folder to create (mcap)")
+    io.add_argument("--image-topic", default=None, metavar="TOPIC",
+                    help="camera topic (sensor_msgs/Image or CompressedImage); default: the bag's only "
+                    "camera (a raw topic and its /compressed twin count as one; the raw one is used)")
+    io.add_argument("--video", type=Path, default=None, metavar="OUT.mp4",
+                    help="also write the annotated frames as an MP4 (mp4v) at the recorded rate")
+    io.add_argument("--jsonl", type=Path, default=None, metavar="FILE",
+                    help="also write one JSON line of detections per frame")
+    io.add_argument("--keep-images", action="store_true",
+                    help="copy the input image topic (and the prompt topic) into the output bag")
+    io.add_argument("--prefix", default="/ground",
+                    help="namespace of the output topics (default /ground; '' = the node's own names)")
+    io.add_argument("--jpeg-quality", type=int, default=85, metavar="Q",
+                    help="JPEG quality of the annotated images (85)")
+    io.add_argument("--overwrite", action="store_true",
+                    help="replace an existing output bag (only a bag folder), video or JSONL")
+    io.add_argument("--no-progress", action="store_true", help="no progress bar (shown on a terminal only)")
+
+    pr = parser.add_argument_group("prompts")
+    pr.add_argument("--prompt", default=None, metavar="TEXT",
+                    help="prompts active from the start, ';'-separated: \"a red backpack; a door handle\"")
+    pr.add_argument("--prompt-schedule", type=Path, default=None, metavar="FILE",
+                    help="prompt changes over time: lines 'SECONDS PROMPTS' (docs/GROUND.md)")
+    pr.add_argument("--prompt-topic", default=None, metavar="TOPIC",
+                    help="recorded std_msgs/String prompt topic to honour (default: the bag's '.../prompt' "
+                    "topic if it has one; 'none' ignores recorded prompts)")
+
+    md = parser.add_argument_group("model")
+    md.add_argument("--model", required=True, help="zoo name (`probench models`), e.g. tiny-owlv2")
+    md.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1 (default cpu)")
+    md.add_argument("--precision", default="fp32", help="fp32 (default), fp16, ... as the model supports")
+    md.add_argument("--weights", default=None, metavar="DIR", help="local folder with the model's weights")
+    md.add_argument("--score-threshold", type=float, metavar="S",
+                    default=float(PARAMETER_DEFAULTS["score_threshold"]),
+                    help="minimum score kept (default: the node's, %(default)s)")
+    md.add_argument("--max-detections", type=int, metavar="N",
+                    default=int(PARAMETER_DEFAULTS["max_detections"]),
+                    help="at most this many detections per frame, highest scores (default %(default)s)")
+    mode = parser.add_argument_group("mode")
+    mode.add_argument("--realtime", action="store_true",
+                    help="the bag's own timing through the node's newest-frame policy: frames arriving "
+                    "while the model is busy are dropped, counted and marked (default: every frame)")
+
+
+def _check_files(args: argparse.Namespace) -> None:
+    from probench.bags.staged import check_new_bag
+
+    bag = Path(args.bag).resolve()
+    out = Path(args.out)
+    files = [(flag, p) for flag, p in (("--video", args.video), ("--jsonl", args.jsonl)) if p is not None]
+    named = [("--out", out), *files]
+    for flag, path in named:
+        full = path.resolve()
+        if full == bag or bag in full.parents or full in bag.parents:
+            raise GroundUsageError(f"{flag} {path} would overwrite the input bag {args.bag}")
+    if args.video and args.jsonl and args.video.resolve() == args.jsonl.resolve():
+        raise GroundUsageError("--video and --jsonl name the same file")
+    check_new_bag(out, overwrite=args.overwrite)
+    for flag, path in files:
+        if out.resolve() in path.resolve().parents:
+            raise GroundUsageError(f"{flag} {path} is inside the output bag folder {out}")
+        if path.is_dir():
+            raise GroundUsageError(f"{flag} {path} is a folder")
+        if path.exists() and not args.overwrite:
+            raise GroundUsageError(f"{flag} {path} exists already; choose a new path or pass --overwrite")
+    if args.video and args.video.suffix.lower() != ".mp4":
+        raise GroundUsageError(f"--video {args.video}: the file name must end in .mp4")
+
+
+def plan_from_args(args: argparse.Namespace) -> GroundPlan:
+    """The checked :class:`~probench.ground.run.GroundPlan` (usage errors before any bag read)."""
+    from probench.ground.prompts import parse_prompt_flag
+    from probench.models.zoo import check_model_name
+
+    if not 0.0 <= args.score_threshold <= 1.0:
+        raise GroundUsageError(f"--score-threshold must lie in [0, 1], got {args.score_threshold}")
+    if not 1 <= args.max_detections <= 10000:
+        raise GroundUsageError(f"--max-detections must lie in 1..10000, got {args.max_detections}")
+    if not 1 <= args.jpeg_quality <= 100:
+        raise GroundUsageError(f"--jpeg-quality must lie in 1..100, got {args.jpeg_quality}")
+    prefix = args.prefix.rstrip("/")
+    if not _PREFIX.match(prefix):
+        raise GroundUsageError(f"--prefix {args.prefix!r} is not a ROS namespace like /ground")
+    if args.weights is not None and not Path(args.weights).exists():
+        raise GroundUsageError(f"--weights {args.weights}: no such file or folder")
+    check_model_name(args.model)
+    _check_files(args)
+    return GroundPlan(
+        bag=Path(args.bag), out=Path(args.out), model=args.model,
+        prompts=parse_prompt_flag(args.prompt) if args.prompt is not None else (),
+        schedule=args.prompt_schedule, image_topic=args.image_topic, prompt_topic=args.prompt_topic,
+        realtime=args.realtime, prefix=prefix, keep_images=args.keep_images, video=args.video,
+        jsonl=args.jsonl, overwrite=args.overwrite, jpeg_quality=args.jpeg_quality,
+        score_threshold=args.score_threshold, max_detections=args.max_detections,
+        progress=not args.no_progress,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    plan = plan_from_args(args)
+
+    def load() -> object:
+        from probench.models.zoo import load_detector
+
+        return load_detector(args.model, device=args.device, precision=args.precision,
+                             score_threshold=args.score_threshold, weights=args.weights)
+
+    summary = ground_bag(plan, load)
+    print("probench ground: " + "\n".join(summary.lines()))
+    return 0

@@ -1,0 +1,87 @@
+"""One recorded frame: decoded and grounded exactly as the grounding node's worker does it
+(the node's own CDR readers and converters from :mod:`probench.ros.convert`, no rclpy)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from probench.bags.layout import COMPRESSED_MSGTYPE
+from probench.detections import Detections
+from probench.errors import ProbenchError
+from probench.ground.errors import GroundError
+
+Prompts = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A recorded image message, still serialized."""
+
+    index: int
+    t_ns: int  # log time in the bag
+    msgtype: str
+    raw: bytes
+    topic: str
+
+
+@dataclass
+class Grounded:
+    """A frame as decoded, with what the node would have answered (empty when dropped)."""
+
+    frame: Frame
+    header: Any  # stamp.sec, stamp.nanosec, frame_id: the input frame's header
+    rgb: np.ndarray
+    prompts: Prompts
+    detections: Detections
+    detections_cdr: bytes  # vision_msgs/Detection2DArray, serialized
+    processing_ms: float | None = None  # decode + detect + serialize
+    latency_ms: float | None = None  # arrival -> answer (realtime: includes the wait)
+    dropped: str = ""  # why the frame was never processed ("" = processed)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def decode(frame: Frame) -> tuple[Any, np.ndarray]:
+    """``(header, rgb)`` of a frame (rgb may be a read-only view of the message bytes), or a
+    one-line :class:`GroundError` naming the frame."""
+    from probench.ros import convert
+
+    try:
+        if frame.msgtype == COMPRESSED_MSGTYPE:
+            msg = convert.compressed_from_cdr(frame.raw)
+            return msg.header, convert.compressed_to_rgb(msg)
+        msg = convert.image_from_cdr(frame.raw)
+        return msg.header, convert.image_to_rgb(msg)
+    except ProbenchError as exc:
+        raise GroundError(f"{frame.topic} frame {frame.index} (t={frame.t_ns} ns): {exc}") from exc
+
+
+def ground(frame: Frame, detector: Any, prompts: Prompts, max_detections: int) -> Grounded:
+    """Decode, detect (nothing without prompts, as the node) and serialize one frame."""
+    from probench.ros.convert import detections_to_cdr, top_order
+
+    t0 = time.perf_counter()
+    header, rgb = decode(frame)
+    if prompts:
+        if not rgb.flags.writeable:  # a view of the message bytes: models may write
+            rgb = rgb.copy()
+        dets = detector.detect(rgb, prompts)
+        dets = dets.filter(top_order(dets, max_detections))  # what the node publishes
+    else:
+        dets = Detections.empty()
+    cdr = detections_to_cdr(dets, header, prompts)
+    ms = (time.perf_counter() - t0) * 1000.0
+    return Grounded(frame, header, rgb, prompts, dets, cdr, processing_ms=ms,
+                    timings_ms=dict(dets.timings_ms))
+
+
+def dropped(frame: Frame, reason: str) -> Grounded:
+    """A frame the node would never have processed: an empty answer, marked."""
+    from probench.ros.convert import detections_to_cdr
+
+    header, rgb = decode(frame)
+    empty = Detections.empty()
+    return Grounded(frame, header, rgb, (), empty, detections_to_cdr(empty, header, ()), dropped=reason)

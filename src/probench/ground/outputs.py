@@ -1,0 +1,215 @@
+"""What ``probench ground`` writes: the output bag, the annotated video and the JSONL.
+
+Output bag (mcap, zstd chunks; ``P`` = ``--prefix``, default ``/ground``), every message at
+the log time of the input frame it answers (so a viewer overlays it on that frame):
+
+- ``P/detections`` (vision_msgs/Detection2DArray): one per input frame, with the input
+  frame's header; class_id = the prompt text, score in [0, 1], bbox in pixels. Empty for a
+  frame that was dropped (``--realtime``) or had no prompts yet;
+- ``P/label_info`` (vision_msgs/LabelInfo, transient-local as the node's): each prompt set
+  when it becomes active: class_map[i] = (i, prompt i), threshold = the score threshold;
+- ``P/debug_image/compressed`` (sensor_msgs/CompressedImage, jpeg): the annotated frame;
+- ``P/dropped`` (std_msgs/Header, ``--realtime`` only): the header of each dropped frame;
+- with ``--keep-images``: the image topic (and the prompt topic) as recorded.
+
+All files are built out of sight and moved into place only when the run succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from probench.bags.source import Topic
+from probench.ground.errors import GroundError
+from probench.ground.frames import Grounded
+from probench.ground.replay import SHORT_REASONS
+from probench.ground.video import VideoSink
+
+DETECTIONS_MSGTYPE = "vision_msgs/msg/Detection2DArray"
+LABEL_INFO_MSGTYPE = "vision_msgs/msg/LabelInfo"
+COMPRESSED_MSGTYPE = "sensor_msgs/msg/CompressedImage"
+HEADER_MSGTYPE = "std_msgs/msg/Header"
+
+
+def output_topics(prefix: str, realtime: bool) -> dict[str, str]:
+    """Output topic -> message type."""
+    topics = {
+        f"{prefix}/detections": DETECTIONS_MSGTYPE,
+        f"{prefix}/label_info": LABEL_INFO_MSGTYPE,
+        f"{prefix}/debug_image/compressed": COMPRESSED_MSGTYPE,
+    }
+    if realtime:
+        topics[f"{prefix}/dropped"] = HEADER_MSGTYPE
+    return topics
+
+
+def _transient_local() -> Any:
+    from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
+
+    zero = QosTime(0, 0)
+    return Qos(QosHistory.KEEP_LAST, 1, QosReliability.RELIABLE, QosDurability.TRANSIENT_LOCAL,
+               zero, zero, QosLiveliness.AUTOMATIC, zero, False)
+
+
+def annotate(item: Grounded) -> np.ndarray:
+    """The frame as BGR with its boxes drawn; a dropped frame gets a red banner saying so."""
+    import cv2
+
+    from probench.viz import draw_detections
+
+    bgr = cv2.cvtColor(np.ascontiguousarray(item.rgb), cv2.COLOR_RGB2BGR)
+    out = draw_detections(bgr, item.detections, item.prompts, bgr=True)
+    if item.dropped:
+        h, w = out.shape[:2]
+        scale = max(0.35, min(h, w) / 700)
+        (_, th), base = cv2.getTextSize("DROPPED", cv2.FONT_HERSHEY_SIMPLEX, scale, 1)
+        cv2.rectangle(out, (0, 0), (w - 1, th + base + 4), (0, 0, 200), -1)
+        banner = f"DROPPED ({SHORT_REASONS.get(item.dropped, item.dropped)})"
+        cv2.putText(out, banner, (2, th + 2), cv2.FONT_HERSHEY_SIMPLEX, scale,
+                    (255, 255, 255), 1, cv2.LINE_AA)
+    return out
+
+
+def jsonl_record(item: Grounded) -> dict[str, Any]:
+    """One line of ``--jsonl``."""
+    dets = item.detections
+    return {
+        "frame": item.frame.index,
+        "t_ns": item.frame.t_ns,
+        "stamp": {"sec": int(item.header.stamp.sec), "nanosec": int(item.header.stamp.nanosec)},
+        "frame_id": str(item.header.frame_id),
+        "dropped": bool(item.dropped),
+        "drop_reason": item.dropped or None,
+        "prompts": list(item.prompts),
+        "processing_ms": item.processing_ms,
+        "latency_ms": item.latency_ms,
+        "timings_ms": item.timings_ms,
+        "detections": [
+            {"class_id": item.prompts[int(pi)], "prompt_index": int(pi), "score": float(s),
+             "box_xyxy": [float(v) for v in box]}
+            for box, s, pi in zip(dets.xyxy, dets.scores, dets.prompt_index, strict=True)
+        ],
+    }
+
+
+class GroundOutputs:
+    """The run's outputs, opened together: :meth:`finish` then :meth:`commit` (all), or
+    :meth:`abort` (none)."""
+
+    def __init__(
+        self,
+        out: Path,
+        *,
+        prefix: str,
+        realtime: bool,
+        keep: Sequence[Topic] = (),
+        video: Path | None = None,
+        jsonl: Path | None = None,
+        overwrite: bool = False,
+        jpeg_quality: int = 85,
+        score_threshold: float = 0.0,
+    ) -> None:
+        from probench.bags.staged import StagedBagWriter
+        from probench.bags.typestore import vision_typestore
+        from probench.cache.atomic import replacing
+
+        self.ts = vision_typestore()
+        self.jpeg_quality = jpeg_quality
+        self.score_threshold = score_threshold
+        self._stack = ExitStack()
+        self._bag = StagedBagWriter(out, overwrite=overwrite).open()
+        self._jsonl: IO[str] | None = None
+        self.video: VideoSink | None = None
+        try:
+            names = output_topics(prefix, realtime)
+            self._conn = {
+                name.removeprefix(prefix): self._bag.add_topic(
+                    name, msgtype, self.ts, qos=[_transient_local()] if msgtype == LABEL_INFO_MSGTYPE else ()
+                )
+                for name, msgtype in names.items()
+            }
+            self._kept = {t.name: self._bag.add_topic(t.name, t.msgtype, self.ts) for t in keep}
+            if video is not None:
+                self.video = VideoSink(self._stack.enter_context(replacing(video)))
+            if jsonl is not None:
+                tmp = self._stack.enter_context(replacing(jsonl))
+                self._jsonl = self._stack.enter_context(open(tmp, "w", encoding="utf-8"))  # noqa: SIM115
+        except BaseException as exc:
+            self.abort(exc)
+            raise
+
+    # -- writing --------------------------------------------------------------------------
+    def frame(self, item: Grounded) -> None:
+        import cv2
+
+        t = item.frame.t_ns
+        self._bag.write(self._conn["/detections"], t, item.detections_cdr)
+        if item.dropped:
+            self._bag.write(self._conn["/dropped"], t, self.ts.serialize_cdr(self._header(item.header),
+                                                                             HEADER_MSGTYPE))
+        bgr = annotate(item)
+        ok, jpeg = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, self.jpeg_quality])
+        if not ok:
+            raise GroundError(f"frame {item.frame.index}: JPEG encoding of the annotated image failed")
+        msg = self.ts.types[COMPRESSED_MSGTYPE](header=self._header(item.header), format="jpeg",
+                                                data=jpeg.reshape(-1))
+        self._bag.write(self._conn["/debug_image/compressed"], t,
+                        self.ts.serialize_cdr(msg, COMPRESSED_MSGTYPE))
+        if self.video is not None:
+            self.video.add(t, bgr)
+        if self._jsonl is not None:
+            self._jsonl.write(json.dumps(jsonl_record(item), separators=(",", ":")) + "\n")
+
+    def label_info(self, t_ns: int, prompts: Sequence[str]) -> None:
+        ts = self.ts
+        header = self._header(None, t_ns)
+        vc = ts.types["vision_msgs/msg/VisionClass"]
+        msg = ts.types[LABEL_INFO_MSGTYPE](
+            header=header, class_map=[vc(class_id=i, class_name=p) for i, p in enumerate(prompts)],
+            threshold=float(self.score_threshold),
+        )
+        self._bag.write(self._conn["/label_info"], t_ns, ts.serialize_cdr(msg, LABEL_INFO_MSGTYPE))
+
+    def copy(self, topic: str, t_ns: int, raw: bytes) -> None:
+        """A recorded message kept as it was (``--keep-images``)."""
+        if topic in self._kept:
+            self._bag.write(self._kept[topic], t_ns, raw)
+
+    def set_custom_data(self, key: str, value: str) -> None:
+        self._bag.set_custom_data(key, value)
+
+    def _header(self, header: Any, t_ns: int = 0) -> Any:
+        ts = self.ts
+        time_cls, header_cls = ts.types["builtin_interfaces/msg/Time"], ts.types["std_msgs/msg/Header"]
+        if header is None:
+            return header_cls(stamp=time_cls(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000),
+                              frame_id="")
+        return header_cls(stamp=time_cls(sec=int(header.stamp.sec), nanosec=int(header.stamp.nanosec)),
+                          frame_id=str(header.frame_id))
+
+    # -- ending ---------------------------------------------------------------------------
+    def finish(self) -> None:
+        """Complete the files (the video is read back) before :meth:`commit`."""
+        if self.video is not None:
+            self.video.close()
+        if self._jsonl is not None:
+            self._jsonl.flush()
+
+    def commit(self) -> Path:
+        """Move every output into place; the output bag's path."""
+        self._stack.close()  # the video and the JSONL
+        return self._bag.close()
+
+    def abort(self, exc: BaseException | None = None) -> None:
+        """Leave nothing behind: no bag, no video, no JSONL (any old ones stay as they were)."""
+        self._bag.abort()
+        if self.video is not None:
+            self.video.discard()
+        err = exc if exc is not None else GroundError("aborted")
+        self._stack.__exit__(type(err), err, err.__traceback__)

@@ -1,0 +1,109 @@
+"""The prompt timeline of a ``probench ground`` run.
+
+Prompts come from ``--prompt`` (active from the start), a ``--prompt-schedule`` file and a
+recorded prompt topic (std_msgs/String, ``;``-separated as on the node's ``prompt`` topic).
+Every text is checked as the node checks a prompt message
+(:func:`probench.ros.node_spec.prompts_from_message`); prompt text is data, never code.
+
+Schedule file format (UTF-8 text, one change per line)::
+
+    # seconds since the bag's first message, then the prompts, ';'-separated
+    0      a red backpack; a door handle
+    12.5   a person
+
+Blank lines and lines starting with ``#`` are ignored; times are non-negative, finite and
+strictly increasing; the rest of the line after the time is the prompt text.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from probench.errors import ProbenchError
+from probench.ground.errors import GroundUsageError
+
+Prompts = tuple[str, ...]
+MAX_SCHEDULE_BYTES = 1 << 20  # a longer "schedule" is the wrong file
+
+
+@dataclass(frozen=True)
+class PromptEvent:
+    """Prompts arriving at ``t_ns`` (bag log time); ``prompts`` is None when the node would
+    reject the message (``problem`` says why) and keep its previous prompts."""
+
+    t_ns: int
+    prompts: Prompts | None
+    source: str
+    problem: str = ""
+
+
+def parse_prompt_flag(text: str) -> Prompts:
+    """``--prompt "a red backpack; a door handle"`` as a checked prompt set (usage error)."""
+    from probench.ros.node_spec import prompts_from_message
+
+    try:
+        return prompts_from_message(text)
+    except ProbenchError as exc:
+        raise GroundUsageError(f"--prompt: {exc}") from exc
+
+
+def read_schedule(path: str | Path, start_ns: int) -> list[PromptEvent]:
+    """The events of a schedule file (module doc), at ``start_ns`` + their seconds."""
+    from probench.ros.node_spec import prompts_from_message
+
+    path = Path(path)
+    where = f"--prompt-schedule {path}"
+    if not path.is_file():
+        raise GroundUsageError(f"{where}: no such file")
+    data = path.read_bytes()
+    if len(data) > MAX_SCHEDULE_BYTES:
+        raise GroundUsageError(f"{where}: {len(data)} bytes; a schedule is at most {MAX_SCHEDULE_BYTES}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GroundUsageError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    events: list[PromptEvent] = []
+    last = -math.inf
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        head, *rest = stripped.split(None, 1)  # the time, then the prompt text
+        try:
+            seconds = float(head)
+        except ValueError:
+            raise GroundUsageError(
+                f"{where}:{number}: {head[:30]!r} is not a time in seconds (expected: SECONDS PROMPTS)"
+            ) from None
+        if not math.isfinite(seconds) or seconds < 0:
+            raise GroundUsageError(f"{where}:{number}: time {head} must be finite and >= 0")
+        if seconds <= last:
+            raise GroundUsageError(f"{where}:{number}: time {head} is not after the previous line's")
+        last = seconds
+        try:
+            prompts = prompts_from_message(rest[0] if rest else "")
+        except ProbenchError as exc:
+            raise GroundUsageError(f"{where}:{number}: {exc}") from exc
+        events.append(PromptEvent(start_ns + round(seconds * 1e9), prompts, f"schedule line {number}"))
+    if not events:
+        raise GroundUsageError(f"{where}: no prompt lines (expected: SECONDS PROMPTS)")
+    return events
+
+
+def recorded_event(t_ns: int, raw: bytes, topic: str) -> PromptEvent:
+    """A recorded prompt message, accepted or rejected exactly as the node would."""
+    from probench.bags.source import one_line
+    from probench.bags.typestore import typestore
+    from probench.ros.node_spec import prompts_from_message
+
+    source = f"{topic} at t={t_ns} ns"
+    try:  # rosbags decodes strictly: invalid UTF-8 is rejected, as the node rejects it
+        text = typestore().deserialize_cdr(raw, "std_msgs/msg/String").data
+    except Exception as exc:  # noqa: BLE001 - any decoding failure is a malformed message
+        return PromptEvent(t_ns, None, source, f"undecodable message ({one_line(exc)})")
+    try:
+        return PromptEvent(t_ns, prompts_from_message(text), source)
+    except ProbenchError as exc:
+        return PromptEvent(t_ns, None, source, str(exc))

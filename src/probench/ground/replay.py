@@ -1,0 +1,97 @@
+"""The grounding node's worker rules on a bag's own clock.
+
+The node's :class:`~probench.ros.grounding_worker.FrameWorker` (one-slot frame mailbox,
+prompt queue applied first, a prompt change dropping the waiting frame) is driven here
+without its thread: each recorded frame or prompt change is put in at its recorded time,
+and the jobs the worker would start run one by one on a virtual clock.
+
+- ``realtime=True``: a job occupies the worker for the time it really took here (measured
+  per frame: decode + detect + serialize, what the node's worker does; per prompt set: the
+  text encoding). A frame arriving while the worker is busy waits in the mailbox, and a
+  newer one replaces it: the replaced frame is *dropped*, as the node would drop it. This is
+  a faithful simulation with measured times, not a wall-clock replay: it never sleeps, and
+  the result does not depend on how loaded the machine is beyond the measured times.
+- ``realtime=False`` (as fast as possible): jobs take no virtual time, so the worker is
+  always free when the next message arrives and every frame is grounded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from probench.ros.grounding_stats import GroundingStats
+from probench.ros.grounding_worker import FrameWorker, Prompts
+
+REPLACED = "replaced by a newer frame while the model was busy"
+PROMPT_CHANGE = "dropped by a prompt change before it was processed"
+SHORT_REASONS = {REPLACED: "model busy", PROMPT_CHANGE: "prompt change"}  # for the image banner
+
+# ground(frame, prompts, wait_s) -> busy seconds; apply(prompts, stamp) -> (accepted, busy seconds)
+GroundFn = Callable[[Any, Prompts, float], float]
+ApplyFn = Callable[[Prompts, Any], tuple[bool, float]]
+DroppedFn = Callable[[Any, str], None]
+
+
+def _reraise(exc: BaseException) -> None:
+    raise exc  # a failed frame ends the run (the node would log it and go on)
+
+
+class MailboxReplay:
+    """Feed it :meth:`frame` and :meth:`prompts` in time order (seconds on any clock whose
+    differences are the bag's), then :meth:`finish`. Callbacks: ``ground`` for each frame
+    the worker takes, ``apply`` for each prompt set, ``dropped`` for each frame it never takes."""
+
+    def __init__(self, ground: GroundFn, apply: ApplyFn, dropped: DroppedFn, *, realtime: bool) -> None:
+        self.stats = GroundingStats()
+        self.worker = FrameWorker(self.stats, self._on_frame, self._on_prompts, _reraise)
+        self.worker.activate()
+        self.realtime = realtime
+        self._ground, self._apply, self._dropped = ground, apply, dropped
+        self._free_at = -math.inf  # when the worker finishes its current job
+        self._start = -math.inf  # when the job being run started
+        self._busy_s = 0.0  # what the job being run took
+        self._pending: Any = None  # the frame in the mailbox, if any
+
+    def frame(self, t_s: float, frame: Any) -> None:
+        self._advance(t_s)
+        self._put(lambda: self.worker.put_frame("frame", frame, t_s), REPLACED)
+        self._pending = frame
+
+    def prompts(self, t_s: float, prompts: Prompts, stamp: Any) -> None:
+        self._advance(t_s)
+        self._put(lambda: self.worker.put_prompts(prompts, stamp), PROMPT_CHANGE)
+
+    def finish(self) -> None:
+        """Run what is still waiting (the node would process its last frame too)."""
+        self._advance(math.inf)
+
+    def _put(self, put: Callable[[], None], reason: str) -> None:
+        skipped = self.stats.skipped
+        put()
+        if self.stats.skipped > skipped and self._pending is not None:  # the node's own count
+            frame, self._pending = self._pending, None
+            self._dropped(frame, reason)
+
+    def _advance(self, t_s: float) -> None:
+        """Run every job the worker starts no later than ``t_s``."""
+        while self._free_at <= t_s:
+            job = self.worker.take_job()
+            if job is None:
+                self._free_at = t_s  # idle: the next job starts when it arrives
+                return
+            self._start, self._busy_s = self._free_at, 0.0
+            self.worker.run_job(job)
+            self._free_at = self._start + (self._busy_s if self.realtime else 0.0)
+
+    # -- the worker's handlers ------------------------------------------------------------
+    def _on_frame(self, kind: str, frame: Any, t_arrival: float, prompts: Prompts) -> None:
+        if frame is self._pending:
+            self._pending = None
+        wait_s = self._start - t_arrival if self.realtime else 0.0
+        self._busy_s = self._ground(frame, prompts, wait_s)
+
+    def _on_prompts(self, prompts: Prompts, stamp: Any) -> bool:
+        accepted, self._busy_s = self._apply(prompts, stamp)
+        return accepted

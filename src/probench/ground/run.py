@@ -1,0 +1,211 @@
+"""A ``probench ground`` run: bag in, the grounding node's answers out (see the package doc).
+
+Everything that can be checked without the model is checked first (bag, topics, prompts,
+the first frame's encoding, outputs), so bad input fails in a second, not after a model load.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from probench.bags.errors import BagError
+from probench.bags.source import BagSource, Topic
+from probench.ground.errors import GroundUsageError
+from probench.ground.frames import Frame, decode, dropped, ground
+from probench.ground.outputs import GroundOutputs, output_topics
+from probench.ground.prompts import PromptEvent, Prompts, read_schedule, recorded_event
+from probench.ground.replay import MailboxReplay
+from probench.ground.summary import GroundSummary
+
+
+@dataclass(frozen=True)
+class GroundPlan:
+    bag: Path
+    out: Path
+    model: str
+    prompts: Prompts = ()  # --prompt: active from the start
+    schedule: Path | None = None
+    image_topic: str | None = None  # None: the bag's only camera
+    prompt_topic: str | None = None  # None: auto (".../prompt"), "none": ignore recorded prompts
+    realtime: bool = False
+    prefix: str = "/ground"
+    keep_images: bool = False
+    video: Path | None = None
+    jsonl: Path | None = None
+    overwrite: bool = False
+    jpeg_quality: int = 85
+    score_threshold: float = 0.3
+    max_detections: int = 100
+    progress: bool = True
+
+
+class _Grounder:
+    """The replay's callbacks: ground, apply prompts, mark drops; everything goes to outputs."""
+
+    def __init__(
+        self, detector: Any, outputs: GroundOutputs, summary: GroundSummary, plan: GroundPlan
+    ) -> None:
+        self.detector, self.outputs, self.summary, self.plan = detector, outputs, summary, plan
+
+    def ground(self, frame: Frame, prompts: Prompts, wait_s: float) -> float:
+        item = ground(frame, self.detector, prompts, self.plan.max_detections)
+        busy_ms = item.processing_ms or 0.0
+        item.latency_ms = wait_s * 1000.0 + busy_ms
+        s = self.summary
+        if prompts:
+            s.grounded += 1
+            s.detections += len(item.detections)
+        else:
+            s.no_prompts += 1
+        s.processing_ms.append(busy_ms)
+        s.latency_ms.append(item.latency_ms)
+        self.outputs.frame(item)
+        return busy_ms / 1000.0
+
+    def apply(self, prompts: Prompts, t_ns: int) -> tuple[bool, float]:
+        from probench.errors import ProbenchError
+
+        t0 = time.perf_counter()
+        try:
+            self.detector.set_prompts(prompts)
+        except ProbenchError as exc:  # the node keeps its previous prompts, and so do we
+            self.summary.prompts_rejected += 1
+            _warn(f"model refused prompts at t={t_ns} ns, previous stay active: {exc}")
+            return False, time.perf_counter() - t0
+        busy = time.perf_counter() - t0
+        self.summary.prompt_sets += 1
+        self.outputs.label_info(t_ns, prompts)
+        return True, busy
+
+    def dropped(self, frame: Frame, reason: str) -> None:
+        self.summary.dropped += 1
+        self.outputs.frame(dropped(frame, reason))
+
+
+def _warn(text: str) -> None:
+    from tqdm import tqdm
+
+    tqdm.write(f"probench ground: warning: {text}", file=sys.stderr)
+
+
+def check_plan(source: BagSource, plan: GroundPlan) -> tuple[Topic, Topic | None, list[PromptEvent]]:
+    """The camera topic, the recorded prompt topic and the scheduled prompts, or a one-line error."""
+    image = source.image_topic(plan.image_topic)
+    prompt_topic = source.prompt_topic(plan.prompt_topic)
+    schedule = read_schedule(plan.schedule, source.start_ns) if plan.schedule is not None else []
+    if not plan.prompts and not schedule and prompt_topic is None:
+        raise GroundUsageError(
+            "no prompts: give --prompt \"a red backpack; a door handle\", a --prompt-schedule file, "
+            "or a bag with a recorded prompt topic"
+        )
+    first = source.first(image.name)
+    if first is None:
+        raise BagError(f"{source.path}: {image.name} holds no message")
+    decode(Frame(0, first[0], image.msgtype, first[1], image.name))  # the encoding, before the model
+    if plan.keep_images:
+        kept = {image.name} | ({prompt_topic.name} if prompt_topic else set())
+        clash = sorted(kept & set(output_topics(plan.prefix, plan.realtime)))
+        if clash:
+            raise GroundUsageError(f"--keep-images: {', '.join(clash)} is also an output topic; choose "
+                                   "another --prefix")
+    return image, prompt_topic, schedule
+
+
+def _events(source: BagSource, image: Topic, prompt_topic: Topic | None,
+            schedule: list[PromptEvent]) -> Iterator[tuple[int, str, Any]]:
+    """``(t_ns, kind, item)`` in time order: kind "frame" (a Frame), "prompts" (a PromptEvent),
+    "copy" ((topic, raw), a recorded prompt message kept with --keep-images). Scheduled
+    prompts come before a recorded message of the same time."""
+    topics = [image.name] + ([prompt_topic.name] if prompt_topic else [])
+
+    def recorded() -> Iterator[tuple[int, str, Any]]:
+        index = 0
+        for topic, t, raw in source.messages(topics):
+            if topic == image.name:
+                yield t, "frame", Frame(index, t, image.msgtype, raw, topic)
+                index += 1
+            else:
+                yield t, "copy", (topic, raw)
+                yield t, "prompts", recorded_event(t, raw, topic)
+
+    scheduled = ((e.t_ns, "prompts", e) for e in schedule)
+    yield from heapq.merge(scheduled, recorded(), key=lambda e: e[0])
+
+
+def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any]) -> GroundSummary:
+    """Run ``plan``: the detector is built by ``load_detector`` once every input checked out."""
+    from tqdm import tqdm
+
+    with BagSource(plan.bag) as source:
+        image, prompt_topic, schedule = check_plan(source, plan)
+        keep = [image] + ([prompt_topic] if prompt_topic else []) if plan.keep_images else []
+        summary = GroundSummary(image.name, plan.model, plan.realtime)
+        t0 = time.perf_counter()
+        detector = load_detector()
+        summary.model_load_s = time.perf_counter() - t0
+        outputs = GroundOutputs(
+            plan.out, prefix=plan.prefix, realtime=plan.realtime, keep=keep, video=plan.video,
+            jsonl=plan.jsonl, overwrite=plan.overwrite, jpeg_quality=plan.jpeg_quality,
+            score_threshold=plan.score_threshold,
+        )
+        grounder = _Grounder(detector, outputs, summary, plan)
+        replay = MailboxReplay(grounder.ground, grounder.apply, grounder.dropped, realtime=plan.realtime)
+        start = source.start_ns
+        # on a terminal only (like eval), and never with --no-progress
+        bar = tqdm(total=image.count, desc="ground", unit="frame", disable=None if plan.progress else True)
+        t_loop = time.perf_counter()
+        try:
+            if plan.prompts:  # active before the first frame, as a node configured with them
+                replay.prompts(float("-inf"), plan.prompts, start)
+            for t, kind, item in _events(source, image, prompt_topic, schedule):
+                t_s = (t - start) / 1e9
+                if kind == "frame":
+                    summary.frames += 1
+                    if plan.keep_images:
+                        outputs.copy(image.name, t, item.raw)
+                    replay.frame(t_s, item)
+                    bar.update(1)
+                    if plan.realtime:
+                        bar.set_postfix(dropped=summary.dropped, refresh=False)
+                elif kind == "copy":
+                    outputs.copy(item[0], t, item[1])
+                elif item.prompts is None:
+                    summary.prompts_rejected += 1
+                    _warn(f"prompt rejected ({item.source}), previous prompts stay active: {item.problem}")
+                else:
+                    replay.prompts(t_s, item.prompts, t)
+            replay.finish()
+            outputs.finish()
+            summary.wall_s = time.perf_counter() - t_loop
+            _describe(outputs, plan, summary)
+            outputs.commit()
+        except BaseException as exc:
+            outputs.abort(exc)
+            raise
+        finally:
+            bar.close()
+    return summary
+
+
+def _describe(outputs: GroundOutputs, plan: GroundPlan, summary: GroundSummary) -> None:
+    """What the run wrote, in the summary and in the bag's metadata."""
+    topics = ", ".join(output_topics(plan.prefix, plan.realtime))
+    summary.outputs = [f"{plan.out} (mcap: {topics}{'; input images kept' if plan.keep_images else ''})"]
+    if outputs.video is not None:
+        summary.video_fps = outputs.video.fps
+        summary.outputs.append(f"{plan.video} ({outputs.video.frames_written} frames, "
+                               f"{outputs.video.fps:.2f} fps, mp4v)")
+    if plan.jsonl is not None:
+        summary.outputs.append(f"{plan.jsonl} ({summary.frames} lines)")
+    outputs.set_custom_data("probench.ground.source", str(plan.bag))
+    outputs.set_custom_data("probench.ground.image_topic", summary.image_topic)
+    outputs.set_custom_data("probench.ground.model", plan.model)
+    outputs.set_custom_data("probench.ground.summary", json.dumps(summary.as_dict(), sort_keys=True))
+
