@@ -38,7 +38,7 @@ from vision_msgs.msg import Detection2DArray, LabelInfo
 
 from probench.detections import Detections
 from probench.errors import ProbenchError
-from probench.models.base import MAX_PROMPT_CHARS, MAX_PROMPTS, check_prompts
+from probench.models.base import check_prompts
 from probench.ros import convert
 from probench.ros.errors import ParameterValueError
 from probench.ros.grounding_stats import GroundingStats, diagnostic_level
@@ -49,11 +49,12 @@ from probench.ros.node_spec import (
     PARAMETERS,
     GroundingConfig,
     check_parameter,
+    prompt_message_limit,
     split_prompts,
 )
 
 _THROTTLE_S = 5.0
-_MAX_PROMPT_MSG = MAX_PROMPTS * (MAX_PROMPT_CHARS + 1)
+_MAX_PROMPT_MSG = prompt_message_limit()  # the console holds prompts to the same limit
 
 
 class GroundingNode(LifecycleNode):

@@ -157,6 +157,32 @@ def split_prompts(text: str) -> list[str]:
     return [p.strip() for p in text.split(";") if p.strip()]
 
 
+def prompt_message_limit() -> int:
+    """The longest ``prompt`` message (characters) the node reads: every prompt at its limit,
+    each followed by a separator."""
+    from probench.models.base import MAX_PROMPT_CHARS, MAX_PROMPTS
+
+    return MAX_PROMPTS * (MAX_PROMPT_CHARS + 1)
+
+
+def parse_prompt_message(text: str) -> tuple[str, ...]:
+    """The prompt set a ``prompt`` message asks for, held to the node's limits (message
+    length, prompt count and length), or :class:`probench.models.errors.PromptError`. The
+    text is data: it is only split on ``;`` and stripped."""
+    from probench.models.base import check_prompts
+    from probench.models.errors import PromptError
+
+    if not isinstance(text, str):
+        raise PromptError(f"a prompt message is text, not {type(text).__name__}")
+    limit = prompt_message_limit()
+    if len(text) > limit:
+        raise PromptError(f"message is {len(text)} characters long (limit {limit})")
+    pieces = split_prompts(text)
+    if not pieces:
+        raise PromptError("empty or whitespace-only prompt message")
+    return check_prompts(pieces)
+
+
 def grounding_node_description(
     *,
     params_file: str | Path | None = None,
