@@ -46,10 +46,11 @@ def _stamp(header: Any) -> tuple[int, int]:
 
 
 class RosConsoleBridge:
-    """See the module docstring. ``node``: the grounding node's name (``/grounding_node``)."""
+    """See the module docstring. ``node``: the grounding node's name (``/grounding_node``);
+    ``domain_id``: the ROS domain (default: ``ROS_DOMAIN_ID`` of the environment)."""
 
     def __init__(self, node: str = "/grounding_node", *, stream_source: str = "debug_image",
-                 image_topic: str | None = None) -> None:
+                 image_topic: str | None = None, domain_id: int | None = None) -> None:
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from lifecycle_msgs.msg import TransitionEvent
@@ -79,7 +80,10 @@ class RosConsoleBridge:
         self._state_future: Any = None
 
         self._ctx = rclpy.Context()
-        rclpy.init(context=self._ctx)
+        if domain_id is None:
+            rclpy.init(context=self._ctx)
+        else:
+            rclpy.init(context=self._ctx, domain_id=domain_id)
         try:
             self._node = rclpy.create_node(f"probench_console_{os.getpid()}", context=self._ctx,
                                            start_parameter_services=False)
