@@ -38,7 +38,8 @@ from probench.errors import ProbenchError
 from probench.ros import convert
 
 _RECENT_IMAGES = 60  # camera frames kept to meet their detections (stream_source="image")
-_STATE_POLL_S = 1.0
+_STATE_POLL_S = 1.0  # get_state while the state is known (transition events update it at once)
+_STATE_POLL_UNKNOWN_S = 0.2  # until the first answer: the page shows the node sooner
 
 
 def _stamp(header: Any) -> tuple[int, int]:
@@ -78,6 +79,7 @@ class RosConsoleBridge:
         self._image_subs: list[Any] = []
         self._recent: OrderedDict[tuple[int, int], tuple[str, bytes]] = OrderedDict()
         self._state_future: Any = None
+        self._state_asked = -float("inf")
 
         self._ctx = rclpy.Context()
         if domain_id is None:
@@ -101,7 +103,7 @@ class RosConsoleBridge:
             self._get_state = n.create_client(GetState, names["get_state"])
             self._change_state = n.create_client(ChangeState, names["change_state"])
             self._GetState, self._ChangeState = GetState, ChangeState
-            n.create_timer(_STATE_POLL_S, self._poll_state)
+            n.create_timer(_STATE_POLL_UNKNOWN_S, self._poll_state)
             n.create_timer(0.2, self._sync_image_subscriptions)
             self._executor = SingleThreadedExecutor(context=self._ctx)
             self._executor.add_node(n)
@@ -199,7 +201,13 @@ class RosConsoleBridge:
         if self._state_future is not None and not self._state_future.done():
             return
         if not self._get_state.service_is_ready():
+            with self._lock:
+                self._lifecycle = "unknown"  # asked afresh when the node (re)appears
             return
+        now = time.monotonic()
+        if self._lifecycle != "unknown" and now - self._state_asked < _STATE_POLL_S:
+            return
+        self._state_asked = now
         self._state_future = self._get_state.call_async(self._GetState.Request())
         self._state_future.add_done_callback(self._on_state)
 
