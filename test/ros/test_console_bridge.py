@@ -105,20 +105,33 @@ def test_bridge_shows_and_drives_the_node(graph) -> None:
         bridge.close()
 
 
-def test_bridge_draws_the_camera_image_itself(graph) -> None:
-    from probench.ros.console_bridge import RosConsoleBridge
+def test_bridge_draws_the_camera_image_the_node_reads(graph, tmp_path, ros_env) -> None:
+    """A node in a namespace with its image input remapped: the console finds the camera topic
+    on the graph (no option), subscribes it and draws the detections itself."""
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import Image
 
-    domain, node, peer = graph
-    bridge = RosConsoleBridge("/grounding_node", domain_id=domain, stream_source="image")
+    from probench.ros.console_bridge import RosConsoleBridge
+    from probench.ros.convert import rgb_to_image_msg
+
+    domain, _, peer = graph
+    node = NodeProcess(ros_env, domain, tmp_path / "ns_node.log",
+                       {"model": "test-instant", "score_threshold": 0.0, "prompts": ["a red cup"],
+                        "image_reliability": "reliable"},
+                       extra=["-r", "__ns:=/robot1", "-r", "image:=/robot1/cam/image_raw"])
+    camera = peer.node.create_publisher(Image, "/robot1/cam/image_raw",
+                                        QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE))
+    bridge = RosConsoleBridge("/robot1/grounding_node", domain_id=domain, stream_source="image")
     try:
-        assert wait_for(lambda: bridge.view().prompts), node.output()[-2000:]
+        assert wait_for(lambda: bridge.view().prompts == ("a red cup",), 60.0), node.output()[-2000:]
         bridge.want_frames(True)
-        assert wait_for(lambda: peer.node.count_subscribers("/image") == 2, peer=peer)  # node + console
-        assert peer.node.count_subscribers("/debug_image") == 0  # the node draws nothing
+        found = wait_for(lambda: peer.node.count_subscribers("/robot1/cam/image_raw") == 2, peer=peer)
+        assert found, node.output()[-2000:]  # the node and the console
+        assert bridge.view().topics["stream"] == "/robot1/cam/image_raw"
+        assert peer.node.count_subscribers("/robot1/debug_image") == 0  # the node draws nothing
         frame = None
         for k in range(20):
-            raw = np.zeros((48, 64, 3), np.uint8)
-            peer.send_image(raw, peer.header(300 + k))
+            camera.publish(rgb_to_image_msg(np.zeros((48, 64, 3), np.uint8), peer.header(300 + k)))
             peer.spin_for(0.1)
             frame = bridge.latest_frame()
             if frame is not None:
@@ -128,6 +141,7 @@ def test_bridge_draws_the_camera_image_itself(graph) -> None:
         assert 300 <= frame.stamp < 320
     finally:
         bridge.close()
+        node.stop()
 
 
 def test_bridge_without_a_node(graph) -> None:

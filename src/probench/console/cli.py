@@ -34,8 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="debug_image (default): the node's own annotated image; image: the camera "
                              "topic, annotated here from the detections (the node draws nothing)")
     parser.add_argument("--image-topic", default=None,
-                        help="camera topic for --stream image (default: <node namespace>/image; its "
-                             "/compressed twin is read too)")
+                        help="camera topic for --stream image (default: the one the node subscribes, "
+                             "found on the graph; its /compressed twin is read too)")
     parser.add_argument("--require-token", action="store_true",
                         help="require the access token on a loopback address too (shared machines)")
 
@@ -78,27 +78,31 @@ def run(args: argparse.Namespace) -> int:
     token = new_token() if (args.require_token or not is_loopback(args.host)) else None
     sock = _bind(args.host, args.port)
     port = sock.getsockname()[1]
-
-    import uvicorn
-
-    from probench.console.app import create_app
-    from probench.ros.console_bridge import RosConsoleBridge
-
-    bridge = RosConsoleBridge(args.node, stream_source=args.stream, image_topic=args.image_topic)
     try:
-        app = create_app(bridge, host=args.host, token=token, stream_source=args.stream,
-                         transition_timeout_s=60.0)
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                                 ws_max_size=64 * 1024, ws_ping_interval=20.0, ws_ping_timeout=20.0,
-                                 timeout_graceful_shutdown=2)
-        server = uvicorn.Server(config)
-        print(f"probench console: {_url(args.host, port, token)}  (node {names['node']}, stream from "
-              f"{names[args.stream]}; ready in {time.perf_counter() - t0:.1f} s; Ctrl-C stops)", flush=True)
-        if token:
-            print(f"probench console: access token {token} (needed by every request; keep it private)",
-                  flush=True)
-        server.run(sockets=[sock])
+        import uvicorn
+
+        from probench.console.app import create_app
+        from probench.ros.console_bridge import RosConsoleBridge
+
+        bridge = RosConsoleBridge(args.node, stream_source=args.stream, image_topic=args.image_topic)
+        try:
+            app = create_app(bridge, host=args.host, token=token, stream_source=args.stream,
+                             transition_timeout_s=60.0)
+            config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                                    ws_max_size=64 * 1024, ws_ping_interval=20.0, ws_ping_timeout=20.0,
+                                    timeout_graceful_shutdown=2)
+            if args.stream == "debug_image":
+                stream_from = names["debug_image"]
+            else:
+                stream_from = names["image"] if args.image_topic else "the camera topic the node subscribes"
+            print(f"probench console: {_url(args.host, port, token)}  (node {names['node']}, stream from "
+                  f"{stream_from}; ready in {time.perf_counter() - t0:.1f} s; Ctrl-C stops)", flush=True)
+            if token:
+                print(f"probench console: access token {token} (needed by every request; keep it private)",
+                      flush=True)
+            uvicorn.Server(config).run(sockets=[sock])
+        finally:
+            bridge.close()
     finally:
-        bridge.close()
         sock.close()
     return 0

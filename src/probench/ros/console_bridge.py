@@ -6,7 +6,9 @@ It subscribes the node's ``label_info`` (the active prompt set), ``detections``,
 publishes on ``prompt`` and calls ``<node>/change_state``. Images are subscribed only while a
 page shows the stream (:meth:`want_frames`): ``debug_image`` (drawn by the node, which draws
 only while someone subscribes) or, with ``stream_source="image"``, the camera topic, drawn
-here from the image and the detections with the same stamp (the node draws nothing).
+here from the image and the detections with the same stamp (the node draws nothing). The
+camera topic is the one the node itself subscribes (found on the graph, so a remapped
+``image`` needs no option), unless ``image_topic`` names one.
 
 rclpy runs in a private context on a thread of its own; the web server's threads only read
 snapshots under a lock, publish, and wait on service futures. Subscriptions are created and
@@ -64,7 +66,9 @@ class RosConsoleBridge:
         if stream_source not in STREAM_SOURCES:
             raise ConsoleUsageError(f"stream source must be one of {', '.join(STREAM_SOURCES)}")
         self.names = graph_names(node, image_topic)
-        self.node_name = split_node_name(node)[1]
+        self.node_ns, self.node_name = split_node_name(node)
+        self._explicit_image_topic = image_topic is not None
+        self._stream_topic = self.names["debug_image" if stream_source == "debug_image" else "image"]
         self.stream_source = stream_source
         self._lock = threading.Lock()
         self._lifecycle = "unknown"
@@ -131,7 +135,7 @@ class RosConsoleBridge:
                 detections=self._detections, detections_stamp=self._detections_stamp,
                 diagnostics=diag,
                 topics={k: self.names[k] for k in ("prompt", "label_info", "detections", "diagnostics")}
-                | {"stream": self.names[self.stream_source]},
+                | {"stream": self._stream_topic},
             )
 
     def latest_frame(self) -> Frame | None:
@@ -256,18 +260,38 @@ class RosConsoleBridge:
                 self._image_subs = [n.create_subscription(Image, names["debug_image"], self._on_debug_image,
                                                           qos, raw=True)]
             else:  # what the node reads
+                topics = self._camera_topics()
+                if topics is None:
+                    return  # the node is not on the graph yet: ask again on the next tick
+                raw, compressed = topics
+                self._stream_topic = raw
                 self._image_subs = [
-                    n.create_subscription(Image, names["image"], self._remember("raw"),
-                                          self._camera_qos(names["image"]), raw=True),
-                    n.create_subscription(CompressedImage, names["image/compressed"],
-                                          self._remember("compressed"),
-                                          self._camera_qos(names["image/compressed"]), raw=True),
+                    n.create_subscription(Image, raw, self._remember("raw"), self._camera_qos(raw), raw=True),
+                    n.create_subscription(CompressedImage, compressed, self._remember("compressed"),
+                                          self._camera_qos(compressed), raw=True),
                 ]
         elif not self._want and self._image_subs:
             for sub in self._image_subs:
                 self._node.destroy_subscription(sub)
             self._image_subs = []
             self._recent.clear()
+
+    def _camera_topics(self) -> tuple[str, str] | None:
+        """The camera topics (raw, compressed): ``image_topic`` when given, else the ones the
+        node subscribes (its remapped ``image`` and ``image/compressed``); None while the node
+        is not discovered."""
+        from rclpy.node import NodeNameNonExistentError
+
+        default = self.names["image"], self.names["image/compressed"]
+        if self._explicit_image_topic:
+            return default
+        try:
+            subs = self._node.get_subscriber_names_and_types_by_node(self.node_name, self.node_ns)
+        except NodeNameNonExistentError:
+            return None
+        raw = [t for t, types in subs if "sensor_msgs/msg/Image" in types]
+        compressed = [t for t, types in subs if "sensor_msgs/msg/CompressedImage" in types]
+        return (raw[0] if raw else default[0]), (compressed[0] if compressed else default[1])
 
     def _camera_qos(self, topic: str) -> Any:
         """Reliable when every publisher of the camera topic is (on one host, best effort loses
