@@ -161,6 +161,24 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------
+STEP="chromium (the console's browser test)"
+# test/console/test_console_browser.py drives Debian's Chromium through Playwright. Playwright's
+# own browser download (`playwright install`) is never used: it fetches from outside the package
+# registries. As root (CI) the Debian package is installed; otherwise a clear message says how.
+CHROMIUM=/usr/bin/chromium
+if [ -x "$CHROMIUM" ]; then
+  say "chromium: $("$CHROMIUM" --version 2>/dev/null | head -n 1)"
+elif [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+  say "installing Debian's chromium for the console's browser test (apt-get; a minute)"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
+  [ -x "$CHROMIUM" ] || die "apt-get installed chromium, but $CHROMIUM is missing"
+else
+  say "WARNING: $CHROMIUM is missing, so the console's browser test (test/console/test_console_browser.py)"
+  say "  will fail. Install Debian's chromium package as root: sudo apt-get install chromium"
+fi
+
+# ---------------------------------------------------------------------------------------
 STEP="final check"
 ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST "$PY" -c '
 import rclpy, rclpy.lifecycle  # noqa: F401  (loads the RMW and the DDS libraries)

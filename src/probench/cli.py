@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, int]] = {
     "bag": ("probench.bags.cli", "write a dataset as a rosbag2 (mcap or sqlite3)", 6),
     "eval": ("probench.ros.cli_eval", "replay a bag through the ROS 2 graph and score it", 6),
     "ground": ("probench.ground.cli", "ground a rosbag2's camera: detections, annotated images, video", 12),
+    "console": ("probench.console.cli", "a web page to watch and prompt a running grounding node", 12),
 }
 
 

@@ -230,6 +230,13 @@ def test_diagnostics(requires_vision_msgs: None) -> None:
     assert {kv.key: kv.value for kv in status.values} == {"rate_hz": "2.500", "frames": "3"}
     with pytest.raises(MessageConversionError, match="level"):
         convert.stats_to_diagnostics("gn", "cpu", "BAD", "", {}, Time())
+    back = convert.diagnostics_to_statuses(msg)
+    assert back == [("gn", "WARN", "slow", {"rate_hz": "2.500", "frames": "3"})]
+    for level in convert.LEVELS:
+        back = convert.diagnostics_to_statuses(convert.stats_to_diagnostics("n", "", level, "", {}, Time()))
+        assert back[0][1] == level
+    msg.status[0].level = b"\x07"  # not a level diagnostic_msgs defines
+    assert convert.diagnostics_to_statuses(msg)[0][1] == "STALE"
 
 
 def test_convert_imports_without_rclpy() -> None:

@@ -45,6 +45,21 @@ def test_split_prompts() -> None:
     assert node_spec.split_prompts(" ; ") == []
 
 
+def test_prompts_from_message_holds_the_node_limits() -> None:
+    from probench.models.base import MAX_PROMPT_CHARS, MAX_PROMPTS
+    from probench.ros.errors import PromptMessageError
+
+    assert node_spec.prompts_from_message(" a red cup ;the door; ") == ("a red cup", "the door")
+    limit = node_spec.prompt_message_limit()
+    assert limit == MAX_PROMPTS * (MAX_PROMPT_CHARS + 1)
+    assert len(";".join(["x" * MAX_PROMPT_CHARS] * MAX_PROMPTS)) < limit  # the largest valid set fits
+    for bad, why in ((" ; ", "empty"), ("x" * (MAX_PROMPT_CHARS + 1), "characters long"),
+                     ("a;" * (MAX_PROMPTS + 1), "prompts given"), (" " * (limit + 1), f"limit {limit}"),
+                     (["a"], "not list")):
+        with pytest.raises(PromptMessageError, match=why):
+            node_spec.prompts_from_message(bad)
+
+
 def test_node_description() -> None:
     d = node_spec.grounding_node_description(params_file="/p.yaml", overrides={"model": "m"},
                                              image_topic="/cam/image")

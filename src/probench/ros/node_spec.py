@@ -157,15 +157,27 @@ def split_prompts(text: str) -> list[str]:
     return [p.strip() for p in text.split(";") if p.strip()]
 
 
+def prompt_message_limit() -> int:
+    """The longest ``prompt`` message (characters) the node reads: every prompt at its limit,
+    each followed by a separator."""
+    from probench.models.base import MAX_PROMPT_CHARS, MAX_PROMPTS
+
+    return MAX_PROMPTS * (MAX_PROMPT_CHARS + 1)
+
+
 def prompts_from_message(text: str) -> tuple[str, ...]:
     """The prompt set a message on the node's ``prompt`` topic asks for (``;``-separated),
-    checked as the node checks it; :class:`PromptMessageError` (one line) when the node
-    would reject it and keep its previous prompts."""
+    checked as the node checks it (message length, prompt count and length); a
+    :class:`PromptMessageError` (one line) when the node would reject it and keep its
+    previous prompts. The text is data: it is only split on ``;`` and stripped. The node,
+    ``probench ground`` and ``probench console`` all read prompts through this."""
     from probench.errors import ProbenchError
-    from probench.models.base import MAX_PROMPT_CHARS, MAX_PROMPTS, check_prompts
+    from probench.models.base import check_prompts
     from probench.ros.errors import PromptMessageError
 
-    limit = MAX_PROMPTS * (MAX_PROMPT_CHARS + 1)
+    if not isinstance(text, str):
+        raise PromptMessageError(f"a prompt message is text, not {type(text).__name__}")
+    limit = prompt_message_limit()
     if len(text) > limit:
         raise PromptMessageError(f"message is {len(text)} characters long (limit {limit})")
     pieces = split_prompts(text)

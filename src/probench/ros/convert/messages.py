@@ -239,6 +239,19 @@ def stats_to_diagnostics(
     return out
 
 
+def diagnostics_to_statuses(msg: Any) -> list[tuple[str, str, str, dict[str, str]]]:
+    """The inverse of :func:`stats_to_diagnostics`: one ``(name, level, message, values)``
+    per status, ``level`` one of :data:`LEVELS` (an unknown byte reads as ``STALE``)."""
+    names = {0: "OK", 1: "WARN", 2: "ERROR", 3: "STALE"}
+    out = []
+    for status in msg.status:
+        raw = status.level
+        level = names.get(raw[0] if isinstance(raw, bytes | bytearray) else int(raw), "STALE")
+        values = {str(kv.key): str(kv.value) for kv in status.values}
+        out.append((str(status.name), level, str(status.message), values))
+    return out
+
+
 # -- parameter declarations ------------------------------------------------------------------
 _PARAM_TYPES = {"string": 4, "double": 3, "integer": 2, "bool": 1, "string_array": 9}  # rcl ParameterType
 

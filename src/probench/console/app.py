@@ -1,0 +1,334 @@
+"""The console's web app (FastAPI): one page, a small JSON API and one WebSocket.
+
+- ``GET /``, ``GET /static/{app.js,style.css}``: the page (plain files shipped as package
+  data; no build step). ``GET /api/state``: the node's state as JSON.
+- ``POST /api/prompt`` ``{"text": "a red cup; the door"}``: the text is held to the node's
+  own limits (:func:`probench.ros.node_spec.prompts_from_message`), split on ``;`` and
+  published as a ``std_msgs/String``. It is data: nothing here or in the page evaluates it
+  (the page only ever sets ``textContent``).
+- ``POST /api/lifecycle`` ``{"transition": "activate"}``: configure / activate / deactivate.
+- ``WS /ws``: the server pushes the state as JSON (every ``state_period_s``) and the newest
+  annotated frame as JPEG (a ``frame`` JSON message, then the bytes). Frames are credited:
+  at most ``MAX_IN_FLIGHT`` unacknowledged frames per client, and a client always gets the
+  newest one, so a slow viewer sees fewer frames, never old ones, and nothing queues.
+
+Every request and stream passes :class:`probench.console.guard.Guard` first. The app talks
+to ROS only through a :class:`probench.console.bridge.ConsoleBridge`; it never imports rclpy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Mapping
+from importlib import resources
+from typing import Any
+
+import numpy as np
+from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
+from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from probench.console.bridge import TRANSITIONS, ConsoleBridge, Frame, NodeView
+from probench.console.errors import BridgeError, ConsoleUsageError
+from probench.console.guard import Guard, is_loopback
+from probench.errors import ProbenchError
+from probench.models.base import MAX_PROMPT_CHARS, MAX_PROMPTS
+from probench.ros.node_spec import prompt_message_limit, prompts_from_message
+
+log = logging.getLogger("probench.console")
+
+MAX_IN_FLIGHT = 2  # frames sent but not yet shown by a client
+MAX_LISTED = 50  # detections listed on the page (highest scores)
+MIN_TOKEN_CHARS = 16
+_ASSETS = {"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
+_TOKEN_SLOT = "__TOKEN_QUERY__"
+
+
+class _HttpError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def encode_jpeg(rgb: np.ndarray, quality: int = 80, max_width: int = 1280) -> bytes:
+    """An RGB uint8 image as JPEG bytes, scaled down to ``max_width`` when wider."""
+    import cv2
+
+    if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
+        raise ValueError(f"frame must be (H, W, 3) uint8, got {rgb.shape} {rgb.dtype}")
+    bgr = cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
+    h, w = bgr.shape[:2]
+    if w > max_width:
+        bgr = cv2.resize(bgr, (max_width, max(1, round(h * max_width / w))), interpolation=cv2.INTER_AREA)
+    ok, buf = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
+    if not ok:
+        raise ValueError("JPEG encoding failed")
+    return buf.tobytes()
+
+
+def _num(value: Any) -> float | None:
+    """A finite float from a diagnostics value, else None (JSON has no NaN)."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def _diagnostics_json(view: NodeView) -> dict[str, Any] | None:
+    d = view.diagnostics
+    if d is None:
+        return None
+    v = d.values
+    nums = ("rate_hz", "latency_p50_ms", "latency_p95_ms", "latency_max_ms", "frames_received",
+            "frames_processed", "frames_skipped", "errors", "prompts_rejected")
+    return {
+        "level": d.level, "message": d.message, "age_s": _num(d.age_s),
+        **{k: _num(v.get(k)) for k in nums},
+        **{k: v.get(k, "") for k in ("state", "model", "device", "precision")},
+    }
+
+
+class _Credit:
+    def __init__(self) -> None:
+        self.n = MAX_IN_FLIGHT
+
+
+class _JpegCache:
+    """The newest frame's JPEG, encoded once (in a worker thread) for all clients."""
+
+    def __init__(self, quality: int, max_width: int) -> None:
+        self.quality, self.max_width = quality, max_width
+        self._seq = -1
+        self._jpeg = b""
+        self._lock = asyncio.Lock()
+
+    async def get(self, frame: Frame) -> bytes:
+        async with self._lock:
+            if frame.seq != self._seq:
+                try:
+                    self._jpeg = await run_in_threadpool(encode_jpeg, frame.rgb, self.quality, self.max_width)
+                except (ValueError, TypeError) as exc:
+                    log.warning("frame %d not shown: %s", frame.seq, exc)
+                    self._jpeg = b""
+                self._seq = frame.seq
+            return self._jpeg
+
+
+class Console:
+    """The app's state around a bridge: prompt history, stream clients, JPEG cache."""
+
+    def __init__(self, bridge: ConsoleBridge, *, stream_source: str, state_period_s: float, poll_s: float,
+                 transition_timeout_s: float, jpeg_quality: int, max_width: int, history_size: int) -> None:
+        self.bridge = bridge
+        self.stream_source = stream_source
+        self.state_period_s = state_period_s
+        self.poll_s = poll_s
+        self.transition_timeout_s = transition_timeout_s
+        self.history: deque[str] = deque(maxlen=history_size)
+        self.jpeg = _JpegCache(jpeg_quality, max_width)
+        self.clients = 0
+        self.limits = {"message_chars": prompt_message_limit(), "prompt_chars": MAX_PROMPT_CHARS,
+                       "prompts": MAX_PROMPTS}
+
+    # -- state -------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        view = self.bridge.view()
+        dets = sorted(view.detections, key=lambda d: -d.score)[:MAX_LISTED]
+        frame = self.bridge.latest_frame()
+        return {
+            "type": "state", "node": view.node, "present": view.present, "lifecycle": view.lifecycle,
+            "prompts": list(view.prompts), "prompts_age_s": _num(view.prompts_age_s),
+            "detections": [{"label": d.label, "score": _num(d.score), "box": [_num(x) for x in d.box]}
+                           for d in dets],
+            "n_detections": len(view.detections), "detections_stamp": _num(view.detections_stamp),
+            "diagnostics": _diagnostics_json(view), "history": list(self.history),
+            "stream": {"source": self.stream_source, "frames": frame.seq if frame else 0},
+            "topics": dict(view.topics), "limits": self.limits, "transitions": list(TRANSITIONS),
+        }
+
+    def state_json(self) -> str:
+        return json.dumps(self.state(), allow_nan=False)
+
+    # -- actions -----------------------------------------------------------------------
+    def send_prompt(self, text: Any) -> tuple[str, ...]:
+        if not isinstance(text, str):
+            raise _HttpError(400, "'text' must be a string of ';'-separated target descriptions")
+        try:
+            prompts = prompts_from_message(text)
+        except ProbenchError as exc:
+            raise _HttpError(400, f"prompt refused: {exc}") from exc
+        self.bridge.send_prompts(prompts)
+        entry = "; ".join(prompts)
+        if entry in self.history:
+            self.history.remove(entry)
+        self.history.appendleft(entry)
+        return prompts
+
+    # -- stream ------------------------------------------------------------------------
+    async def stream(self, ws: WebSocket) -> None:
+        self.clients += 1
+        if self.clients == 1:
+            self.bridge.want_frames(True)
+        credit = _Credit()
+        reader = asyncio.create_task(_read_acks(ws, credit))
+        try:
+            last_state = -math.inf
+            last_seq = -1
+            while not reader.done():
+                now = time.monotonic()
+                if now - last_state >= self.state_period_s:
+                    await ws.send_text(self.state_json())
+                    last_state = now
+                frame = self.bridge.latest_frame()
+                if frame is not None and frame.seq != last_seq and credit.n > 0:
+                    last_seq = frame.seq
+                    jpeg = await self.jpeg.get(frame)
+                    if jpeg:
+                        h, w = frame.rgb.shape[:2]
+                        meta = {"type": "frame", "seq": frame.seq, "stamp": _num(frame.stamp),
+                                "width": int(w), "height": int(h)}
+                        await ws.send_text(json.dumps(meta))
+                        await ws.send_bytes(jpeg)
+                        credit.n -= 1
+                await asyncio.sleep(self.poll_s)
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            pass  # the client went away (starlette raises RuntimeError when sending after close)
+        finally:
+            reader.cancel()
+            self.clients -= 1
+            if self.clients == 0:
+                self.bridge.want_frames(False)
+
+
+async def _read_acks(ws: WebSocket, credit: _Credit) -> None:
+    """The client's messages: only ``{"type": "ack"}`` (a frame was shown) means anything;
+    everything else is ignored (parsed as JSON, never evaluated)."""
+    while True:
+        msg = await ws.receive()
+        if msg["type"] == "websocket.disconnect":
+            return
+        text = msg.get("text")
+        if not text:
+            continue
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(data, dict) and data.get("type") == "ack":
+            credit.n = min(credit.n + 1, MAX_IN_FLIGHT)
+
+
+async def _json_body(request: Request, limit: int) -> Mapping[str, Any]:
+    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if ctype != "application/json":
+        raise _HttpError(415, "send JSON with Content-Type: application/json")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _HttpError(413, f"request body over {limit} bytes")
+        chunks.append(chunk)
+    try:
+        data = json.loads(b"".join(chunks))
+    except (ValueError, RecursionError) as exc:
+        raise _HttpError(400, "body is not valid JSON") from exc
+    if not isinstance(data, dict):
+        raise _HttpError(400, "body must be a JSON object")
+    return data
+
+
+def _static(name: str) -> bytes:
+    return resources.files("probench.console").joinpath("static", name).read_bytes()
+
+
+def create_app(
+    bridge: ConsoleBridge,
+    *,
+    host: str = "127.0.0.1",
+    token: str | None = None,
+    stream_source: str = "debug_image",
+    state_period_s: float = 0.2,
+    poll_s: float = 0.015,
+    transition_timeout_s: float = 15.0,
+    jpeg_quality: int = 80,
+    max_width: int = 1280,
+    history_size: int = 20,
+) -> FastAPI:
+    """The console app for ``bridge``, to be served on ``host``. A non-loopback ``host``
+    needs a ``token`` (ConsoleUsageError otherwise): it is then checked on every request."""
+    if token is None and not is_loopback(host):
+        raise ConsoleUsageError(f"binding {host} (not loopback) needs an access token")
+    if token is not None and len(token) < MIN_TOKEN_CHARS:
+        raise ConsoleUsageError(f"an access token needs at least {MIN_TOKEN_CHARS} characters")
+    console = Console(bridge, stream_source=stream_source, state_period_s=state_period_s, poll_s=poll_s,
+                      transition_timeout_s=transition_timeout_s, jpeg_quality=jpeg_quality,
+                      max_width=max_width, history_size=history_size)
+    # The largest prompt message, 4 bytes per character in UTF-8, plus the JSON around it.
+    body_limit = 4 * prompt_message_limit() + 1024
+    token_query = f"?token={token}" if token else ""  # URL-safe characters only (new_token)
+    index = _static("index.html").decode("utf-8").replace(_TOKEN_SLOT, token_query).encode("utf-8")
+    assets = {name: _static(name) for name in _ASSETS}
+
+    app = FastAPI(title="probench console", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.console = console
+
+    @app.get("/")
+    async def page() -> Response:
+        return Response(index, media_type="text/html; charset=utf-8")
+
+    @app.get("/favicon.ico")
+    async def favicon() -> Response:
+        return Response(status_code=204)  # browsers ask; there is none
+
+    @app.get("/static/{name}")
+    async def asset(name: str) -> Response:
+        if name not in assets:  # a fixed set: no path from the request reaches the file system
+            return _error(404, "no such file")
+        return Response(assets[name], media_type=_ASSETS[name])
+
+    @app.get("/api/state")
+    async def state() -> Response:
+        return Response(console.state_json(), media_type="application/json")
+
+    @app.post("/api/prompt")
+    async def prompt(request: Request) -> Response:
+        try:
+            body = await _json_body(request, body_limit)
+            prompts = console.send_prompt(body.get("text"))
+        except _HttpError as exc:
+            return _error(exc.status, str(exc))
+        except BridgeError as exc:
+            return _error(exc.status, str(exc))
+        return JSONResponse({"sent": list(prompts)})
+
+    @app.post("/api/lifecycle")
+    async def lifecycle(request: Request) -> Response:
+        try:
+            body = await _json_body(request, 4096)
+            transition = body.get("transition")
+            if not isinstance(transition, str) or transition not in TRANSITIONS:
+                raise _HttpError(400, f"'transition' must be one of {', '.join(TRANSITIONS)}")
+            new_state = await run_in_threadpool(bridge.change_state, transition, transition_timeout_s)
+        except _HttpError as exc:
+            return _error(exc.status, str(exc))
+        except BridgeError as exc:
+            return _error(exc.status, str(exc))
+        return JSONResponse({"state": new_state})
+
+    @app.websocket("/ws")
+    async def ws(websocket: WebSocket) -> None:
+        await websocket.accept()
+        await console.stream(websocket)
+
+    app.add_middleware(Guard, token=token, loopback_only=is_loopback(host))
+    return app

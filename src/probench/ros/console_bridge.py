@@ -1,0 +1,358 @@
+"""The ROS side of ``probench console``: a small rclpy node that watches one grounding node
+and implements :class:`probench.console.bridge.ConsoleBridge` for the web app.
+
+It subscribes the node's ``label_info`` (the active prompt set), ``detections``,
+``/diagnostics`` and ``<node>/transition_event``, asks ``<node>/get_state`` once a second,
+publishes on ``prompt`` and calls ``<node>/change_state``. Images are subscribed only while a
+page shows the stream (:meth:`want_frames`): ``debug_image`` (drawn by the node, which draws
+only while someone subscribes) or, with ``stream_source="image"``, the camera topic, drawn
+here from the image and the detections with the same stamp (the node draws nothing). The
+camera topic is the one the node itself subscribes (found on the graph, so a remapped
+``image`` needs no option), unless ``image_topic`` names one.
+
+rclpy runs in a private context on a thread of its own; the web server's threads only read
+snapshots under a lock, publish, and wait on service futures. Subscriptions are created and
+destroyed on the executor's thread (a timer), never from the web side.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from probench.console.bridge import (
+    STREAM_SOURCES,
+    TRANSITIONS,
+    DetectionItem,
+    DiagnosticsView,
+    Frame,
+    NodeView,
+    graph_names,
+    split_node_name,
+)
+from probench.console.errors import BridgeError, ConsoleUsageError
+from probench.errors import ProbenchError
+from probench.ros import convert
+
+_RECENT_IMAGES = 60  # camera frames kept to meet their detections (stream_source="image")
+_STATE_POLL_S = 1.0  # get_state while the state is known (transition events update it at once)
+_STATE_POLL_UNKNOWN_S = 0.2  # until the first answer: the page shows the node sooner
+
+
+def _stamp(header: Any) -> tuple[int, int]:
+    return int(header.stamp.sec), int(header.stamp.nanosec)
+
+
+class RosConsoleBridge:
+    """See the module docstring. ``node``: the grounding node's name (``/grounding_node``);
+    ``domain_id``: the ROS domain (default: ``ROS_DOMAIN_ID`` of the environment)."""
+
+    def __init__(self, node: str = "/grounding_node", *, stream_source: str = "debug_image",
+                 image_topic: str | None = None, domain_id: int | None = None) -> None:
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from lifecycle_msgs.msg import TransitionEvent
+        from lifecycle_msgs.srv import ChangeState, GetState
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+        from std_msgs.msg import String
+        from vision_msgs.msg import Detection2DArray, LabelInfo
+
+        if stream_source not in STREAM_SOURCES:
+            raise ConsoleUsageError(f"stream source must be one of {', '.join(STREAM_SOURCES)}")
+        self.names = graph_names(node, image_topic)
+        self.node_ns, self.node_name = split_node_name(node)
+        self._explicit_image_topic = image_topic is not None
+        self._stream_topic = self.names["debug_image" if stream_source == "debug_image" else "image"]
+        self.stream_source = stream_source
+        self._lock = threading.Lock()
+        self._lifecycle = "unknown"
+        self._prompts: tuple[str, ...] = ()
+        self._prompts_at: float | None = None
+        self._detections: tuple[DetectionItem, ...] = ()
+        self._detections_stamp: float | None = None
+        self._diag: tuple[str, str, dict[str, str], float] | None = None
+        self._frame: Frame | None = None
+        self._seq = 0
+        self._want = False
+        self._image_subs: list[Any] = []
+        self._recent: OrderedDict[tuple[int, int], tuple[str, bytes]] = OrderedDict()
+        self._state_future: Any = None
+        self._state_asked = -float("inf")
+
+        self._ctx = rclpy.Context()
+        if domain_id is None:
+            rclpy.init(context=self._ctx)
+        else:
+            rclpy.init(context=self._ctx, domain_id=domain_id)
+        try:
+            self._node = rclpy.create_node(f"probench_console_{os.getpid()}", context=self._ctx,
+                                           start_parameter_services=False)
+            reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+            latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                                 durability=DurabilityPolicy.TRANSIENT_LOCAL)
+            n, names = self._node, self.names
+            self._String = String
+            self._pub_prompt = n.create_publisher(String, names["prompt"], reliable)
+            n.create_subscription(LabelInfo, names["label_info"], self._on_label_info, latched)
+            n.create_subscription(Detection2DArray, names["detections"], self._on_detections,
+                                  QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE))
+            n.create_subscription(DiagnosticArray, names["diagnostics"], self._on_diagnostics, reliable)
+            n.create_subscription(TransitionEvent, names["transition_event"], self._on_transition, reliable)
+            self._get_state = n.create_client(GetState, names["get_state"])
+            self._change_state = n.create_client(ChangeState, names["change_state"])
+            self._GetState, self._ChangeState = GetState, ChangeState
+            n.create_timer(_STATE_POLL_UNKNOWN_S, self._poll_state)
+            n.create_timer(0.2, self._sync_image_subscriptions)
+            self._executor = SingleThreadedExecutor(context=self._ctx)
+            self._executor.add_node(n)
+        except Exception:
+            self._ctx.try_shutdown()
+            raise
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, name="console-ros", daemon=True)
+        self._thread.start()
+
+    # -- the ConsoleBridge protocol ------------------------------------------------------
+    def view(self) -> NodeView:
+        now = time.monotonic()
+        present = self._get_state.service_is_ready()
+        with self._lock:
+            diag = None
+            if self._diag is not None:
+                level, message, values, at = self._diag
+                diag = DiagnosticsView(level, message, dict(values), now - at)
+            return NodeView(
+                node=self.names["node"], present=present,
+                lifecycle=self._lifecycle if present else "unknown",
+                prompts=self._prompts,
+                prompts_age_s=None if self._prompts_at is None else now - self._prompts_at,
+                detections=self._detections, detections_stamp=self._detections_stamp,
+                diagnostics=diag,
+                topics={k: self.names[k] for k in ("prompt", "label_info", "detections", "diagnostics")}
+                | {"stream": self._stream_topic},
+            )
+
+    def latest_frame(self) -> Frame | None:
+        with self._lock:
+            return self._frame
+
+    def want_frames(self, wanted: bool) -> None:
+        self._want = bool(wanted)
+
+    def send_prompts(self, prompts: tuple[str, ...]) -> None:
+        if self._pub_prompt.get_subscription_count() == 0:
+            raise BridgeError(f"no grounding node subscribes {self.names['prompt']} (is it running, "
+                              "with the same ROS_DOMAIN_ID?)", 503)
+        self._pub_prompt.publish(self._String(data="; ".join(prompts)))
+
+    def change_state(self, transition: str, timeout_s: float) -> str:
+        from lifecycle_msgs.msg import Transition
+
+        ids = {"configure": Transition.TRANSITION_CONFIGURE, "activate": Transition.TRANSITION_ACTIVATE,
+               "deactivate": Transition.TRANSITION_DEACTIVATE}
+        if transition not in TRANSITIONS or transition not in ids:
+            raise BridgeError(f"unknown transition {transition!r}", 400)
+        if not self._change_state.service_is_ready():
+            raise BridgeError(f"no lifecycle node {self.names['node']} on the graph", 503)
+        req = self._ChangeState.Request()
+        req.transition.id = ids[transition]
+        req.transition.label = transition
+        deadline = time.monotonic() + timeout_s
+        if not self._call(self._change_state, req, timeout_s).success:
+            raise BridgeError(f"{self.names['node']} refused '{transition}' (it is {self._lifecycle})", 409)
+        state = self._call(self._get_state, self._GetState.Request(),
+                           max(1.0, deadline - time.monotonic())).current_state.label
+        with self._lock:
+            self._lifecycle = state
+        return str(state)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+        self._executor.shutdown(timeout_sec=1.0)
+        self._node.destroy_node()
+        self._ctx.try_shutdown()
+
+    # -- rclpy side ----------------------------------------------------------------------
+    def _spin(self) -> None:
+        from rclpy.executors import ExternalShutdownException
+
+        try:
+            while not self._stop.is_set() and self._ctx.ok():
+                self._executor.spin_once(timeout_sec=0.1)
+        except ExternalShutdownException:
+            pass
+
+    def _call(self, client: Any, request: Any, timeout_s: float) -> Any:
+        future = client.call_async(request)
+        done = threading.Event()
+        future.add_done_callback(lambda _f: done.set())
+        if not done.wait(timeout_s):
+            client.remove_pending_request(future)
+            raise BridgeError(f"{self.names['node']} did not answer within {timeout_s:.0f} s "
+                              "(still working? the state updates when it finishes)", 504)
+        if future.exception() is not None:
+            raise BridgeError(f"call to {self.names['node']} failed: {future.exception()}", 502)
+        return future.result()
+
+    def _poll_state(self) -> None:
+        if self._state_future is not None and not self._state_future.done():
+            return
+        if not self._get_state.service_is_ready():
+            with self._lock:
+                self._lifecycle = "unknown"  # asked afresh when the node (re)appears
+            return
+        now = time.monotonic()
+        if self._lifecycle != "unknown" and now - self._state_asked < _STATE_POLL_S:
+            return
+        self._state_asked = now
+        self._state_future = self._get_state.call_async(self._GetState.Request())
+        self._state_future.add_done_callback(self._on_state)
+
+    def _on_state(self, future: Any) -> None:
+        if future.cancelled() or future.exception() is not None:
+            return
+        with self._lock:
+            self._lifecycle = str(future.result().current_state.label)
+
+    def _on_transition(self, msg: Any) -> None:
+        with self._lock:
+            self._lifecycle = str(msg.goal_state.label)
+
+    def _on_label_info(self, msg: Any) -> None:
+        prompts = tuple(convert.label_info_to_prompts(msg))
+        with self._lock:
+            self._prompts, self._prompts_at = prompts, time.monotonic()
+
+    def _on_diagnostics(self, msg: Any) -> None:
+        wanted = f"{self.node_name}: grounding"
+        for name, level, message, values in convert.diagnostics_to_statuses(msg):
+            if name == wanted:
+                with self._lock:
+                    self._diag = (level, message, values, time.monotonic())
+
+    def _on_detections(self, msg: Any) -> None:
+        xyxy, scores, labels = convert.detection_array_to_arrays(msg)
+        items = tuple(DetectionItem(lab, float(s), (float(b[0]), float(b[1]), float(b[2]), float(b[3])))
+                      for b, s, lab in zip(xyxy, scores, labels, strict=True))
+        sec, nsec = _stamp(msg.header)
+        with self._lock:
+            self._detections, self._detections_stamp = items, sec + nsec * 1e-9
+        if self.stream_source == "image" and self._want:
+            self._draw(_stamp(msg.header), xyxy, scores, labels)
+
+    # -- stream --------------------------------------------------------------------------
+    def _sync_image_subscriptions(self) -> None:
+        """Executor thread: subscribe images while a page watches the stream, else not."""
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import CompressedImage, Image
+
+        if self._want and not self._image_subs:
+            n, names = self._node, self.names
+            if self.stream_source == "debug_image":
+                qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+                self._image_subs = [n.create_subscription(Image, names["debug_image"], self._on_debug_image,
+                                                          qos, raw=True)]
+            else:  # what the node reads
+                topics = self._camera_topics()
+                if topics is None:
+                    return  # the node is not on the graph yet: ask again on the next tick
+                raw, compressed = topics
+                self._stream_topic = raw
+                self._image_subs = [
+                    n.create_subscription(Image, raw, self._remember("raw"), self._camera_qos(raw), raw=True),
+                    n.create_subscription(CompressedImage, compressed, self._remember("compressed"),
+                                          self._camera_qos(compressed), raw=True),
+                ]
+        elif not self._want and self._image_subs:
+            for sub in self._image_subs:
+                self._node.destroy_subscription(sub)
+            self._image_subs = []
+            self._recent.clear()
+
+    def _camera_topics(self) -> tuple[str, str] | None:
+        """The camera topics (raw, compressed): ``image_topic`` when given, else the ones the
+        node subscribes (its remapped ``image`` and ``image/compressed``); None while the node
+        is not discovered."""
+        from rclpy.node import NodeNameNonExistentError
+
+        default = self.names["image"], self.names["image/compressed"]
+        if self._explicit_image_topic:
+            return default
+        try:
+            subs = self._node.get_subscriber_names_and_types_by_node(self.node_name, self.node_ns)
+        except NodeNameNonExistentError:
+            return None
+        raw = [t for t, types in subs if "sensor_msgs/msg/Image" in types]
+        compressed = [t for t, types in subs if "sensor_msgs/msg/CompressedImage" in types]
+        return (raw[0] if raw else default[0]), (compressed[0] if compressed else default[1])
+
+    def _camera_qos(self, topic: str) -> Any:
+        """Reliable when every publisher of the camera topic is (on one host, best effort loses
+        many large frames under load: measured 15 vs 26 of 30 frames/s drawn), else best effort,
+        which matches any publisher (a camera that starts later gets best effort)."""
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+        pubs = self._node.get_publishers_info_by_topic(topic)
+        reliable = bool(pubs) and all(p.qos_profile.reliability == ReliabilityPolicy.RELIABLE for p in pubs)
+        return QoSProfile(depth=2, reliability=ReliabilityPolicy.RELIABLE if reliable
+                          else ReliabilityPolicy.BEST_EFFORT)
+
+    def _publish_frame(self, rgb: np.ndarray, stamp: tuple[int, int]) -> None:
+        with self._lock:
+            self._seq += 1
+            self._frame = Frame(self._seq, rgb, stamp[0] + stamp[1] * 1e-9)
+
+    def _on_debug_image(self, data: bytes) -> None:
+        try:
+            msg = convert.image_from_cdr(data)
+            rgb = convert.image_to_rgb(msg)
+        except ProbenchError as exc:
+            self._node.get_logger().warning(f"debug image not shown: {exc}", throttle_duration_sec=5.0)
+            return
+        self._publish_frame(rgb, _stamp(msg.header))
+
+    def _remember(self, kind: str) -> Any:
+        def cb(data: bytes) -> None:
+            try:
+                parse = convert.image_from_cdr if kind == "raw" else convert.compressed_from_cdr
+                header = parse(data).header
+            except ProbenchError:
+                return
+            self._recent[_stamp(header)] = (kind, data)
+            while len(self._recent) > _RECENT_IMAGES:
+                self._recent.popitem(last=False)
+        return cb
+
+    def _draw(self, stamp: tuple[int, int], xyxy: np.ndarray, scores: np.ndarray, labels: list[str]) -> None:
+        from probench.detections import Detections
+        from probench.viz import draw_detections
+
+        found = self._recent.pop(stamp, None)
+        if found is None:
+            return  # the camera frame was lost (best effort) or is older than the window
+        kind, data = found
+        try:
+            if kind == "raw":
+                rgb = convert.image_to_rgb(convert.image_from_cdr(data))
+            else:
+                rgb = convert.compressed_to_rgb(convert.compressed_from_cdr(data))
+            names = list(self._prompts)
+            index = []
+            for label in labels:
+                if label not in names:
+                    names.append(label)
+                index.append(names.index(label))
+            dets = Detections.from_arrays(xyxy, scores, np.array(index, dtype=np.int64),
+                                          image_size=rgb.shape[:2])
+            drawn = draw_detections(rgb, dets, names)
+        except (ProbenchError, ValueError) as exc:
+            self._node.get_logger().warning(f"frame not drawn: {exc}", throttle_duration_sec=5.0)
+            return
+        self._publish_frame(drawn, stamp)
