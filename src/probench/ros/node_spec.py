@@ -52,6 +52,9 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
           "configure", low=1, high=10000),
     Param("diagnostics_period", "double", 1.0, "seconds between /diagnostics messages", "configure",
           low=0.0, low_open=True),
+    Param("frame_prompts_wait", "double", 0.5,
+          "seconds a frame waits for its stamped prompt set (frame_prompts) while such sets are in use",
+          "configure", low=0.0, high=10.0),
 ))
 # Kept for the node's and tests' use: the one table above, as a tuple of rows.
 PARAMETERS: tuple[Param, ...] = GROUNDING_PARAMS.rows
@@ -72,6 +75,7 @@ class GroundingConfig:
     image_reliability: str
     max_detections: int
     diagnostics_period: float
+    frame_prompts_wait: float
 
 
 EVALUATOR_NAME = "evaluator_node"
@@ -116,6 +120,8 @@ TOPICS: dict[str, tuple[str, str, str]] = {
     "image": ("sub", "sensor_msgs/msg/Image", "sensor data (keep last 5), reliability = image_reliability"),
     "image/compressed": ("sub", "sensor_msgs/msg/CompressedImage", "as image"),
     "prompt": ("sub", "std_msgs/msg/String", "reliable, keep last 10"),
+    "frame_prompts": ("sub", "vision_msgs/msg/LabelInfo",
+                      "reliable, keep last 100; header.stamp = the stamp of the frame the set is for"),
     "detections": ("pub", "vision_msgs/msg/Detection2DArray", "reliable, keep last 10"),
     "debug_image": ("pub", "sensor_msgs/msg/Image", "reliable, keep last 1 (built only when subscribed)"),
     "label_info": ("pub", "vision_msgs/msg/LabelInfo", "reliable, transient_local, keep last 1"),
