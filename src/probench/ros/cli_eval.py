@@ -21,10 +21,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from probench.errors import CheckFailed, UsageError
 from probench.ros.node_spec import MODES
 from probench.vocabulary import FORMULATIONS
+
+if TYPE_CHECKING:
+    from probench.bags.reader import ProbenchBag
 
 _SIGTERM_GRACE_S = 5.0
 
@@ -41,6 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default=None, help="torch device of the grounding node (default cpu)")
     parser.add_argument("--answer-timeout", type=float, default=None,
                         help="seconds to wait for a frame's detections before counting it missed (default 5)")
+    parser.add_argument("--warmup-frames", type=int, default=None, metavar="N",
+                        help="first N frames of each session reported apart, not in the latency figures "
+                             "(default 3)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a run folder that holds another model/dataset/settings instead of "
+                             "refusing")
     parser.add_argument("--params-file", default=None, help="parameter YAML (default: config/eval.yaml)")
     parser.add_argument("--timeout", type=float, default=3600.0,
                         help="give up (and stop both nodes) after this many seconds (default 3600)")
@@ -87,6 +97,27 @@ def _stop(proc: subprocess.Popen, *, signalled: bool = False) -> None:
             return
 
 
+def check_run_folder(graph: list[dict], bag: ProbenchBag) -> None:
+    """Refuse (naming the field) a run folder that holds another experiment, from the
+    parameters both nodes will get: before any node starts, so before any model loads."""
+    from probench.cache.identity import check_folder
+    from probench.ros.eval_run import ros_identity
+    from probench.ros.graph import resolved_parameters
+    from probench.ros.node_spec import EVALUATOR_PARAMS, GROUNDING_PARAMS
+
+    g_desc, e_desc = graph
+    try:
+        given = {**GROUNDING_PARAMS.defaults(), **resolved_parameters(g_desc)}
+        given.pop("prompts", None)  # live operator prompts: not part of the identity, [] by default
+        grounding = GROUNDING_PARAMS.check_all(given)
+        evaluator = EVALUATOR_PARAMS.check_all({**EVALUATOR_PARAMS.defaults(), **resolved_parameters(e_desc)})
+    except ValueError as exc:
+        raise UsageError(f"bad parameter: {exc}") from None
+    identity = ros_identity(evaluator, grounding, bag.dataset.summary(), bag=str(evaluator["bag"]),
+                            compressed=bag.compressed)
+    check_folder(evaluator["out"], identity)
+
+
 def run(args: argparse.Namespace) -> int:
     from probench.bags.reader import ProbenchBag
     from probench.models.zoo import check_model_name
@@ -98,14 +129,22 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and not value > 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive, got {value}")
-    with ProbenchBag(args.bag) as bag:  # a bad bag fails here, in one line, before any node starts
-        n_frames = bag.n_frames
+    if args.warmup_frames is not None and args.warmup_frames < 0:
+        raise UsageError(f"--warmup-frames must be >= 0, got {args.warmup_frames}")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a folder; name a run folder")
     check_model_name(args.model)  # a one-line usage error, before any node starts
     graph = eval_graph(
         bag=args.bag, out=args.out, model=args.model, device=args.device, mode=args.mode, rate=args.rate,
         formulations=parse_formulations(args.formulations) if args.formulations else None,
-        answer_timeout=args.answer_timeout, params_file=args.params_file,
+        answer_timeout=args.answer_timeout, warmup_frames=args.warmup_frames, overwrite=args.overwrite,
+        params_file=args.params_file,
     )
+    with ProbenchBag(args.bag) as bag:  # a bad bag fails here, in one line, before any node starts
+        n_frames = bag.n_frames
+        if not args.overwrite:
+            check_run_folder(graph, bag)
     env = child_environment(args.domain_id)
     print(f"probench eval: {args.model} on {args.bag} ({n_frames} frames), "
           f"ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']}", file=sys.stderr)

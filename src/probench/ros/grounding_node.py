@@ -205,10 +205,14 @@ class GroundingNode(LifecycleNode):
         if own is not None:
             prompts = own
         elif self.frame_sets.in_use():
+            # Per-frame sets are being sent but this frame's never came. An empty answer would
+            # read as "nothing found with its set": without operator prompts, no answer at all.
+            what = "answered with the operator's prompts" if prompts else "not answered (no operator prompts)"
             self.get_logger().warning(
                 f"no prompt set stamped for the frame within {self._cfg.frame_prompts_wait} s "
-                "(frame_prompts_wait): answered with the operator's prompts",
-                throttle_duration_sec=_THROTTLE_S)
+                f"(frame_prompts_wait): {what}", throttle_duration_sec=_THROTTLE_S)
+            if not prompts:
+                return
         if prompts:
             if not rgb.flags.writeable:  # a view of the immutable wire bytes: models may write
                 rgb = rgb.copy()

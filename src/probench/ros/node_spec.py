@@ -92,8 +92,13 @@ EVALUATOR_PARAMS = ParamTable(EVALUATOR_NAME, (
     Param("startup_timeout", "double", 180.0,
           "seconds to wait for the grounding node (model load, first prompts)", low=0.0, low_open=True),
     Param("budget_ms", "double", 33.3, "real-time budget of one frame (ms)", low=0.0, low_open=True),
+    Param("warmup_frames", "integer", 3,
+          "the first N frames of each session: reported apart, left out of the latency figures", low=0,
+          high=1000),
     Param("grounding_node", "string", "/grounding_node",
           "the grounding node whose parameters go into run.json", nonempty=True),
+    Param("overwrite", "bool", False,
+          "replace a run folder that holds another experiment (its probench files)"),
 ))
 
 
@@ -109,7 +114,9 @@ class EvaluatorConfig:
     answer_timeout: float
     startup_timeout: float
     budget_ms: float
+    warmup_frames: int
     grounding_node: str
+    overwrite: bool
 
 
 PARAMETER_DEFAULTS: dict[str, Any] = GROUNDING_PARAMS.defaults()
