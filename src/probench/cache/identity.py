@@ -10,7 +10,8 @@ timings, counting resumes) and records the status as the run goes:
 missing) | ``interrupted`` (Ctrl-C, SIGTERM) | ``failed`` (with ``error``).
 
 A folder killed with SIGKILL keeps ``running``; the next run with the same identity resumes
-it (the prediction logs say what is done).
+it (the prediction logs say what is done). The SIGKILL tests kill producers at named
+points (:mod:`probench.cache.crash`).
 
 Identity: ``source``, the model record (name, checkpoint, random_weights, weights_source,
 runtime), the dataset hash, device, precision and the producer's ``settings``. A latency
@@ -260,6 +261,7 @@ def open_run(
         else:
             info[key] = value
     run.create()
+    run.drop_stale_logs()
     session = RunSession(run, info, timing_key)
     session.save()
     return session

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from probench.cache.atomic import write_json_atomic
+from probench.cache.crash import crash_point
 from probench.cache.errors import CacheError
 from probench.vocabulary import FORMULATIONS
 
@@ -133,6 +134,7 @@ class PredictionWriter:
         results = [r for rec in self.log.records for r in rec["results"]]
         write_json_atomic(self.final_path, sort_results(results), indent=None)
         self.log.close()
+        crash_point("cache.finalize")  # a kill here leaves a stale log: RunDir.drop_stale_logs
         self.log.path.unlink(missing_ok=True)
         return self.final_path
 
@@ -184,6 +186,15 @@ class RunDir:
     def formulations(self) -> list[str]:
         """Formulations whose predictions are complete, in the canonical order."""
         return [f for f in FORMULATIONS if (self.predictions_dir / f"{f}.json").exists()]
+
+    def drop_stale_logs(self) -> list[str]:
+        """Remove the progress log of every complete formulation (left by a kill between
+        writing ``<f>.json`` and removing the log); returns those formulations."""
+        stale = [f for f in FORMULATIONS if (self.predictions_dir / f"{f}.json").exists()
+                 and (self.predictions_dir / f"{f}.partial.jsonl").exists()]
+        for f in stale:
+            (self.predictions_dir / f"{f}.partial.jsonl").unlink()
+        return stale
 
     def incomplete_formulations(self) -> list[str]:
         return [

@@ -214,8 +214,9 @@ def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: Any) -> dict:
             if any(p.frames for p in run_plan.formulations):
                 link.wait_ready(bag.compressed, cfg.startup_timeout)
             for fplan in run_plan.formulations:
+                empty = f", {len(fplan.empty)} with an empty label space (recorded with no detections)"
                 link.info(f"{fplan.formulation}: {len(fplan.frames)} frame(s) to replay, each with its own "
-                          f"prompt set ({fplan.already_done} already done)")
+                          f"prompt set ({fplan.already_done} already done{empty if fplan.empty else ''})")
                 for fp in fplan.empty:  # nothing to ask: no detections
                     recorder.put(fp, None, [])
                 raws = bag.iter_images([fp.bag_time_ns for fp in fplan.frames])
