@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from fake_link import FakeGroundingLink
 
+from probench.cache.trace import frame_record, latest_frames
 from probench.ros.eval_plan import FramePlan
 from probench.ros.eval_realtime import realtime_summary
 from probench.ros.eval_stream import Answer, Collector, Interrupted, stream
@@ -217,7 +218,6 @@ def _preds(run: Path, f: str) -> bytes:
 
 def test_run_through_the_fake_node_equals_offline_inference(bag, tmp_path: Path) -> None:
     from probench.models.cli_infer import run as infer
-    from probench.ros.eval_realtime import latest_frames
 
     ds, bag_path = bag
     metrics = _run(_cfg(bag_path, tmp_path / "ros"), FakeGroundingLink())
@@ -302,25 +302,17 @@ def test_a_late_answer_is_missed_then_stray(bag, tmp_path: Path) -> None:
 
 # -- realtime figures ---------------------------------------------------------------------------
 def _rec(
-    f: str,
-    image_id: int,
-    sent_ms: float,
-    recv_ms: float | None,
-    session: int = 0,
-    warmup: bool = False,
-    status: str | None = None,
+    f: str, image_id: int, sent_ms: float, recv_ms: float | None, session: int = 0, warmup: bool = False
 ) -> dict:
-    return {
-        "kind": "frame",
-        "formulation": f,
-        "image_id": image_id,
-        "session": session,
-        "warmup": warmup,
-        "sent_ns": int(sent_ms * 1e6),
-        "received_ns": None if recv_ms is None else int(recv_ms * 1e6),
-        "latency_ms": None if recv_ms is None else recv_ms - sent_ms,
-        "status": status or ("missed" if recv_ms is None else "answered"),
-    }
+    return frame_record(
+        f,
+        image_id,
+        sent_ns=int(sent_ms * 1e6),
+        received_ns=None if recv_ms is None else int(recv_ms * 1e6),
+        status="missed" if recv_ms is None else "answered",
+        session=session,
+        warmup=warmup,
+    )
 
 
 def test_realtime_figures() -> None:

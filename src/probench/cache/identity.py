@@ -35,6 +35,7 @@ from typing import Any
 from probench import __version__
 from probench.cache.errors import RunMismatchError
 from probench.cache.run import RunDir
+from probench.cache.trace import TRACE_FILE
 from probench.errors import UsageError
 from probench.vocabulary import FORMULATIONS
 
@@ -56,7 +57,7 @@ SHARED_FIELDS: tuple[tuple[str, ...], ...] = (
 )
 RUN_FIELDS: tuple[tuple[str, ...], ...] = (("source",), *SHARED_FIELDS, ("settings",))
 # Files a probench producer owns in a run folder; ``overwrite`` removes only these.
-RUN_FILES = ("run.json", "latency.json", "metrics.json", "realtime.json", "realtime_frames.jsonl")
+RUN_FILES = ("run.json", "latency.json", "metrics.json", "realtime.json", TRACE_FILE)
 STATUSES = ("running", "complete", "incomplete", "interrupted", "failed")
 
 

@@ -35,11 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from probench.cache.trace import ANSWERED, MISATTRIBUTED, STRAY, latest_frames
 from probench.stats import summarize
-
-FRAME = "frame"  # trace record kinds
-STRAY = "stray"
-ANSWERED, MISSED, MISATTRIBUTED = "answered", "missed", "misattributed"
 
 
 def _stats(values: Sequence[float]) -> dict[str, float | None]:
@@ -48,16 +45,6 @@ def _stats(values: Sequence[float]) -> dict[str, float | None]:
 
 def _round(v: float | None, nd: int = 4) -> float | None:
     return None if v is None else round(float(v), nd)
-
-
-def latest_frames(records: Iterable[Mapping]) -> list[Mapping]:
-    """The frame records that count: a frame sent again after a resume counts once, by its
-    last record; in send order."""
-    latest: dict[tuple[str, int], Mapping] = {}
-    for r in records:
-        if r.get("kind", FRAME) == FRAME:
-            latest[(str(r["formulation"]), int(r["image_id"]))] = r
-    return sorted(latest.values(), key=lambda r: int(r["sent_ns"]))
 
 
 def _streams(recs: Sequence[Mapping]) -> list[list[Mapping]]:

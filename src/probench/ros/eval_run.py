@@ -27,13 +27,12 @@ from typing import Any, Protocol
 from probench.cache.crash import crash_point
 from probench.cache.identity import RunIdentity, RunSession
 from probench.cache.run import JsonlLog, PredictionWriter, RunDir
+from probench.cache.trace import TRACE_FILE
 from probench.ros.eval_plan import FormulationPlan, FramePlan, plan_formulation
 from probench.ros.eval_realtime import realtime_summary
 from probench.ros.eval_stream import Answer, Collector, Link, stream
 from probench.ros.node_spec import EvaluatorConfig
 from probench.vocabulary import CocoResult
-
-REALTIME_LOG = "realtime_frames.jsonl"  # the per-frame trace
 
 
 class EvaluatorLink(Link, Protocol):
@@ -125,7 +124,7 @@ class Recorder:
         run.create()
         self.writers: dict[str, PredictionWriter] = {
             f: run.writer(f) for f in formulations if not (run.predictions_dir / f"{f}.json").exists()}
-        self.trace = JsonlLog(run.path / REALTIME_LOG)
+        self.trace = JsonlLog(run.path / TRACE_FILE)
         self._queue: queue.Queue = queue.Queue()
         self._failure: BaseException | None = None
         self.on_frame: Callable[[], None] = lambda: None  # progress bar
@@ -244,7 +243,7 @@ def finish(session: RunSession, dataset: Any, cfg: EvaluatorConfig) -> dict:
 
     crash_point("eval.finishing")
     run = session.run
-    with JsonlLog(run.path / REALTIME_LOG) as trace:
+    with JsonlLog(run.path / TRACE_FILE) as trace:
         realtime = realtime_summary(trace.records, budget_ms=cfg.budget_ms, rate_hz=cfg.rate_hz,
                                     mode=cfg.mode, warmup_frames=cfg.warmup_frames)
     run.write_json("realtime.json", realtime)

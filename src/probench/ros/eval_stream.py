@@ -42,9 +42,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from probench.cache.trace import ANSWERED, MISATTRIBUTED, MISSED, STRAY, frame_record
 from probench.errors import ProbenchError
 from probench.ros.eval_plan import AttributionError, FramePlan, results_for_frame
-from probench.ros.eval_realtime import ANSWERED, FRAME, MISATTRIBUTED, MISSED, STRAY
 from probench.vocabulary import CocoResult
 
 MODES = ("camera-rate", "as-fast-as-answered")
@@ -182,16 +182,12 @@ class Collector:
     def _resolve(self, stamp: int, status: str, received_ns: int | None = None,
                  results: list[CocoResult] | None = None, n_detections: int = 0) -> None:
         p = self._pending.pop(stamp)
-        answered = status == ANSWERED and received_ns is not None
-        record = {
-            "kind": FRAME, "formulation": p.frame.formulation, "image_id": p.frame.image_id,
-            "session": self.session, "seq": p.seq, "warmup": p.seq < self.warmup_frames,
-            "stamp_ns": stamp, "scheduled_ns": p.scheduled_ns, "sent_ns": p.sent_ns,
-            "received_ns": received_ns if answered else None,
-            "latency_ms": round((received_ns - p.sent_ns) / 1e6, 4) if answered and received_ns else None,
-            "status": status, "n_prompts": len(p.frame.texts), "n_detections": n_detections,
-            "n_results": len(results or []),
-        }
+        record = frame_record(
+            p.frame.formulation, p.frame.image_id, sent_ns=p.sent_ns, received_ns=received_ns, status=status,
+            session=self.session, seq=p.seq, warmup=p.seq < self.warmup_frames, stamp_ns=stamp,
+            scheduled_ns=p.scheduled_ns, n_prompts=len(p.frame.texts), n_detections=n_detections,
+            n_results=len(results or []),
+        )
         self._emit(p.frame, record, results or [])
         self._cond.notify_all()
 
