@@ -199,7 +199,6 @@ def summary_table(metrics: dict, info: dict) -> str:
     model = info.get("model") or {}
     ros = info.get("ros") or {}
     rt = metrics.get("realtime") or {}
-    lat = rt.get("latency_ms") or {}
     weights = "random weights: the numbers test the pipeline, not the model" if model.get(
         "random_weights") else f"weights: {model.get('weights_source', '?')}"
     mode = ros.get("mode", "?")
@@ -210,12 +209,40 @@ def summary_table(metrics: dict, info: dict) -> str:
     for f in [k for k in FORMULATIONS if k in by_f]:
         m = by_f[f]
         lines.append(f"| {f} | {_fmt(m.get('map50'))} | {_fmt(m.get('map75'))} | {_fmt(m.get('map50_95'))} |")
-    lines += [
-        "",
-        f"PCR@.5 {_fmt(metrics.get('pcr50'))}   PLC {_fmt(metrics.get('plc'))}",
-        f"frames sent {rt.get('frames_sent', '-')}, received {rt.get('frames_received', '-')}, "
-        f"missed {rt.get('frames_missed', '-')}; latency p50 {_fmt(lat.get('p50'))} ms, "
-        f"p95 {_fmt(lat.get('p95'))} ms; within {rt.get('budget_ms', '-')} ms budget: "
-        f"{_fmt(rt.get('within_budget'), pct=True)}",
-    ]
+    lines += ["", f"PCR@.5 {_fmt(metrics.get('pcr50'))}   PLC {_fmt(metrics.get('plc'))}"]
+    lines += realtime_lines(rt)
     return "\n".join(lines)
+
+
+def realtime_lines(rt: dict) -> list[str]:
+    """The stream in a few lines: what was sent at which rate, what was missed, latency of
+    the measured frames, and what the warm-up left out."""
+    if not rt:
+        return []
+    lat = rt.get("latency_ms") or {}
+    warm = rt.get("warmup") or {}
+    sent_rate = rt.get("achieved_send_rate_hz")
+    stream = (f"stream: {rt.get('frames_sent', '-')} frames sent at {_fmt(sent_rate)} Hz"
+              if rt.get("mode") == "camera-rate" else
+              f"stream: {rt.get('frames_sent', '-')} frames sent, each when the previous was answered "
+              f"({_fmt(sent_rate)} Hz)")
+    extra = []
+    if rt.get("stray_messages"):
+        extra.append(f"{rt['stray_messages']} stray answer(s), not credited")
+    if rt.get("misattributed"):
+        extra.append(f"{rt['misattributed']} answer(s) with class ids outside their frame's set, "
+                     "not credited")
+    out = [
+        f"{stream}; received {rt.get('frames_received', '-')}, missed {rt.get('frames_missed', '-')}; "
+        f"answers at {_fmt(rt.get('output_rate_hz'))} Hz",
+        f"latency p50 {_fmt(lat.get('p50'))} ms, p95 {_fmt(lat.get('p95'))} ms; within "
+        f"{rt.get('budget_ms', '-')} ms budget: {_fmt(rt.get('within_budget'), pct=True)}",
+    ]
+    if warm.get("frames"):
+        first = _fmt(rt.get("first_latency_ms"))
+        out.append(f"warm-up: the first {warm['frames']} frame(s) were sent one at a time and are left out "
+                   f"of the latency, budget and rate figures (first frame {first} ms); they count in the "
+                   "frames and the scores")
+    if extra:
+        out.append("; ".join(extra))
+    return out
