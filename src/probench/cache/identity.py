@@ -113,6 +113,10 @@ def _get(d: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     return cur
 
 
+def _or_none(value: Any) -> Any:
+    return None if value is _MISSING else value
+
+
 def first_difference(
     existing: Mapping[str, Any], new: Mapping[str, Any], fields: Sequence[tuple[str, ...]] = RUN_FIELDS
 ) -> tuple[str, Any, Any] | None:
@@ -122,6 +126,11 @@ def first_difference(
         old, cur = _get(existing, path), _get(new, path)
         if cur is _MISSING or old == cur:
             continue
+        if isinstance(old, Mapping) and isinstance(cur, Mapping):  # name the key inside (settings.mode)
+            for key in [*cur, *(k for k in old if k not in cur)]:
+                o, c = old.get(key, _MISSING), cur.get(key, _MISSING)
+                if o != c:
+                    return ".".join((*path, str(key))), _or_none(o), _or_none(c)
         return ".".join(path), (None if old is _MISSING else old), cur
     return None
 
