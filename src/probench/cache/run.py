@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +118,7 @@ class PredictionWriter:
     def complete(self) -> bool:
         return self.final_path.exists()
 
-    def add_image(self, image_id: int, results: list[dict]) -> None:
+    def add_image(self, image_id: int, results: Sequence[Mapping[str, Any]]) -> None:
         """Record every result of one image (possibly none). Idempotent per image."""
         image_id = int(image_id)
         if image_id in self.done_images:
@@ -126,7 +126,7 @@ class PredictionWriter:
         for r in results:
             if int(r["image_id"]) != image_id:
                 raise CacheError(f"result for image {r['image_id']} given as part of image {image_id}")
-        self.log.append({"image_id": image_id, "results": results})
+        self.log.append({"image_id": image_id, "results": [dict(r) for r in results]})
         self.done_images.add(image_id)
 
     def finalize(self) -> Path:

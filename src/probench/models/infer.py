@@ -16,7 +16,7 @@ and the Ray driver use.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +171,7 @@ def _infer_all(
             w.close()
 
 
-def _decoded(dataset: Dataset, image_ids: list[int], prefetch: bool) -> Iterator[tuple[int, np.ndarray]]:
+def _decoded(dataset: Dataset, image_ids: list[int], prefetch: bool) -> Generator[tuple[int, np.ndarray]]:
     """The images decoded in order; with ``prefetch`` the next one is decoded in a thread
     while the model works on the current one (cv2 releases the GIL while decoding).
     A decode error surfaces at its image's turn, naming the file: the run stops there."""
@@ -182,10 +182,10 @@ def _decoded(dataset: Dataset, image_ids: list[int], prefetch: bool) -> Iterator
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probench-decode") as pool:
-        pending = pool.submit(dataset.read_image, image_ids[0]) if image_ids else None
+        pending = [pool.submit(dataset.read_image, i) for i in image_ids[:1]]
         for k, image_id in enumerate(image_ids):
-            image = pending.result()
-            pending = pool.submit(dataset.read_image, image_ids[k + 1]) if k + 1 < len(image_ids) else None
+            image = pending.pop().result()
+            pending += [pool.submit(dataset.read_image, i) for i in image_ids[k + 1 : k + 2]]
             yield image_id, image
 
 

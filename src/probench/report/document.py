@@ -39,8 +39,9 @@ def _runs_table(runs: list[Entry]) -> list[str]:
     ]
     for e in runs:
         info = e.info
-        ds = info.get("dataset") if isinstance(info.get("dataset"), dict) else {}
-        ds_text = ds.get("path") or "?"
+        got = info.get("dataset")
+        ds: dict = got if isinstance(got, dict) else {}
+        ds_text = str(ds.get("path") or "?")
         if ds.get("n_images") is not None:
             ds_text += f" ({ds.get('n_images')} images, {ds.get('n_queries', '?')} queries)"
         forms = e.metrics.get("formulations") or info.get("formulations") or []

@@ -203,7 +203,7 @@ def fig_pareto(entries: list[Entry]) -> Plot:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles = [
+    handles: list[Any] = [
         Line2D([], [], marker="o", ls="", color="0.5", mec="black", label="your runs"),
         Line2D([], [], marker="s", ls="", color="0.5", label="paper (RTX 4090)"),
         Line2D([], [], color="0.2", lw=1.2, label="Pareto frontier"),
@@ -302,7 +302,8 @@ def fig_latency_timeline(entries: list[Entry]) -> Plot:
     fig = _figure(3.4 * n_cols + 0.6, 2.6 * len(rows) + 0.4)
     axes = fig.subplots(len(rows), n_cols, squeeze=False, sharey="row")
     for i, (e, forms) in enumerate(rows):
-        rt = e.metrics.get("realtime") if isinstance(e.metrics.get("realtime"), dict) else {}
+        got = e.metrics.get("realtime")
+        rt: dict = got if isinstance(got, dict) else {}
         budget = float(rt.get("budget_ms") or BUDGET_MS)
         rate = float(rt.get("rate_hz") or 30.0)
         for j in range(n_cols):

@@ -117,7 +117,8 @@ def load_run(path: str | Path, dataset: str | Path | None = None) -> Entry:
         scored_now = True
     if not isinstance(metrics, dict):
         raise ReportError(f"{run.path / 'metrics.json'}: expected a JSON object")
-    model = info.get("model") if isinstance(info.get("model"), dict) else {}
+    got = info.get("model")
+    model: dict = got if isinstance(got, dict) else {}
     label = str(model.get("paper_name") or model.get("name") or run.path.resolve().name)
     if model.get("paper_name") and str(model.get("name", "")).startswith("tiny-"):
         label += TINY_MARK
@@ -132,7 +133,8 @@ def load_run(path: str | Path, dataset: str | Path | None = None) -> Entry:
 
 
 def _score(run: object, info: dict, dataset: str | Path | None) -> dict:
-    ds = info.get("dataset") if isinstance(info.get("dataset"), dict) else {}
+    got = info.get("dataset")
+    ds: dict = got if isinstance(got, dict) else {}
     ds_path = dataset if dataset is not None else ds.get("path")
     where = run.path  # type: ignore[attr-defined]
     if not ds_path:

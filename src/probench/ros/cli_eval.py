@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from probench.errors import CheckFailed, UsageError
 from probench.ros.node_spec import MODES
@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fmt(v: object, pct: bool = False) -> str:
+def _fmt(v: Any, pct: bool = False) -> str:
     if v is None:
         return "-"
     if pct:

@@ -116,12 +116,15 @@ def realtime_summary(
     records = list(records)
     recs = latest_frames(records)
     formulations = list(dict.fromkeys(str(r["formulation"]) for r in recs))
-    opts = {"budget_ms": float(budget_ms), "rate_hz": float(rate_hz), "mode": mode}
-    out: dict[str, Any] = {**opts, "warmup_frames": int(warmup_frames)}
-    out.update(figures(recs, **opts))
+    budget_ms, rate_hz = float(budget_ms), float(rate_hz)
+
+    def of(subset: Sequence[Mapping]) -> dict[str, Any]:
+        return figures(subset, budget_ms=budget_ms, rate_hz=rate_hz, mode=mode)
+
+    out: dict[str, Any] = {"budget_ms": budget_ms, "rate_hz": rate_hz, "mode": mode,
+                           "warmup_frames": int(warmup_frames), **of(recs)}
     out["jitter_of"] = "output: |difference of consecutive answer arrival intervals|"
     out["stray_messages"] = sum(1 for r in records if r.get("kind") == STRAY)
     out["misattributed"] = sum(1 for r in recs if r.get("status") == MISATTRIBUTED)
-    out["by_formulation"] = {f: figures([r for r in recs if r["formulation"] == f], **opts)
-                             for f in formulations}
+    out["by_formulation"] = {f: of([r for r in recs if r["formulation"] == f]) for f in formulations}
     return out

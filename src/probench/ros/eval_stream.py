@@ -36,6 +36,7 @@ COCO results, handed to ``emit`` (the run's writer).
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -255,6 +256,10 @@ def _stream_at_rate(link: Link, frames: Sequence[FramePlan], images: Iterator[An
             raise Interrupted("ROS shut down")
 
 
+def _answered(collector: Collector, stamp_ns: int) -> bool:
+    return not collector.is_pending(stamp_ns)
+
+
 def _stream_as_answered(link: Link, frames: Sequence[FramePlan], images: Iterator[Any], collector: Collector,
                         answer_timeout_s: float) -> None:
     stamp = 0
@@ -265,5 +270,5 @@ def _stream_as_answered(link: Link, frames: Sequence[FramePlan], images: Iterato
         sent_ns = time.time_ns()
         collector.expect(frame, stamp, sent_ns, sent_ns)
         link.send(image, stamp)
-        collector.wait(lambda s=stamp: not collector.is_pending(s), answer_timeout_s)
+        collector.wait(functools.partial(_answered, collector, stamp), answer_timeout_s)
         collector.expire()

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import rclpy
 from rclpy.duration import Duration
 from rclpy.node import Node
@@ -97,7 +98,7 @@ class EvaluatorNode(Node):
             xyxy, scores, class_ids = convert.detection_array_to_arrays(msg)
         except ValueError as exc:
             self.get_logger().warning(f"unreadable Detection2DArray, not credited: {exc}")
-            xyxy, scores, class_ids = None, None, ["<unreadable>"]
+            xyxy, scores, class_ids = np.zeros((1, 4)), np.zeros(1), ["<unreadable>"]
         handler(Answer(convert.stamp_ns(msg.header.stamp), received_ns, xyxy, scores, class_ids))
 
     # -- set-up ------------------------------------------------------------------------------
@@ -139,7 +140,7 @@ class EvaluatorNode(Node):
 
         name = self.cfg.grounding_node.rstrip("/")
         deadline = time.monotonic() + timeout
-        client = self.create_client(GetParameters, f"{name}/get_parameters")
+        client: Any = self.create_client(GetParameters, f"{name}/get_parameters")
         try:
             while not client.wait_for_service(timeout_sec=0.5):
                 if not rclpy.ok():

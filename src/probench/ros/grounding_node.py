@@ -190,6 +190,9 @@ class GroundingNode(LifecycleNode):
     def _process(self, kind: str, data: bytes, t_arrival: float, prompts: Prompts) -> None:
         """Worker thread: one frame, answered with the prompt set stamped for it, else with
         the operator's set active when it started (``prompts``)."""
+        cfg = self._cfg
+        if cfg is None:  # not configured: the worker only runs between configure and cleanup
+            return
         try:
             if kind == "raw":
                 msg = convert.image_from_cdr(data)
@@ -201,7 +204,7 @@ class GroundingNode(LifecycleNode):
             self.stats.count("errors")
             self.get_logger().warning(f"image dropped: {exc}", throttle_duration_sec=_THROTTLE_S)
             return
-        own = self.frame_sets.take(convert.stamp_ns(msg.header.stamp), self._cfg.frame_prompts_wait)
+        own = self.frame_sets.take(convert.stamp_ns(msg.header.stamp), cfg.frame_prompts_wait)
         if own is not None:
             prompts = own
         elif self.frame_sets.in_use():
@@ -209,7 +212,7 @@ class GroundingNode(LifecycleNode):
             # read as "nothing found with its set": without operator prompts, no answer at all.
             what = "answered with the operator's prompts" if prompts else "not answered (no operator prompts)"
             self.get_logger().warning(
-                f"no prompt set stamped for the frame within {self._cfg.frame_prompts_wait} s "
+                f"no prompt set stamped for the frame within {cfg.frame_prompts_wait} s "
                 f"(frame_prompts_wait): {what}", throttle_duration_sec=_THROTTLE_S)
             if not prompts:
                 return
@@ -223,7 +226,7 @@ class GroundingNode(LifecycleNode):
             self.get_logger().warning("no prompts yet: publish one on 'prompt' (or set the prompts "
                                       "parameter)", throttle_duration_sec=_THROTTLE_S)
         # serialized directly: the bytes of the Detection2DArray, a fraction of rclpy's cost
-        limit = self._cfg.max_detections
+        limit = cfg.max_detections
         self._pub_dets.publish(convert.detections_to_cdr(dets, msg.header, prompts, max_detections=limit))
         self.stats.record_frame((time.perf_counter() - t_arrival) * 1000.0)
         if self._pub_debug.get_subscription_count() > 0:  # drawing costs: only for a viewer
