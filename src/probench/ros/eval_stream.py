@@ -232,13 +232,15 @@ def _stream_at_rate(link: Link, frames: Sequence[FramePlan], images: Iterator[An
                     rate_hz: float) -> None:
     period_ns = round(1e9 / rate_hz)
     lead_ns = period_ns  # the first set gets a period's head start too
+    image = next(images)  # the clock starts once the first frame is ready (reading it can take a while)
     t0_perf = time.perf_counter_ns() + lead_ns
     t0_wall = time.time_ns() + lead_ns
     k0 = 0  # index of the frame the grid starts at (restarted when the sender fell behind)
     stamp = t0_wall
     link.announce(stamp, frames[0].texts)
     for i, frame in enumerate(frames):
-        image = next(images)
+        if i:
+            image = next(images)
         tick = t0_perf + (i - k0) * period_ns
         delay = tick - time.perf_counter_ns()
         if delay > 0:
