@@ -33,8 +33,18 @@ case "$MODEL" in
   tiny-*) echo "demo: model $MODEL has tiny RANDOM weights: its scores (near 0) show that the pipeline works, not what the model can do" >&2 ;;
   *) echo "demo: model $MODEL with its real weights (from the local cache or --weights)" >&2 ;;
 esac
-echo "demo: replaying $BAG at 30 Hz through grounding_node (camera-rate: frames the model cannot keep up with count as missed)" >&2
+echo "demo: replaying $BAG at 30 Hz through grounding_node, each frame with its own prompt set (camera-rate: frames the model cannot keep up with count as missed)" >&2
 RUN="$OUT/run-$MODEL"
 run eval --model "$MODEL" --bag "$BAG" --out "$RUN"
 run report "$RUN" --reference paper --out "$OUT/report"
-echo "demo: done; open $OUT/report/report.md (metrics: $RUN/metrics.json)" >&2
+# The stream in one line, from the run's realtime.json: achieved rate, missed frames, warm-up.
+python3 - "$RUN/realtime.json" <<'PY' >&2
+import json, sys
+rt = json.load(open(sys.argv[1]))
+fmt = lambda v, d=1: "-" if v is None else f"{v:.{d}f}"
+print(f"demo: stream {rt['frames_sent']} frames at {fmt(rt.get('achieved_send_rate_hz'))} Hz "
+      f"(asked {rt['rate_hz']:g} Hz): {rt['frames_missed']} missed, {rt['frames_received']} answered at "
+      f"{fmt(rt.get('output_rate_hz'))} Hz; latency p50 {fmt(rt['latency_ms']['p50'])} ms; "
+      f"the first {rt['warmup']['frames']} frame(s) were the warm-up, left out of the latency figures")
+PY
+echo "demo: done; open $OUT/report/report.md (latency timeline: $OUT/report/fig_latency_timeline.png; metrics: $RUN/metrics.json)" >&2

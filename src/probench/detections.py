@@ -6,7 +6,8 @@ it with their ``from_*`` helpers; everything downstream only sees this.
 
 Conventions (documented once, used everywhere):
 - ``xyxy``: float64 ``(N, 4)`` boxes in **pixels of the original image**, ``x1 <= x2``,
-  ``y1 <= y2``, clipped to the image.
+  ``y1 <= y2``, clipped to the image; a box built with the image size has a positive
+  width and height (degenerate boxes are dropped at clipping, :meth:`Detections.from_arrays`).
 - ``scores``: float64 ``(N,)`` in ``[0, 1]``.
 - ``prompt_index``: int64 ``(N,)``: index into the prompt list the detector was called with.
 - ``masks``: optional bool ``(N, H, W)`` for segmentation-capable models.
@@ -94,8 +95,11 @@ class Detections:
         masks: np.ndarray | None = None,
         timings_ms: dict[str, float] | None = None,
     ) -> Detections:
-        """Build from raw arrays (numpy or torch via ``np.asarray``), clipping boxes to
-        ``image_size=(height, width)`` when given and clamping scores into [0, 1]."""
+        """Build from raw arrays (numpy or torch via ``np.asarray``), clamping scores into
+        [0, 1]. With ``image_size=(height, width)`` boxes are clipped to the image, and a box
+        left with zero width or height (e.g. one wholly outside the image, clipped to a line
+        on its border) is dropped with its score, prompt index and mask: no consumer can use
+        it, and nothing else about which boxes are kept changes."""
         xyxy = np.asarray(xyxy, dtype=np.float64).reshape(-1, 4).copy()
         if image_size is not None:
             h, w = image_size
@@ -108,7 +112,14 @@ class Detections:
         y2 = np.maximum(xyxy[:, 1], xyxy[:, 3])
         xyxy = np.stack([x1, y1, x2, y2], axis=1)
         scores = np.clip(np.asarray(scores, dtype=np.float64).reshape(-1), 0.0, 1.0)
-        return cls(xyxy, scores, np.asarray(prompt_index), masks, timings_ms or {})
+        prompt_index = np.asarray(prompt_index).reshape(-1)
+        if image_size is not None:
+            keep = (x2 > x1) & (y2 > y1)
+            if not keep.all() and len(scores) == len(keep) == len(prompt_index):
+                xyxy, scores, prompt_index = xyxy[keep], scores[keep], prompt_index[keep]
+                if masks is not None:
+                    masks = np.asarray(masks)[keep]
+        return cls(xyxy, scores, prompt_index, masks, timings_ms or {})
 
     # -- views ------------------------------------------------------------------------
     def __len__(self) -> int:

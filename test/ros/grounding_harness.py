@@ -104,6 +104,7 @@ class RosPeer:
         self.pub_image = self.node.create_publisher(Image, "image", img_qos)
         self.pub_compressed = self.node.create_publisher(CompressedImage, "image/compressed", img_qos)
         self.pub_prompt = self.node.create_publisher(String, "prompt", rel)
+        self.pub_frame_prompts = self.node.create_publisher(LabelInfo, "frame_prompts", rel)
         self.dets: list[tuple[float, Any]] = []
         self.labels: list[Any] = []
         self.diags: list[Any] = []
@@ -159,6 +160,15 @@ class RosPeer:
         from std_msgs.msg import String
 
         self.pub_prompt.publish(String(data=text))
+
+    def send_frame_prompts(self, texts: list[str], header: Any) -> bool:
+        """The prompt set of the frame stamped ``header.stamp`` (before the frame), delivered."""
+        from rclpy.duration import Duration
+
+        from probench.ros.convert import prompts_to_label_info
+
+        self.pub_frame_prompts.publish(prompts_to_label_info(texts, header))
+        return self.pub_frame_prompts.wait_for_all_acked(Duration(seconds=5))
 
     def answer(self, sec: int, nanosec: int = 0, timeout: float = 10.0) -> Any:
         def find() -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -71,3 +72,65 @@ def test_child_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROS_DOMAIN_ID", "7")
     env = child_environment()
     assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET" and env["ROS_DOMAIN_ID"] == "7"
+
+
+def test_out_that_is_a_file_is_one_line(repo_root: Path, tmp_path: Path, ros_env: dict) -> None:
+    (tmp_path / "afile").write_text("x")
+    bag = str(repo_root / "bags" / "probench-sample")
+    r = _eval(ros_env, "--model", "test-instant", "--bag", bag, "--out", str(tmp_path / "afile"))
+    assert r.returncode == 2 and "exists and is not a folder" in r.stderr and _one_line(r.stderr), r.stderr
+    assert (tmp_path / "afile").read_text() == "x"
+
+
+def _existing_ros_run(repo_root: Path, out: Path) -> None:
+    """A run folder as the evaluator leaves it, for test-slow-5ms in camera-rate mode."""
+    from probench.bags.reader import ProbenchBag
+    from probench.cache.identity import open_run
+    from probench.ros.eval_run import ros_identity
+    from probench.ros.node_spec import EVALUATOR_PARAMS, GROUNDING_PARAMS
+
+    bag = repo_root / "bags" / "probench-sample"
+    grounding = {**GROUNDING_PARAMS.defaults(), "model": "test-slow-5ms", "score_threshold": 0.0,
+                 "max_detections": 10000, "image_reliability": "reliable"}
+    with ProbenchBag(bag) as b:
+        identity = ros_identity(EVALUATOR_PARAMS.defaults(), grounding, b.dataset.summary(), bag=str(bag),
+                                compressed=b.compressed)
+    open_run(out, identity, formulations=["orig"])
+
+
+@pytest.mark.ros
+@pytest.mark.usefixtures("requires_vision_msgs")
+def test_a_run_folder_of_another_experiment_is_refused_before_any_node_starts(
+        repo_root: Path, tmp_path: Path, ros_env: dict) -> None:
+    bag = str(repo_root / "bags" / "probench-sample")
+    out = tmp_path / "run"
+    _existing_ros_run(repo_root, out)
+    before = (out / "run.json").read_text()
+    r = _eval(ros_env, "--model", "test-instant", "--bag", bag, "--out", str(out))
+    assert r.returncode == 1 and _one_line(r.stderr), r.stderr
+    assert "model.name='test-slow-5ms'" in r.stderr and "--overwrite" in r.stderr
+    assert "ROS_DOMAIN_ID" not in r.stderr  # refused before the graph was started
+    r = _eval(ros_env, "--model", "test-slow-5ms", "--bag", bag, "--out", str(out), "--mode",
+              "as-fast-as-answered")
+    assert r.returncode == 1 and "settings.mode='camera-rate'" in r.stderr and _one_line(r.stderr), r.stderr
+    assert (out / "run.json").read_text() == before  # nothing written
+    r = _eval(ros_env, "--model", "test-instant", "--bag", bag, "--out", str(out), "--formulations", "orig",
+              "--mode", "as-fast-as-answered", "--overwrite", "--domain-id", str(fresh_domain()))
+    assert r.returncode == 0, r.stderr[-3000:]
+    info = json.loads((out / "run.json").read_text())
+    assert info["model"]["name"] == "test-instant" and info["status"] == "complete" and "resumed" not in info
+
+
+def test_resolved_parameters_follow_rcl_wildcards(tmp_path: Path) -> None:
+    from probench.ros.graph import resolved_parameters
+
+    params = tmp_path / "p.yaml"
+    params.write_text(
+        "/**:\n  ros__parameters: {model: a, device: cpu}\n"
+        "/**/grounding_node:\n  ros__parameters: {model: b}\n"
+        "/other_node:\n  ros__parameters: {model: c}\n"
+        "/*/grounding_node:\n  ros__parameters: {device: cuda}\n"  # one namespace token: not ours
+    )
+    desc = {"name": "grounding_node", "namespace": "", "parameters": [str(params), {"precision": "fp16"}]}
+    assert resolved_parameters(desc) == {"model": "b", "device": "cpu", "precision": "fp16"}
+    assert resolved_parameters({**desc, "namespace": "/robot"})["device"] == "cuda"

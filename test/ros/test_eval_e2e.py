@@ -129,6 +129,28 @@ def test_slow_model_misses_frames_at_camera_rate(tmp_path: Path, ros_env: dict) 
     assert f"missed {rt['frames_missed']}" in r.stdout
 
 
+def test_sample_bag_streams_at_30_hz_and_a_slow_model_misses_frames(repo_root: Path, tmp_path: Path,
+                                                                     ros_env: dict) -> None:
+    """Issue 9, done when: the committed sample at 30 Hz through the real graph."""
+    bag = str(repo_root / "bags" / "probench-sample")
+    r = _eval(ros_env, "--model", "test-slow-100ms", "--bag", bag, "--out", str(tmp_path / "slow"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    rt = _json(tmp_path / "slow" / "realtime.json")
+    assert rt["frames_sent"] == 30 and rt["mode"] == "camera-rate"
+    assert all(rt["by_formulation"][f]["frames_sent"] == 10 for f in ("orig", "cat", "tmpl"))
+    assert 29.0 <= rt["achieved_send_rate_hz"] <= 31.0, rt["achieved_send_rate_hz"]
+    assert 0.4 * 30 <= rt["frames_missed"] <= 0.8 * 30, rt["frames_missed"]
+    assert rt["warmup"]["frames"] == 3 and rt["stray_messages"] == 0 and rt["misattributed"] == 0
+    r = _eval(ros_env, "--model", "test-instant", "--bag", bag, "--out", str(tmp_path / "instant"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    rt = _json(tmp_path / "instant" / "realtime.json")
+    assert rt["frames_sent"] == 30 and rt["frames_missed"] == 0, rt
+    assert rt["within_budget"] >= 0.9, rt
+    assert 29.0 <= rt["achieved_send_rate_hz"] <= 31.0 and rt["output_rate_hz"] > 0
+    trace = (tmp_path / "instant" / "realtime_frames.jsonl").read_text().splitlines()
+    assert len(trace) == 30 and all(json.loads(line)["status"] == "answered" for line in trace)
+
+
 def _lines(path: Path) -> int:
     try:
         return path.read_bytes().count(b"\n")

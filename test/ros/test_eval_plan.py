@@ -1,49 +1,50 @@
-"""The evaluator's plan, attribution and realtime figures (no ROS needed)."""
+"""The evaluator's plan and attribution rule (no ROS needed)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from probench.ros.eval_plan import (
-    AttributionError,
-    PlanError,
-    frame_plan,
-    plan_groups,
-    realtime_summary,
-    results_for_frame,
-)
+from probench.ros.eval_plan import AttributionError, frame_plan, plan_formulation, results_for_frame
 
 
 def _info(image_id: int, queries: list[tuple[int, str, str]]) -> dict:
-    return {"image_id": image_id, "file_name": f"{image_id}.jpg", "width": 100, "height": 80, "domain": "",
-            "label_space": [{"query_id": q, "orig": o, "cat": c, "tmpl": "a photo of " + o}
-                            for q, o, c in queries]}
+    return {
+        "image_id": image_id,
+        "file_name": f"{image_id}.jpg",
+        "width": 100,
+        "height": 80,
+        "domain": "",
+        "label_space": [
+            {"query_id": q, "orig": o, "cat": c, "tmpl": "a photo of " + o} for q, o, c in queries
+        ],
+    }
 
 
-INFOS = [
-    _info(1, [(1, "red valve", "valve"), (2, "rusty pipe", "pipe"), (3, "pipe to hold", "pipe")]),
-    _info(2, [(4, "the door", "door")]),
-    _info(3, [(1, "red valve", "valve"), (2, "rusty pipe", "pipe"), (3, "pipe to hold", "pipe")]),
-    _info(4, []),
+FRAMES = [
+    (1000, _info(1, [(1, "red valve", "valve"), (2, "rusty pipe", "pipe"), (3, "pipe to hold", "pipe")])),
+    (2000, _info(2, [(4, "the door", "door")])),
+    (3000, _info(3, [(1, "red valve", "valve"), (2, "rusty pipe", "pipe"), (3, "pipe to hold", "pipe")])),
+    (4000, _info(4, [])),
 ]
 
 
-def test_frames_grouped_by_prompt_set_in_first_seen_order() -> None:
-    groups, empty = plan_groups(INFOS, "cat")
-    assert [g.texts for g in groups] == [("valve", "pipe"), ("door",)]
-    assert [fp.image_id for fp in groups[0].frames] == [1, 3]
-    assert groups[0].prompt_message == "valve;pipe"
-    assert groups[0].frames[0].groups == [[1], [2, 3]]  # shared text answers both queries
-    assert [fp.image_id for fp in empty] == [4]
-    # under orig the texts differ, so the same frames form a 3-prompt group
-    groups, _ = plan_groups(INFOS, "orig", done=[1])
-    assert [g.texts for g in groups] == [("the door",), ("red valve", "rusty pipe", "pipe to hold")]
-    assert [fp.image_id for fp in groups[1].frames] == [3]  # image 1 already done: resumed
+def test_every_frame_keeps_its_own_prompt_set_in_bag_order() -> None:
+    plan = plan_formulation(FRAMES, "cat")
+    assert [fp.image_id for fp in plan.frames] == [1, 2, 3]  # no grouping: one stream, bag order
+    assert [fp.texts for fp in plan.frames] == [("valve", "pipe"), ("door",), ("valve", "pipe")]
+    assert plan.frames[0].groups == ((1,), (2, 3))  # a shared text answers both queries
+    assert [fp.bag_time_ns for fp in plan.frames] == [1000, 2000, 3000]
+    assert [fp.image_id for fp in plan.empty] == [4] and plan.already_done == 0
+    resumed = plan_formulation(FRAMES, "orig", done=[1, 4])
+    assert (
+        [fp.image_id for fp in resumed.frames] == [2, 3] and resumed.empty == [] and resumed.already_done == 2
+    )
+    assert resumed.frames[1].texts == ("red valve", "rusty pipe", "pipe to hold")
 
 
 def test_shared_prompt_text_is_credited_to_each_query() -> None:
-    fp = frame_plan("cat", INFOS[0], 0)
+    fp = frame_plan("cat", FRAMES[0][1], 0)
     xyxy = np.array([[10.0, 10.0, 30.0, 40.0], [0.0, 0.0, 5.0, 5.0]])
     results = results_for_frame(fp, xyxy, np.array([0.9, 0.2]), ["pipe", "valve"])
     assert sorted((r["category_id"], r["score"]) for r in results) == [(1, 0.2), (2, 0.9), (3, 0.9)]
@@ -52,32 +53,11 @@ def test_shared_prompt_text_is_credited_to_each_query() -> None:
         results_for_frame(fp, xyxy[:1], np.array([0.5]), ["door"])
 
 
-def test_separator_in_a_prompt_is_refused() -> None:
-    with pytest.raises(PlanError, match="contains ';'"):
-        frame_plan("orig", _info(9, [(1, "left; right", "x")]), 0)
-
-
-def test_realtime_summary() -> None:
-    recs = [
-        {"formulation": "orig", "image_id": 1, "sent_ns": 0, "latency_ms": 10.0, "send_interval_ms": None},
-        {"formulation": "orig", "image_id": 2, "sent_ns": 33_000_000, "latency_ms": 50.0,
-         "send_interval_ms": 33.0},
-        {"formulation": "orig", "image_id": 3, "sent_ns": 67_000_000, "latency_ms": None,
-         "send_interval_ms": 34.0},
-        # image 3 resent after a resume: the last record wins
-        {"formulation": "orig", "image_id": 3, "sent_ns": 90_000_000, "latency_ms": 20.0,
-         "send_interval_ms": 33.5},
-        {"formulation": "cat", "image_id": 1, "sent_ns": 100_000_000, "latency_ms": None,
-         "send_interval_ms": None},
-    ]
-    rt = realtime_summary(recs, budget_ms=33.3, rate_hz=30.0, mode="camera-rate")
-    assert (rt["frames_sent"], rt["frames_received"], rt["frames_missed"]) == (4, 3, 1)
-    assert rt["within_budget"] == 0.5  # 10 and 20 ms of 4 sent frames
-    assert rt["latency_ms"]["max"] == 50.0 and rt["latency_ms"]["p50"] == 20.0
-    assert rt["jitter_ms"]["max"] == pytest.approx(0.3333, abs=1e-3)  # |33.0 - 33.333|
-    assert rt["budget_ms"] == 33.3 and rt["rate_hz"] == 30.0 and rt["mode"] == "camera-rate"
-    empty = realtime_summary([], budget_ms=33.3, rate_hz=30.0, mode="as-fast-as-answered")
-    assert empty["frames_sent"] == 0 and empty["within_budget"] is None and empty["latency_ms"]["p50"] is None
+def test_a_prompt_with_a_semicolon_is_sent_intact() -> None:
+    # The per-frame set travels as a LabelInfo (one class_name per prompt): no separator to
+    # escape any more, unlike the ';'-separated operator prompt topic.
+    fp = frame_plan("orig", _info(9, [(1, "left; right", "x")]), 0)
+    assert fp.texts == ("left; right",)
 
 
 def test_prefetch_keeps_order_bounds_memory_and_passes_errors() -> None:

@@ -28,7 +28,7 @@ def test_eval_yaml_evaluator_section_is_the_declared_defaults(repo_root) -> None
     assert set(params) <= set(table.names())
     assert params == {name: table.defaults()[name] for name in params}
     # what the file leaves out comes from the launch arguments (probench.ros.graph.eval_graph)
-    assert set(table.names()) - set(params) == {"bag", "out", "grounding_node"}
+    assert set(table.names()) - set(params) == {"bag", "out", "grounding_node", "overwrite"}
 
 
 def test_eval_yaml_grounding_section_is_valid_and_keeps_every_box(repo_root) -> None:

@@ -146,3 +146,49 @@ def test_stop_forgets_prompts_until_reacknowledged() -> None:
     assert _until(lambda: rec.acks == [("a",)])
     w.stop(5)
     assert w.active_prompts == () and w.latest_prompts == ("a",)
+
+
+# -- per-frame prompt sets, bound by stamp ----------------------------------------------------
+def test_stamped_set_is_taken_once_and_older_sets_are_forgotten() -> None:
+    from probench.ros.grounding_worker import StampedPromptSets
+
+    sets = StampedPromptSets()
+    for stamp, texts in ((10, ("a",)), (20, ("b", "c")), (30, ("d",))):
+        sets.put(stamp, texts)
+    assert sets.take(20) == ("b", "c")  # frame 10 was passed over by the node: its set goes too
+    assert len(sets) == 1 and sets.take(10) is None and sets.take(20) is None
+    assert sets.take(30) == ("d",) and len(sets) == 0
+    assert sets.counters()["frames_bound"] == 2 and sets.counters()["frames_unbound"] == 2
+
+
+def test_stamped_sets_are_bounded() -> None:
+    from probench.ros.grounding_worker import StampedPromptSets
+
+    sets = StampedPromptSets(capacity=3)
+    for stamp in range(1, 6):
+        sets.put(stamp, (f"p{stamp}",))
+    assert len(sets) == 3 and sets.evicted == 2
+    assert sets.take(1) is None and sets.take(3) == ("p3",)
+
+
+def test_a_frame_waits_briefly_for_its_set_only_while_sets_are_in_use() -> None:
+    from probench.ros.grounding_worker import StampedPromptSets
+
+    live = StampedPromptSets()
+    t0 = time.monotonic()
+    assert live.take(5, wait_s=2.0) is None  # no stamped sets ever: live frames never wait
+    assert time.monotonic() - t0 < 0.5 and live.unbound == 0
+
+    sets = StampedPromptSets()
+    sets.put(100, ("a",))
+    threading.Timer(0.2, sets.put, args=(200, ("late",))).start()
+    t0 = time.monotonic()
+    assert sets.take(200, wait_s=5.0) == ("late",)  # handed over while the frame waited
+    assert 0.1 < time.monotonic() - t0 < 4.0
+    t0 = time.monotonic()
+    assert sets.take(300, wait_s=0.2) is None  # never comes: bounded wait, counted
+    assert 0.15 < time.monotonic() - t0 < 3.0 and sets.unbound == 1
+    sets.put(500, ("x",))
+    t0 = time.monotonic()
+    assert sets.take(400, wait_s=5.0) is None  # a newer set is there: frame 400 has none, no wait
+    assert time.monotonic() - t0 < 1.0

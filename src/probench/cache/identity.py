@@ -10,7 +10,8 @@ timings, counting resumes) and records the status as the run goes:
 missing) | ``interrupted`` (Ctrl-C, SIGTERM) | ``failed`` (with ``error``).
 
 A folder killed with SIGKILL keeps ``running``; the next run with the same identity resumes
-it (the prediction logs say what is done).
+it (the prediction logs say what is done). The SIGKILL tests kill producers at named
+points (:mod:`probench.cache.crash`).
 
 Identity: ``source``, the model record (name, checkpoint, random_weights, weights_source,
 runtime), the dataset hash, device, precision and the producer's ``settings``. A latency
@@ -34,6 +35,7 @@ from typing import Any
 from probench import __version__
 from probench.cache.errors import RunMismatchError
 from probench.cache.run import RunDir
+from probench.cache.trace import TRACE_FILE
 from probench.errors import UsageError
 from probench.vocabulary import FORMULATIONS
 
@@ -55,7 +57,7 @@ SHARED_FIELDS: tuple[tuple[str, ...], ...] = (
 )
 RUN_FIELDS: tuple[tuple[str, ...], ...] = (("source",), *SHARED_FIELDS, ("settings",))
 # Files a probench producer owns in a run folder; ``overwrite`` removes only these.
-RUN_FILES = ("run.json", "latency.json", "metrics.json", "realtime.json", "realtime_frames.jsonl")
+RUN_FILES = ("run.json", "latency.json", "metrics.json", "realtime.json", TRACE_FILE)
 STATUSES = ("running", "complete", "incomplete", "interrupted", "failed")
 
 
@@ -111,6 +113,10 @@ def _get(d: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     return cur
 
 
+def _or_none(value: Any) -> Any:
+    return None if value is _MISSING else value
+
+
 def first_difference(
     existing: Mapping[str, Any], new: Mapping[str, Any], fields: Sequence[tuple[str, ...]] = RUN_FIELDS
 ) -> tuple[str, Any, Any] | None:
@@ -120,6 +126,11 @@ def first_difference(
         old, cur = _get(existing, path), _get(new, path)
         if cur is _MISSING or old == cur:
             continue
+        if isinstance(old, Mapping) and isinstance(cur, Mapping):  # name the key inside (settings.mode)
+            for key in [*cur, *(k for k in old if k not in cur)]:
+                o, c = old.get(key, _MISSING), cur.get(key, _MISSING)
+                if o != c:
+                    return ".".join((*path, str(key))), _or_none(o), _or_none(c)
         return ".".join(path), (None if old is _MISSING else old), cur
     return None
 
@@ -260,6 +271,7 @@ def open_run(
         else:
             info[key] = value
     run.create()
+    run.drop_stale_logs()
     session = RunSession(run, info, timing_key)
     session.save()
     return session

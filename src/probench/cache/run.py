@@ -22,11 +22,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from probench.cache.atomic import write_json_atomic
+from probench.cache.crash import crash_point
 from probench.cache.errors import CacheError
 from probench.vocabulary import FORMULATIONS
 
@@ -117,7 +118,7 @@ class PredictionWriter:
     def complete(self) -> bool:
         return self.final_path.exists()
 
-    def add_image(self, image_id: int, results: list[dict]) -> None:
+    def add_image(self, image_id: int, results: Sequence[Mapping[str, Any]]) -> None:
         """Record every result of one image (possibly none). Idempotent per image."""
         image_id = int(image_id)
         if image_id in self.done_images:
@@ -125,7 +126,7 @@ class PredictionWriter:
         for r in results:
             if int(r["image_id"]) != image_id:
                 raise CacheError(f"result for image {r['image_id']} given as part of image {image_id}")
-        self.log.append({"image_id": image_id, "results": results})
+        self.log.append({"image_id": image_id, "results": [dict(r) for r in results]})
         self.done_images.add(image_id)
 
     def finalize(self) -> Path:
@@ -133,6 +134,7 @@ class PredictionWriter:
         results = [r for rec in self.log.records for r in rec["results"]]
         write_json_atomic(self.final_path, sort_results(results), indent=None)
         self.log.close()
+        crash_point("cache.finalize")  # a kill here leaves a stale log: RunDir.drop_stale_logs
         self.log.path.unlink(missing_ok=True)
         return self.final_path
 
@@ -184,6 +186,15 @@ class RunDir:
     def formulations(self) -> list[str]:
         """Formulations whose predictions are complete, in the canonical order."""
         return [f for f in FORMULATIONS if (self.predictions_dir / f"{f}.json").exists()]
+
+    def drop_stale_logs(self) -> list[str]:
+        """Remove the progress log of every complete formulation (left by a kill between
+        writing ``<f>.json`` and removing the log); returns those formulations."""
+        stale = [f for f in FORMULATIONS if (self.predictions_dir / f"{f}.json").exists()
+                 and (self.predictions_dir / f"{f}.partial.jsonl").exists()]
+        for f in stale:
+            (self.predictions_dir / f"{f}.partial.jsonl").unlink()
+        return stale
 
     def incomplete_formulations(self) -> list[str]:
         return [

@@ -91,7 +91,7 @@ def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[
 def run(args: argparse.Namespace) -> int:
     from probench.cache.identity import check_folder
     from probench.data.dataset import load_dataset
-    from probench.models.infer import offline_identity, run_inference
+    from probench.models.infer import check_something_to_ask, offline_identity, run_inference, select_images
     from probench.vocabulary import parse_formulations
 
     formulations = parse_formulations(args.formulations)
@@ -101,6 +101,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--limit must be >= 1, got {args.limit}")
     out = check_paths(args)
     dataset = load_dataset(args.dataset)
+    image_ids = select_images(dataset, args.limit)
+    empty = check_something_to_ask(dataset, image_ids)  # before a slow model load
+    if empty:
+        print(f"probench infer: {len(empty)} of {len(image_ids)} image(s) have an empty label space (no "
+              "query_ids, no annotations): recorded with no predictions", file=sys.stderr)
     if not args.overwrite:  # refused before a slow model load, naming the field
         check_folder(out, offline_identity(
             requested_model(args), dataset, device=args.device, precision=args.precision,

@@ -16,12 +16,13 @@ and the Ray driver use.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from probench.cache.crash import crash_point
 from probench.cache.identity import RunIdentity, RunSession, open_run
 from probench.cache.run import PredictionWriter, RunDir
 from probench.data.dataset import Dataset
@@ -61,6 +62,25 @@ def select_images(dataset: Dataset, limit: int | None = None) -> list[int]:
     return ids
 
 
+def empty_label_spaces(dataset: Dataset, image_ids: Sequence[int]) -> list[int]:
+    """The images with nothing to ask: no ``query_ids`` and no annotation to derive them from."""
+    return [i for i in image_ids if not dataset.label_space(i)]
+
+
+def check_something_to_ask(dataset: Dataset, image_ids: Sequence[int]) -> list[int]:
+    """:class:`InferenceError` when no image has a label space (the run would write nothing);
+    else the images that have none (they are recorded with no predictions)."""
+    empty = empty_label_spaces(dataset, image_ids)
+    if image_ids and len(empty) == len(image_ids):
+        where = f" of {dataset.root}" if dataset.root is not None else ""
+        raise InferenceError(
+            f"none of the {len(image_ids)} image(s){where} has a label space (no query_ids and no "
+            "annotations), so there is nothing to ask the model; give each image its query_ids "
+            "(CONTRACTS.md §1)"
+        )
+    return empty
+
+
 def run_inference(
     detector: Any,
     dataset: Dataset,
@@ -97,7 +117,9 @@ def run_inference(
     session = open_run(path, identity, formulations=formulations, overwrite=overwrite, timing_key="infer_s",
                        extra=extra)
     with session.recording():
+        crash_point("infer.started")
         _infer_all(detector, dataset, session, formulations, image_ids, progress, prefetch)
+    crash_point("infer.finishing")
     return session.finish()
 
 
@@ -137,17 +159,19 @@ def _infer_all(
                         got_id, image = next(images)
                         results = _infer_image(detector, dataset, image_id, got_id, image, f)
                     writer.add_image(image_id, results)
+                    crash_point("infer.record")
                     bar.update(1)
                 images.close()
                 writer.finalize()
                 by_formulation[f] = round(by_formulation.get(f, 0.0) + time.perf_counter() - t0, 3)
                 session.save()  # progress visible to anyone reading run.json
+                crash_point("infer.formulation_done")
     finally:
         for w in writers.values():
             w.close()
 
 
-def _decoded(dataset: Dataset, image_ids: list[int], prefetch: bool) -> Iterator[tuple[int, np.ndarray]]:
+def _decoded(dataset: Dataset, image_ids: list[int], prefetch: bool) -> Generator[tuple[int, np.ndarray]]:
     """The images decoded in order; with ``prefetch`` the next one is decoded in a thread
     while the model works on the current one (cv2 releases the GIL while decoding).
     A decode error surfaces at its image's turn, naming the file: the run stops there."""
@@ -158,10 +182,10 @@ def _decoded(dataset: Dataset, image_ids: list[int], prefetch: bool) -> Iterator
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probench-decode") as pool:
-        pending = pool.submit(dataset.read_image, image_ids[0]) if image_ids else None
+        pending = [pool.submit(dataset.read_image, i) for i in image_ids[:1]]
         for k, image_id in enumerate(image_ids):
-            image = pending.result()
-            pending = pool.submit(dataset.read_image, image_ids[k + 1]) if k + 1 < len(image_ids) else None
+            image = pending.pop().result()
+            pending += [pool.submit(dataset.read_image, i) for i in image_ids[k + 1 : k + 2]]
             yield image_id, image
 
 

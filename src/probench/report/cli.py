@@ -1,4 +1,5 @@
-"""``probench report RUN... --out DIR``: Table II (Markdown + CSV), Figs. 3-5 (PNG), report.md."""
+"""``probench report RUN... --out DIR``: Table II (Markdown + CSV), Figs. 3-5 and, for runs
+replayed through the ROS graph, the latency timeline (PNG), report.md."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 
 from probench.report.errors import ReportUsageError
 
-FIGURE_FILES = {"fig3": "fig3_map_vs_iou.png", "fig4": "fig4_delta_max_vs_iou.png", "fig5": "fig5_pareto.png"}
+FIGURE_FILES = {"fig3": "fig3_map_vs_iou.png", "fig4": "fig4_delta_max_vs_iou.png", "fig5": "fig5_pareto.png",
+                "timeline": "fig_latency_timeline.png"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,6 +65,8 @@ def build_report(
         "fig4": figures.fig_delta_vs_iou(entries),
         "fig5": figures.fig_pareto(entries),
     }
+    if any(e.trace or isinstance(e.metrics.get("realtime"), dict) for e in entries):  # ROS replays only
+        plots["timeline"] = figures.fig_latency_timeline(entries)
     names: dict[str, str | None] = {}
     notes: list[str] = []
     for key, plot in plots.items():

@@ -22,6 +22,9 @@ FIGURE_CAPTIONS: dict[str, str] = {
             "vertical connectors go down to mAP.5:.95, horizontal bars are the latency std, dotted "
             "lines join scale variants, the shaded region is 0-33.3 ms (30 Hz). Paper rows were "
             "measured on an RTX 4090; your rows on the device named in the runs table.",
+    "timeline": "Latency timeline - the latency of every replayed frame over time (one panel per "
+                "formulation and run; hollow: warm-up frames, red crosses along the top: missed "
+                "frames, dashed: the real-time budget).",
 }  # fmt: skip
 
 
@@ -36,8 +39,9 @@ def _runs_table(runs: list[Entry]) -> list[str]:
     ]
     for e in runs:
         info = e.info
-        ds = info.get("dataset") if isinstance(info.get("dataset"), dict) else {}
-        ds_text = ds.get("path") or "?"
+        got = info.get("dataset")
+        ds: dict = got if isinstance(got, dict) else {}
+        ds_text = str(ds.get("path") or "?")
         if ds.get("n_images") is not None:
             ds_text += f" ({ds.get('n_images')} images, {ds.get('n_queries', '?')} queries)"
         forms = e.metrics.get("formulations") or info.get("formulations") or []
@@ -84,18 +88,26 @@ def _realtime(runs: list[Entry]) -> list[str]:
         return []
     lines = [
         "## Real-time (ROS graph)", "",
-        "| row | rate (Hz) | frames sent | received | missed | within 33.3 ms | p50 (ms) | p95 (ms) |",
-        "|---|:-:|:-:|:-:|:-:|:-:|:-:|:-:|",
+        "| row | rate (Hz) | frames sent | received | missed | within 33.3 ms | p50 (ms) | p95 (ms) "
+        "| sent at (Hz) | answers (Hz) | output jitter p95 (ms) | first frame (ms) | warm-up frames |",
+        "|---|:-:|:-:|:-:|:-:|:-:|:-:|:-:|:-:|:-:|:-:|:-:|:-:|",
     ]  # fmt: skip
     for e in rows:
         rt = e.metrics["realtime"]
         lat = rt.get("latency_ms") if isinstance(rt.get("latency_ms"), dict) else {}
+        jit = rt.get("output_jitter_ms") if isinstance(rt.get("output_jitter_ms"), dict) else {}
+        warm = rt.get("warmup") if isinstance(rt.get("warmup"), dict) else {}
         within = rt.get("within_budget")
         lines.append("| " + " | ".join(_md(x) for x in (
             e.label, rt.get("rate_hz", ""), rt.get("frames_sent", ""), rt.get("frames_received", ""),
             rt.get("frames_missed", ""), f"{within:.1%}" if isinstance(within, (int, float)) else "",
-            _fmt(lat.get("p50")), _fmt(lat.get("p95")),
+            _fmt(lat.get("p50")), _fmt(lat.get("p95")), _fmt(rt.get("achieved_send_rate_hz")),
+            _fmt(rt.get("output_rate_hz")), _fmt(jit.get("p95")), _fmt(rt.get("first_latency_ms")),
+            warm.get("frames", ""),
         )) + " |")  # fmt: skip
+    lines += ["", "Warm-up frames (the first frames of each session, sent one at a time) count in the "
+              "frame counts and the scores, not in the latency, budget, rate and jitter columns. "
+              "Definitions: docs/EVALUATION.md."]  # fmt: skip
     return [*lines, ""]
 
 
@@ -139,6 +151,8 @@ def render(entries: list[Entry], table_md: str, figures: dict[str, str | None], 
             "Also as [`table2.csv`](table2.csv) and [`table2.md`](table2.md).", ""]  # fmt: skip
     out += ["## Figures", ""]
     for key, caption in FIGURE_CAPTIONS.items():
+        if key not in figures:  # not asked for (the timeline: no run came through ROS)
+            continue
         name = figures.get(key)
         if name:
             out += [f"![{caption}]({name})", "", f"*{caption}*", ""]

@@ -1,4 +1,5 @@
-"""The paper's figures 3-5 as matplotlib Figures (Agg canvas, no pyplot global state).
+"""The paper's figures 3-5 and the replay's latency timeline as matplotlib Figures (Agg
+canvas, no pyplot global state).
 
 Each ``fig_*`` returns a :class:`Plot`: the figure (None when no row can be drawn) and a
 note per row that was left out and why. Artists carry a ``gid`` (``"run:<label>"``,
@@ -202,7 +203,7 @@ def fig_pareto(entries: list[Entry]) -> Plot:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles = [
+    handles: list[Any] = [
         Line2D([], [], marker="o", ls="", color="0.5", mec="black", label="your runs"),
         Line2D([], [], marker="s", ls="", color="0.5", label="paper (RTX 4090)"),
         Line2D([], [], color="0.2", lw=1.2, label="Pareto frontier"),
@@ -246,6 +247,104 @@ def _family_connectors(ax: Any, rows: list[tuple[Entry, float, float]]) -> None:
             pts.sort()
             ax.plot([p[0] for p in pts], [p[1] for p in pts], ls=":", lw=1.0, color="0.5",
                     gid=f"family:{family}")
+
+
+def timeline_points(
+    trace: list[dict], formulation: str, period_s: float
+) -> dict[str, list[tuple[float, float]]]:
+    """One formulation's frames of a replay trace as (seconds since its first frame, latency
+    ms) by kind: ``answered``, ``warmup`` (answered warm-up frames), ``missed`` (latency
+    None: not answered, or not credited). Sessions of a resumed run follow one another (a
+    period apart), whatever time passed between them."""
+    from probench.cache.trace import ANSWERED, latest_frames
+
+    recs = [r for r in latest_frames(trace) if r.get("formulation") == formulation]
+    out: dict[str, list[tuple[float, float]]] = {"answered": [], "warmup": [], "missed": []}
+    offset = 0.0
+    by_session: dict[int, list] = {}
+    for r in recs:
+        by_session.setdefault(int(r.get("session", 0)), []).append(r)
+    for session in sorted(by_session):
+        rows = by_session[session]
+        t0 = int(rows[0]["sent_ns"])
+        for r in rows:
+            t = offset + (int(r["sent_ns"]) - t0) / 1e9
+            if r.get("status") != ANSWERED or r.get("latency_ms") is None:
+                out["missed"].append((t, float("nan")))
+            else:
+                out["warmup" if r.get("warmup") else "answered"].append((t, float(r["latency_ms"])))
+        offset += (int(rows[-1]["sent_ns"]) - t0) / 1e9 + period_s
+    return out
+
+
+def fig_latency_timeline(entries: list[Entry]) -> Plot:
+    """Latency of every frame over the replay, one panel per formulation (columns) and run
+    (rows): answered frames, warm-up frames apart, missed frames marked along the top, the
+    real-time budget as a line. Drawn for runs that came through the ROS graph (their
+    ``realtime_frames.jsonl``)."""
+    notes = []
+    rows = []
+    for e in entries:
+        if e.reference:
+            continue
+        if not e.trace:
+            if isinstance(e.metrics.get("realtime"), dict):
+                notes.append(f"{e.label}: left out of the latency timeline (no realtime_frames.jsonl)")
+            continue
+        forms = [f for f in FORMULATIONS if any(r.get("formulation") == f for r in e.trace)]
+        if forms:
+            rows.append((e, forms))
+    if not rows:
+        return Plot(None, notes)
+    from matplotlib.transforms import blended_transform_factory
+
+    n_cols = max(len(forms) for _, forms in rows)
+    fig = _figure(3.4 * n_cols + 0.6, 2.6 * len(rows) + 0.4)
+    axes = fig.subplots(len(rows), n_cols, squeeze=False, sharey="row")
+    for i, (e, forms) in enumerate(rows):
+        got = e.metrics.get("realtime")
+        rt: dict = got if isinstance(got, dict) else {}
+        budget = float(rt.get("budget_ms") or BUDGET_MS)
+        rate = float(rt.get("rate_hz") or 30.0)
+        for j in range(n_cols):
+            ax = axes[i][j]
+            if j >= len(forms):
+                ax.set_visible(False)
+                continue
+            f = forms[j]
+            pts = timeline_points(e.trace, f, 1.0 / rate)
+            key = f"{e.label}:{f}"
+            for kind, style in (("answered", {"color": "tab:blue", "marker": "o", "ms": 3.0}),
+                                ("warmup", {"color": "0.55", "marker": "o", "ms": 3.0, "mfc": "none"})):
+                if pts[kind]:
+                    ax.plot([t for t, _ in pts[kind]], [v for _, v in pts[kind]], ls="", gid=f"{kind}:{key}",
+                            label="warm-up" if kind == "warmup" else "answered", **style)
+            if pts["missed"]:  # along the top edge: they have no latency
+                top = blended_transform_factory(ax.transData, ax.transAxes)
+                ax.plot([t for t, _ in pts["missed"]], [0.96] * len(pts["missed"]), ls="", marker="x", ms=4.0,
+                        color="tab:red", transform=top, gid=f"missed:{key}", label="missed")
+            ax.axhline(budget, color="tab:green", ls="--", lw=1.0, gid=f"budget:{key}",
+                       label=f"{budget:g} ms budget")
+            lat = [v for kind in ("answered", "warmup") for _, v in pts[kind]]
+            if lat and max(lat) / max(min(lat), 1e-3) > 30:
+                ax.set_yscale("log")
+            ax.set_ylim(bottom=0 if ax.get_yscale() == "linear" else None)
+            n_missed, n_all = len(pts["missed"]), sum(len(v) for v in pts.values())
+            ax.set_title(f"{e.label}: {f} ({n_missed} of {n_all} missed)", fontsize=8)
+            ax.set_xlabel("replay time (s)", fontsize=8)
+            if j == 0:
+                ax.set_ylabel("latency (ms)", fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.grid(True, alpha=0.3)
+    handles, labels = [], []
+    for ax in fig.axes:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=7, frameon=False)
+    fig.suptitle("Latency per frame over the replay", fontsize=10)
+    return Plot(fig, notes)
 
 
 def save_png(fig: Any, path: str | Path) -> Path:

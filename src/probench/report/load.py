@@ -44,6 +44,7 @@ class Entry:
     info: dict = field(default_factory=dict)  # run.json
     family: str | None = None
     scored_now: bool = False  # metrics computed by the report (no metrics.json)
+    trace: list[dict] = field(default_factory=list)  # realtime_frames.jsonl of a ROS replay
 
     def number(self, column: str) -> float | None:
         """A Table II numeric column (``latency_ms`` is the latency mean)."""
@@ -96,10 +97,16 @@ def _num(v: object, where: str) -> float | None:
 def load_run(path: str | Path, dataset: str | Path | None = None) -> Entry:
     """An :class:`Entry` from a run folder, scoring it when it has no metrics.json."""
     from probench.cache.run import RunDir
+    from probench.cache.trace import TRACE_FILE, read_trace
 
     run = RunDir(path)
     if not run.path.is_dir():
         raise ReportUsageError(f"{run.path}: no such run folder")
+    if not (run.path / "run.json").is_file():
+        raise ReportUsageError(
+            f"{run.path}: no run.json, so not a probench run folder; give the folder that "
+            "`probench infer` or `probench eval` wrote (its --out)"
+        )
     info = run.info  # CacheError (exit 1, one line) if run.json is malformed
     if not isinstance(info, dict):
         raise ReportError(f"{run.path / 'run.json'}: expected a JSON object")
@@ -110,7 +117,8 @@ def load_run(path: str | Path, dataset: str | Path | None = None) -> Entry:
         scored_now = True
     if not isinstance(metrics, dict):
         raise ReportError(f"{run.path / 'metrics.json'}: expected a JSON object")
-    model = info.get("model") if isinstance(info.get("model"), dict) else {}
+    got = info.get("model")
+    model: dict = got if isinstance(got, dict) else {}
     label = str(model.get("paper_name") or model.get("name") or run.path.resolve().name)
     if model.get("paper_name") and str(model.get("name", "")).startswith("tiny-"):
         label += TINY_MARK
@@ -119,11 +127,14 @@ def load_run(path: str | Path, dataset: str | Path | None = None) -> Entry:
     # scale variants are known by the paper's names (a zoo "family" like "owl" also spans
     # OWL-ViT and OWLv2, which are different architectures)
     family = PAPER_FAMILIES.get(str(model.get("paper_name")))
-    return Entry(label, metrics, path=run.path, info=info, family=family, scored_now=scored_now)
+    return Entry(label, metrics, path=run.path, info=info, family=family, scored_now=scored_now,
+                 trace=read_trace(run.path / TRACE_FILE))
+
 
 
 def _score(run: object, info: dict, dataset: str | Path | None) -> dict:
-    ds = info.get("dataset") if isinstance(info.get("dataset"), dict) else {}
+    got = info.get("dataset")
+    ds: dict = got if isinstance(got, dict) else {}
     ds_path = dataset if dataset is not None else ds.get("path")
     where = run.path  # type: ignore[attr-defined]
     if not ds_path:

@@ -21,10 +21,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from probench.errors import CheckFailed, UsageError
 from probench.ros.node_spec import MODES
 from probench.vocabulary import FORMULATIONS
+
+if TYPE_CHECKING:
+    from probench.bags.reader import ProbenchBag
 
 _SIGTERM_GRACE_S = 5.0
 
@@ -41,6 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default=None, help="torch device of the grounding node (default cpu)")
     parser.add_argument("--answer-timeout", type=float, default=None,
                         help="seconds to wait for a frame's detections before counting it missed (default 5)")
+    parser.add_argument("--warmup-frames", type=int, default=None, metavar="N",
+                        help="first N frames of each session reported apart, not in the latency figures "
+                             "(default 3)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a run folder that holds another model/dataset/settings instead of "
+                             "refusing")
     parser.add_argument("--params-file", default=None, help="parameter YAML (default: config/eval.yaml)")
     parser.add_argument("--timeout", type=float, default=3600.0,
                         help="give up (and stop both nodes) after this many seconds (default 3600)")
@@ -87,6 +97,27 @@ def _stop(proc: subprocess.Popen, *, signalled: bool = False) -> None:
             return
 
 
+def check_run_folder(graph: list[dict], bag: ProbenchBag) -> None:
+    """Refuse (naming the field) a run folder that holds another experiment, from the
+    parameters both nodes will get: before any node starts, so before any model loads."""
+    from probench.cache.identity import check_folder
+    from probench.ros.eval_run import ros_identity
+    from probench.ros.graph import resolved_parameters
+    from probench.ros.node_spec import EVALUATOR_PARAMS, GROUNDING_PARAMS
+
+    g_desc, e_desc = graph
+    try:
+        given = {**GROUNDING_PARAMS.defaults(), **resolved_parameters(g_desc)}
+        given.pop("prompts", None)  # live operator prompts: not part of the identity, [] by default
+        grounding = GROUNDING_PARAMS.check_all(given)
+        evaluator = EVALUATOR_PARAMS.check_all({**EVALUATOR_PARAMS.defaults(), **resolved_parameters(e_desc)})
+    except ValueError as exc:
+        raise UsageError(f"bad parameter: {exc}") from None
+    identity = ros_identity(evaluator, grounding, bag.dataset.summary(), bag=str(evaluator["bag"]),
+                            compressed=bag.compressed)
+    check_folder(evaluator["out"], identity)
+
+
 def run(args: argparse.Namespace) -> int:
     from probench.bags.reader import ProbenchBag
     from probench.models.zoo import check_model_name
@@ -98,14 +129,22 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and not value > 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive, got {value}")
-    with ProbenchBag(args.bag) as bag:  # a bad bag fails here, in one line, before any node starts
-        n_frames = bag.n_frames
+    if args.warmup_frames is not None and args.warmup_frames < 0:
+        raise UsageError(f"--warmup-frames must be >= 0, got {args.warmup_frames}")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a folder; name a run folder")
     check_model_name(args.model)  # a one-line usage error, before any node starts
     graph = eval_graph(
         bag=args.bag, out=args.out, model=args.model, device=args.device, mode=args.mode, rate=args.rate,
         formulations=parse_formulations(args.formulations) if args.formulations else None,
-        answer_timeout=args.answer_timeout, params_file=args.params_file,
+        answer_timeout=args.answer_timeout, warmup_frames=args.warmup_frames, overwrite=args.overwrite,
+        params_file=args.params_file,
     )
+    with ProbenchBag(args.bag) as bag:  # a bad bag fails here, in one line, before any node starts
+        n_frames = bag.n_frames
+        if not args.overwrite:
+            check_run_folder(graph, bag)
     env = child_environment(args.domain_id)
     print(f"probench eval: {args.model} on {args.bag} ({n_frames} frames), "
           f"ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']}", file=sys.stderr)
@@ -148,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fmt(v: object, pct: bool = False) -> str:
+def _fmt(v: Any, pct: bool = False) -> str:
     if v is None:
         return "-"
     if pct:
@@ -160,7 +199,6 @@ def summary_table(metrics: dict, info: dict) -> str:
     model = info.get("model") or {}
     ros = info.get("ros") or {}
     rt = metrics.get("realtime") or {}
-    lat = rt.get("latency_ms") or {}
     weights = "random weights: the numbers test the pipeline, not the model" if model.get(
         "random_weights") else f"weights: {model.get('weights_source', '?')}"
     mode = ros.get("mode", "?")
@@ -171,12 +209,40 @@ def summary_table(metrics: dict, info: dict) -> str:
     for f in [k for k in FORMULATIONS if k in by_f]:
         m = by_f[f]
         lines.append(f"| {f} | {_fmt(m.get('map50'))} | {_fmt(m.get('map75'))} | {_fmt(m.get('map50_95'))} |")
-    lines += [
-        "",
-        f"PCR@.5 {_fmt(metrics.get('pcr50'))}   PLC {_fmt(metrics.get('plc'))}",
-        f"frames sent {rt.get('frames_sent', '-')}, received {rt.get('frames_received', '-')}, "
-        f"missed {rt.get('frames_missed', '-')}; latency p50 {_fmt(lat.get('p50'))} ms, "
-        f"p95 {_fmt(lat.get('p95'))} ms; within {rt.get('budget_ms', '-')} ms budget: "
-        f"{_fmt(rt.get('within_budget'), pct=True)}",
-    ]
+    lines += ["", f"PCR@.5 {_fmt(metrics.get('pcr50'))}   PLC {_fmt(metrics.get('plc'))}"]
+    lines += realtime_lines(rt)
     return "\n".join(lines)
+
+
+def realtime_lines(rt: dict) -> list[str]:
+    """The stream in a few lines: what was sent at which rate, what was missed, latency of
+    the measured frames, and what the warm-up left out."""
+    if not rt:
+        return []
+    lat = rt.get("latency_ms") or {}
+    warm = rt.get("warmup") or {}
+    sent_rate = rt.get("achieved_send_rate_hz")
+    stream = (f"stream: {rt.get('frames_sent', '-')} frames sent at {_fmt(sent_rate)} Hz"
+              if rt.get("mode") == "camera-rate" else
+              f"stream: {rt.get('frames_sent', '-')} frames sent, each when the previous was answered "
+              f"({_fmt(sent_rate)} Hz)")
+    extra = []
+    if rt.get("stray_messages"):
+        extra.append(f"{rt['stray_messages']} stray answer(s), not credited")
+    if rt.get("misattributed"):
+        extra.append(f"{rt['misattributed']} answer(s) with class ids outside their frame's set, "
+                     "not credited")
+    out = [
+        f"{stream}; received {rt.get('frames_received', '-')}, missed {rt.get('frames_missed', '-')}; "
+        f"answers at {_fmt(rt.get('output_rate_hz'))} Hz",
+        f"latency p50 {_fmt(lat.get('p50'))} ms, p95 {_fmt(lat.get('p95'))} ms; within "
+        f"{rt.get('budget_ms', '-')} ms budget: {_fmt(rt.get('within_budget'), pct=True)}",
+    ]
+    if warm.get("frames"):
+        first = _fmt(rt.get("first_latency_ms"))
+        out.append(f"warm-up: the first {warm['frames']} frame(s) were sent one at a time and are left out "
+                   f"of the latency, budget and rate figures (first frame {first} ms); they count in the "
+                   "frames and the scores")
+    if extra:
+        out.append("; ".join(extra))
+    return out

@@ -1,160 +1,254 @@
-"""The evaluator's run: replay every group, record as answers arrive, then summarise and score.
+"""The evaluator's run, as its four steps: ``plan``, ``stream``, ``collect``, ``finish``.
 
-Split from :mod:`probench.ros.evaluator_node` (the rclpy shell); ``node`` is that node.
+1. :func:`plan`: the run's identity (the grounding node's model settings, the bag's dataset,
+   the replay settings) opens or resumes the run folder (:mod:`probench.cache.identity`),
+   and each formulation gets the frames still to do (:mod:`probench.ros.eval_plan`).
+2. :func:`probench.ros.eval_stream.stream`: per formulation, each frame's stamped prompt set
+   then its image, at ``rate_hz`` or as fast as answered.
+3. :meth:`probench.ros.eval_stream.Collector.collect` credits each answer to its frame;
+   :class:`Recorder` (one thread, so that no file write delays the replay clock) appends a
+   trace record per frame (``realtime_frames.jsonl``) and the frame's results to the
+   prediction cache (resumable, CONTRACTS §2), then finalizes each formulation.
+4. :func:`finish`: ``realtime.json`` from the trace, run.json's status, ``metrics.json``.
+
+No rclpy here: the transport is an :class:`EvaluatorLink` (the evaluator node over DDS,
+an in-process fake in the tests).
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from probench.ros.errors import RosError
-from probench.ros.eval_plan import plan_groups, realtime_summary
+from probench.cache.crash import crash_point
+from probench.cache.identity import RunIdentity, RunSession
+from probench.cache.run import JsonlLog, PredictionWriter, RunDir
+from probench.cache.trace import TRACE_FILE
+from probench.ros.eval_plan import FormulationPlan, FramePlan, plan_formulation
+from probench.ros.eval_realtime import realtime_summary
+from probench.ros.eval_stream import Answer, Collector, Link, stream
+from probench.ros.node_spec import EvaluatorConfig
+from probench.vocabulary import CocoResult
 
-REALTIME_LOG = "realtime_frames.jsonl"
+
+class EvaluatorLink(Link, Protocol):
+    """The transport (:class:`probench.ros.eval_stream.Link`) plus what the run needs."""
+
+    def grounding_parameters(self, timeout: float) -> dict[str, Any]:
+        """The grounding node's model settings (model, device, precision, weights, ...)."""
+
+    def wait_ready(self, compressed: bool, timeout: float) -> None:
+        """Until the grounding node subscribes to the image and frame_prompts topics."""
+
+    def image_from_bag(self, raw: bytes) -> Any:
+        """The image message to publish, from its serialized bytes in the bag."""
+
+    def set_answer_handler(self, handler: Callable[[Answer], object]) -> None: ...
+
+    def info(self, text: str) -> None: ...
+
+    def warning(self, text: str) -> None: ...
+
+
+# -- 1. plan -------------------------------------------------------------------------------
+def ros_identity(
+    evaluator: Mapping[str, Any], grounding: Mapping[str, Any], dataset: Mapping[str, Any], *,
+    bag: str, compressed: bool,
+) -> RunIdentity:
+    """The identity of an evaluation through the ROS graph, from the evaluator's parameters,
+    the grounding node's and the bag's dataset summary. ``probench eval`` builds the same
+    from the parameter files before starting any node (so a mismatch is refused before a
+    model loads); the evaluator builds it from the running nodes."""
+    from probench.models.zoo import model_record
+
+    weights = str(grounding.get("weights") or "") or None
+    settings = {
+        "mode": evaluator["mode"],
+        "rate_hz": float(evaluator["rate_hz"]),
+        "budget_ms": float(evaluator["budget_ms"]),
+        "answer_timeout": float(evaluator["answer_timeout"]),
+        "warmup_frames": int(evaluator["warmup_frames"]),
+        "score_threshold": grounding.get("score_threshold"),
+        "max_detections": grounding.get("max_detections"),
+        "image_reliability": grounding.get("image_reliability"),
+        "compressed": bool(compressed),
+        "prompts": "per frame: its label space, stamped (frame_prompts)",
+    }
+    return RunIdentity(
+        source="ros", model=model_record(str(grounding.get("model") or ""), weights=weights),
+        # the dataset came embedded in the bag: no folder path, the bag instead
+        dataset={**dataset, "path": None, "bag": str(Path(bag).resolve())},
+        device=str(grounding.get("device")), precision=str(grounding.get("precision")), settings=settings,
+    )
+
+
+@dataclass
+class RunPlan:
+    session: RunSession
+    recorder: Recorder
+    formulations: list[FormulationPlan] = field(default_factory=list)  # with frames still to do
+    skipped: list[str] = field(default_factory=list)  # complete already
+
+
+def plan(cfg: EvaluatorConfig, bag: Any, grounding: Mapping[str, Any]) -> RunPlan:
+    """Open (or resume) the run folder and plan each formulation's frames still to do."""
+    from probench.cache.identity import open_run
+
+    identity = ros_identity(asdict(cfg), grounding, bag.dataset.summary(), bag=cfg.bag,
+                            compressed=bag.compressed)
+    session = open_run(cfg.out, identity, formulations=cfg.formulations, overwrite=cfg.overwrite,
+                       timing_key="eval_s", extra={"ros": {
+                           "mode": cfg.mode, "rate_hz": cfg.rate_hz, "bag": str(Path(cfg.bag).resolve()),
+                           "grounding_node": cfg.grounding_node, "warmup_frames": cfg.warmup_frames}})
+    recorder = Recorder(session.run, cfg.formulations)
+    frames = bag.frame_infos()
+    out = RunPlan(session, recorder)
+    for f in cfg.formulations:
+        if f in recorder.writers:
+            out.formulations.append(plan_formulation(frames, f, recorder.writers[f].done_images))
+        else:
+            out.skipped.append(f)
+    return out
+
+
+# -- 3. collect (the writer) -------------------------------------------------------------
+class Recorder:
+    """The one thread that writes: trace records and prediction lines, in the order the
+    collector resolves frames. :meth:`put` never blocks (it runs on the transport's thread)."""
+
+    def __init__(self, run: RunDir, formulations: Sequence[str]) -> None:
+        run.create()
+        self.writers: dict[str, PredictionWriter] = {
+            f: run.writer(f) for f in formulations if not (run.predictions_dir / f"{f}.json").exists()}
+        self.trace = JsonlLog(run.path / TRACE_FILE)
+        self._queue: queue.Queue = queue.Queue()
+        self._failure: BaseException | None = None
+        self.on_frame: Callable[[], None] = lambda: None  # progress bar
+        self._thread = threading.Thread(target=self._loop, name="evaluator-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, frame: FramePlan | None, record: dict | None, results: list[CocoResult]) -> None:
+        self._queue.put((frame, record, results))
+
+    def _loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                frame, record, results = item
+                if self._failure is None:
+                    if record is not None:
+                        self.trace.append(record)
+                    if frame is not None:
+                        self.writers[frame.formulation].add_image(frame.image_id, results)
+                        self.on_frame()
+                        crash_point("eval.record")
+            except BaseException as exc:  # noqa: BLE001 - raised on the main thread by check()
+                self._failure = exc
+            finally:
+                self._queue.task_done()
+
+    def check(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def finalize(self, formulation: str) -> None:
+        """Every frame of the formulation written: its predictions file, atomically."""
+        self._queue.join()
+        self.check()
+        self.writers[formulation].finalize()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=30.0)
+        self.trace.close()
+        for w in self.writers.values():
+            w.close()
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 # -- the run ------------------------------------------------------------------------------
-def run_evaluation(node: Any) -> dict:
-    """Replay, record, score. Returns the metrics dict (also in RUN/metrics.json)."""
+def run_evaluation(link: EvaluatorLink, cfg: EvaluatorConfig) -> dict:
+    """Plan, stream and collect every formulation, finish. Returns the metrics dict (also
+    in RUN/metrics.json)."""
     from probench.bags.reader import ProbenchBag
 
-    bag = ProbenchBag(node.cfg.bag)
+    bag = ProbenchBag(cfg.bag)
     try:
-        return _run(node, bag)
+        return _run(link, cfg, bag)
     finally:
         bag.close()
 
 
-def _run(node: Any, bag: Any) -> dict:
-    from rclpy.serialization import deserialize_message
+def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: Any) -> dict:
     from tqdm import tqdm
 
-    from probench.cache.identity import RunIdentity, open_run
-    from probench.cache.run import JsonlLog
-    from probench.models.zoo import model_record
-    from probench.scoring import score_run
-
-    cfg = node.cfg
-    dataset, compressed = bag.dataset, bag.compressed
-    stamped = bag.frame_infos()  # images are read per group, just before they are streamed
-    infos = [info for _, info in stamped]
-    node.make_image_publisher(compressed)
-
-    grounding = node.query_grounding_parameters(timeout=cfg.startup_timeout)
-    weights = str(grounding.get("weights") or "") or None
-    model = model_record(str(grounding.get("model") or ""), weights=weights)
-    settings = {
-        "mode": cfg.mode,
-        "rate_hz": cfg.rate_hz,
-        "budget_ms": cfg.budget_ms,
-        "answer_timeout": cfg.answer_timeout,
-        "score_threshold": grounding.get("score_threshold"),
-        "max_detections": grounding.get("max_detections"),
-        "image_reliability": grounding.get("image_reliability"),
-        "compressed": compressed,
-    }
-    bag_path = str(Path(cfg.bag).resolve())
-    identity = RunIdentity(
-        source="ros", model=model,
-        # the dataset came embedded in the bag: no folder path, the bag instead
-        dataset={**dataset.summary(), "path": None, "bag": bag_path},
-        device=str(grounding.get("device")), precision=str(grounding.get("precision")), settings=settings,
-    )
-    session = open_run(cfg.out, identity, formulations=cfg.formulations, timing_key="eval_s", extra={
-        "ros": {"mode": cfg.mode, "rate_hz": cfg.rate_hz, "bag": bag_path,
-                "grounding_node": cfg.grounding_node}})
-    run = session.run
-
-    rt_log = JsonlLog(run.path / REALTIME_LOG)
-    sink: queue.Queue = queue.Queue()
-    node.sink = sink
-    writers = {f: run.writer(f) for f in cfg.formulations}
-    failure: list[BaseException] = []
-
-    def write_loop() -> None:  # one thread owns the files: fsyncs never delay the replay clock
-        while True:
-            item = sink.get()
-            try:
-                if item is None:
-                    return
-                fp, record, results = item
-                if not failure:
-                    if record is not None:
-                        rt_log.append(record)
-                        bar.update(1)
-                    writers[fp.formulation].add_image(fp.image_id, results)
-            except BaseException as exc:  # noqa: BLE001 - reported by the main thread
-                failure.append(exc)
-            finally:
-                sink.task_done()
-
-    todo = 0
-    for f, w in writers.items():
-        if w.complete:  # nothing to do; opening the writer created an empty progress log
-            w.close()
-            if w.log.path.exists() and w.log.path.stat().st_size == 0:
-                w.log.path.unlink()
-        else:
-            todo += sum(len(g.frames) for g in plan_groups(infos, f, w.done_images)[0])
+    grounding = link.grounding_parameters(cfg.startup_timeout)
+    if grounding.get("prompts"):
+        link.warning(f"the grounding node has operator prompts {list(grounding['prompts'])!r}: a frame whose "
+                     "own prompt set does not reach it in time would be answered with them (never credited)")
+    run_plan = plan(cfg, bag, grounding)
+    session, recorder = run_plan.session, run_plan.recorder
+    crash_point("eval.started")
+    collector = Collector(recorder.put, answer_timeout_s=cfg.answer_timeout, warmup_frames=cfg.warmup_frames,
+                          session=int(session.info.get("resumed", 0)), ok=link.ok)
+    link.set_answer_handler(collector.collect)
+    todo = sum(len(p.frames) + len(p.empty) for p in run_plan.formulations)
     bar = tqdm(total=todo, desc="eval", unit="frame", disable=None)  # stderr, only on a terminal
-    writer_thread = threading.Thread(target=write_loop, name="evaluator-writer", daemon=True)
-    writer_thread.start()
-    log = node.get_logger()
-    first = True
+    recorder.on_frame = lambda: bar.update(1)
     try:
-        for f in cfg.formulations:
-            w = writers[f]
-            if w.complete:
-                log.info(f"{f}: already complete, skipped")
-                continue
-            groups, empty = plan_groups(infos, f, w.done_images)
-            for fp in empty:
-                sink.put((fp, None, []))
-            n = sum(len(g.frames) for g in groups)
-            log.info(f"{f}: {n} frame(s) in {len(groups)} prompt group(s) to replay "
-                     f"({len(w.done_images)} already done)")
-            for g in groups:
-                node.hand_over(g, cfg.startup_timeout if first else max(30.0, cfg.answer_timeout))
-                first = False
-                if not node.wait_for(lambda: node.image_pub.get_subscription_count() > 0,
-                                     cfg.startup_timeout):
-                    raise RosError("nobody subscribes to the image topic (remapping mismatch?)")
-                # read and decoded ahead by a thread (bounded: a few frames in memory at a
-                # time), so that neither a long group nor a zstd chunk upsets the replay clock
-                raws = bag.iter_images([stamped[fp.index][0] for fp in g.frames])
-                msgs = prefetch(deserialize_message(raw, node.image_type) for raw in raws)
-                node.stream(g, msgs)
-                if failure:
-                    raise failure[0]
-            sink.join()
-            if failure:
-                raise failure[0]
-            w.finalize()
+        with recorder:
+            for f in run_plan.skipped:
+                link.info(f"{f}: already complete, skipped")
+            if any(p.frames for p in run_plan.formulations):
+                link.wait_ready(bag.compressed, cfg.startup_timeout)
+            for fplan in run_plan.formulations:
+                empty = f", {len(fplan.empty)} with an empty label space (recorded with no detections)"
+                link.info(f"{fplan.formulation}: {len(fplan.frames)} frame(s) to replay, each with its own "
+                          f"prompt set ({fplan.already_done} already done{empty if fplan.empty else ''})")
+                for fp in fplan.empty:  # nothing to ask: no detections
+                    recorder.put(fp, None, [])
+                raws = bag.iter_images([fp.bag_time_ns for fp in fplan.frames])
+                # read and decoded ahead by a thread (a few frames in memory at a time), so
+                # that neither a long stream nor a zstd chunk upsets the replay clock
+                images = prefetch(link.image_from_bag(raw) for raw in raws)
+                stream(link, fplan.frames, images, collector, mode=cfg.mode, rate_hz=cfg.rate_hz,
+                       answer_timeout_s=cfg.answer_timeout)
+                recorder.finalize(fplan.formulation)
+                crash_point("eval.formulation_done")
+            recorder.check()
     except BaseException as exc:
         session.fail(exc)
         raise
     finally:
-        sink.put(None)
-        writer_thread.join(timeout=30.0)
         bar.close()
-        rt_log.close()
-        for w in writers.values():
-            w.close()
-    if failure:
-        raise failure[0]
+    return finish(session, bag.dataset, cfg)
 
-    # Everything is in the cache: summaries and scores.
-    records = JsonlLog(run.path / REALTIME_LOG)
-    realtime = realtime_summary(records.records, budget_ms=cfg.budget_ms, rate_hz=cfg.rate_hz,
-                                mode=cfg.mode)
-    records.close()
-    realtime["stray_messages"] = node.stray
+
+# -- 4. finish -----------------------------------------------------------------------------
+def finish(session: RunSession, dataset: Any, cfg: EvaluatorConfig) -> dict:
+    """``realtime.json`` from the whole trace (every session), run.json's status, then the
+    scores (``metrics.json``, with ``realtime`` in it)."""
+    from probench.scoring import score_run
+
+    crash_point("eval.finishing")
+    run = session.run
+    with JsonlLog(run.path / TRACE_FILE) as trace:
+        realtime = realtime_summary(trace.records, budget_ms=cfg.budget_ms, rate_hz=cfg.rate_hz,
+                                    mode=cfg.mode, warmup_frames=cfg.warmup_frames)
     run.write_json("realtime.json", realtime)
     session.finish()
+    crash_point("eval.scoring")
     metrics = score_run(dataset, run.path)
     run.write_json("metrics.json", metrics)
     return metrics

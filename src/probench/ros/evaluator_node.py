@@ -1,247 +1,157 @@
 """``evaluator_node``: replays a probench bag through the grounding node and scores it.
 
-In the operator's role (docs/DESIGN.md, "ROS graph contract"): for each formulation, frames
-are grouped by identical prompt set (:mod:`probench.ros.eval_plan`); per group the node
-publishes the prompt set on ``prompt``, waits for the grounding node's LabelInfo
-acknowledgement, then streams the group's frames on ``image`` (or ``image/compressed``) with
-FRESH unique stamps, either at ``rate_hz`` (camera-rate: frames the grounding node drops are
-missed) or one after the other as answers come back (as-fast-as-answered: none dropped).
-A frame is answered by the Detection2DArray carrying its stamp; one nobody answers within
-``answer_timeout`` counts as missed, with no detections.
-
-Everything lands in the run folder as it happens (resumable, CONTRACTS §2): one cache line
-per frame (``PredictionWriter.add_image``) and one realtime record per frame
-(``realtime_frames.jsonl``), ``finalize()`` per formulation; then ``realtime.json``,
-``run.json`` and ``metrics.json`` (``probench.scoring.score_run``). Then the node exits, so
-the launch (or ``probench eval``) shuts down.
+The node is the DDS side of the replay (an :class:`probench.ros.eval_run.EvaluatorLink`):
+it publishes each frame's prompt set as a ``vision_msgs/LabelInfo`` on ``frame_prompts``
+whose header.stamp is the frame's stamp, then the frame on ``image`` (or
+``image/compressed``), and hands every Detection2DArray arriving on ``detections`` to the
+run's collector. The run itself (plan, stream, collect, finish) is
+:func:`probench.ros.eval_run.run_evaluation`; docs/EVALUATION.md describes the design.
+When the run is scored the node exits, so the launch (or ``probench eval``) shuts down.
 """
 
 from __future__ import annotations
 
 import contextlib
-import queue
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import rclpy
+from rclpy.duration import Duration
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import Header
+from vision_msgs.msg import Detection2DArray, LabelInfo
+
 from probench.errors import ProbenchError
+from probench.ros import convert
 from probench.ros.errors import ParameterValueError, RosError
-from probench.ros.eval_plan import AttributionError, FramePlan, Group, results_for_frame
+from probench.ros.eval_stream import Answer, Interrupted
 from probench.ros.node_spec import EVALUATOR_NAME, EVALUATOR_PARAMS, EvaluatorConfig
 
 NODE_NAME = EVALUATOR_NAME
-_PROMPT_RETRY_S = 5.0
 _GROUNDING_PARAMS = ("model", "device", "precision", "weights", "score_threshold", "max_detections",
                      "image_reliability")
+# A prompt set that binds to no frame (stamp 1 ns): sent once, acknowledged, before the
+# stream, so that the first frame's set does not travel while discovery is still settling.
+_HANDSHAKE = ("probench evaluator: link check",)
 
 
-class Interrupted(ProbenchError):
-    """ROS was shut down (Ctrl-C, SIGTERM) before the evaluation finished."""
+class EvaluatorNode(Node):
+    def __init__(self) -> None:
+        super().__init__(NODE_NAME)
+        for spec in EVALUATOR_PARAMS:  # declared once, here; config/eval.yaml sets values
+            self.declare_parameter(spec.name, *convert.param_declaration(spec))
+        self.cfg = self._read_parameters()
+        reliable = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100,
+                              reliability=ReliabilityPolicy.RELIABLE)
+        self._handler: Callable[[Answer], object] | None = None
+        self.frame_prompts_pub = self.create_publisher(LabelInfo, "frame_prompts", reliable)
+        self.create_subscription(Detection2DArray, "detections", self._on_detections, reliable)
+        self.image_pub: Any = None
+        self.image_type: Any = None
 
-    exit_code = 130
+    def _read_parameters(self) -> EvaluatorConfig:
+        values = {name: self.get_parameter(name).value for name in EVALUATOR_PARAMS.names()}
+        try:
+            return EVALUATOR_PARAMS.to_config(EvaluatorConfig, values)
+        except (ProbenchError, ValueError) as exc:
+            raise ParameterValueError(f"{NODE_NAME}: {exc}") from None
 
+    # -- the link (probench.ros.eval_stream.Link) -------------------------------------------
+    def announce(self, stamp_ns: int, texts: Sequence[str]) -> None:
+        header = Header()
+        convert.set_stamp(header.stamp, stamp_ns)
+        self.frame_prompts_pub.publish(convert.prompts_to_label_info(list(texts), header))
 
-def _stamp_ns(stamp: Any) -> int:
-    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+    def send(self, image: Any, stamp_ns: int) -> None:
+        convert.set_stamp(image.header.stamp, stamp_ns)
+        self.image_pub.publish(image)
 
+    def ok(self) -> bool:
+        return rclpy.ok()
 
-def _make_node_class() -> type:
-    """Defined lazily so that importing this module needs no rclpy."""
-    import rclpy
-    from rclpy.node import Node
-    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-    from std_msgs.msg import String
-    from vision_msgs.msg import Detection2DArray, LabelInfo
+    def set_answer_handler(self, handler: Callable[[Answer], object]) -> None:
+        self._handler = handler
 
-    from probench.ros import convert
+    def image_from_bag(self, raw: bytes) -> Any:
+        from rclpy.serialization import deserialize_message
 
-    class EvaluatorNode(Node):
-        def __init__(self) -> None:
-            super().__init__(NODE_NAME)
-            for spec in EVALUATOR_PARAMS:  # declared once, here; config/eval.yaml sets values
-                self.declare_parameter(spec.name, *convert.param_declaration(spec))
-            self.cfg = self._read_parameters()
-            self._cv = threading.Condition()
-            self._pending: dict[int, tuple[FramePlan, int]] = {}  # stamp -> (frame, sent_ns)
-            self._answered: set[int] = set()
-            self._intervals: dict[int, float] = {}  # stamp -> ms since the group's previous send
-            self._acks: list[tuple[int, tuple[str, ...]]] = []
-            self.stray = 0
-            self.sink: queue.Queue | None = None  # finished frames, for the writer thread
-            reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-            latched = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
-                                 durability=DurabilityPolicy.TRANSIENT_LOCAL)
-            self.prompt_pub = self.create_publisher(String, "prompt", QoSProfile(
-                depth=10, reliability=ReliabilityPolicy.RELIABLE))
-            self.create_subscription(Detection2DArray, "detections", self._on_detections, reliable)
-            self.create_subscription(LabelInfo, "label_info", self._on_label_info, latched)
-            self.image_pub = None
+        return deserialize_message(raw, self.image_type)
 
-        # -- configuration ------------------------------------------------------------
-        def _read_parameters(self) -> EvaluatorConfig:
-            values = {name: self.get_parameter(name).value for name in EVALUATOR_PARAMS.names()}
-            try:
-                return EVALUATOR_PARAMS.to_config(EvaluatorConfig, values)
-            except (ProbenchError, ValueError) as exc:
-                raise ParameterValueError(f"{NODE_NAME}: {exc}") from None
+    def info(self, text: str) -> None:
+        self.get_logger().info(text)
 
-        def make_image_publisher(self, compressed: bool) -> None:
-            from sensor_msgs.msg import CompressedImage, Image
+    def warning(self, text: str) -> None:
+        self.get_logger().warning(text)
 
+    def _on_detections(self, msg: Detection2DArray) -> None:  # executor thread
+        received_ns = time.time_ns()
+        handler = self._handler
+        if handler is None:
+            return
+        try:
+            xyxy, scores, class_ids = convert.detection_array_to_arrays(msg)
+        except ValueError as exc:
+            self.get_logger().warning(f"unreadable Detection2DArray, not credited: {exc}")
+            xyxy, scores, class_ids = np.zeros((1, 4)), np.zeros(1), ["<unreadable>"]
+        handler(Answer(convert.stamp_ns(msg.header.stamp), received_ns, xyxy, scores, class_ids))
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _wait(self, ready: Callable[[], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if not rclpy.ok():
+                raise Interrupted("ROS shut down")
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def wait_ready(self, compressed: bool, timeout: float) -> None:
+        """Publish images of the bag's kind; return once the grounding node subscribes to
+        them and to frame_prompts, and has acknowledged one (handshake) prompt set."""
+        from sensor_msgs.msg import CompressedImage, Image
+
+        if self.image_pub is None:
             qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-            if compressed:
-                self.image_type, topic = CompressedImage, "image/compressed"
-            else:
-                self.image_type, topic = Image, "image"
+            self.image_type, topic = (CompressedImage, "image/compressed") if compressed else (Image, "image")
             self.image_pub = self.create_publisher(self.image_type, topic, qos)
+        hint = "(is the grounding node running, with the same ROS_DOMAIN_ID?)"
+        if not self._wait(lambda: self.frame_prompts_pub.get_subscription_count() > 0, timeout):
+            raise RosError(f"nobody subscribes to frame_prompts within {timeout:.0f} s {hint}; a "
+                           "grounding node older than the per-frame prompt sets does not")
+        if not self._wait(lambda: self.image_pub.get_subscription_count() > 0, timeout):
+            raise RosError(f"nobody subscribes to {self.image_pub.topic_name} within {timeout:.0f} s {hint}")
+        self.announce(1, _HANDSHAKE)
+        if not self.frame_prompts_pub.wait_for_all_acked(Duration(seconds=timeout)):
+            raise RosError(f"the grounding node did not acknowledge a frame_prompts message within "
+                           f"{timeout:.0f} s {hint}")
 
-        # -- callbacks (executor thread) -------------------------------------------------
-        def _on_label_info(self, msg: Any) -> None:
-            with self._cv:
-                self._acks.append((_stamp_ns(msg.header.stamp), tuple(convert.label_info_to_prompts(msg))))
-                self._cv.notify_all()
+    def grounding_parameters(self, timeout: float) -> dict[str, Any]:
+        """The grounding node's model settings, for run.json (and its operator prompts, when
+        set). Its parameter service answers only once the node spins, i.e. after its model
+        loaded: hence the long timeout."""
+        from rcl_interfaces.srv import GetParameters
 
-        def _on_detections(self, msg: Any) -> None:
-            recv_ns = time.time_ns()
-            stamp = _stamp_ns(msg.header.stamp)
-            with self._cv:
-                entry = self._pending.get(stamp)
-                if entry is None or stamp in self._answered:
-                    self.stray += 1  # not a frame of the current group: counted, never credited
-                    return
-                fp, sent_ns = entry
-            try:
-                xyxy, scores, class_ids = convert.detection_array_to_arrays(msg)
-                results = results_for_frame(fp, xyxy, scores, class_ids)
-            except (AttributionError, ValueError) as exc:
-                self.get_logger().warning(f"image {fp.image_id}: answer not credited: {exc}")
-                with self._cv:
-                    self.stray += 1
-                return
-            with self._cv:
-                if stamp in self._answered or stamp not in self._pending:
-                    self.stray += 1
-                    return
-                self._answered.add(stamp)
-                self._emit(fp, stamp, sent_ns, recv_ns, results)
-                self._cv.notify_all()
-
-        def _emit(self, fp: FramePlan, stamp: int, sent_ns: int, recv_ns: int | None,
-                  results: list[dict]) -> None:
-            interval = self._intervals.get(stamp)
-            record = {
-                "formulation": fp.formulation, "image_id": fp.image_id, "sent_ns": sent_ns,
-                "received_ns": recv_ns,
-                "latency_ms": None if recv_ns is None else round((recv_ns - sent_ns) / 1e6, 4),
-                "send_interval_ms": interval, "n_results": len(results),
-            }
-            if self.sink is None:
-                raise RuntimeError("no sink: run_evaluation() sets it before streaming")
-            self.sink.put((fp, record, results))
-
-        # -- the replay (main thread) --------------------------------------------------
-        def wait_for(self, predicate: Any, timeout: float) -> bool:
-            deadline = time.monotonic() + timeout
-            with self._cv:
-                while not predicate():
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        return False
-                    if not rclpy.ok():
-                        raise Interrupted("ROS shut down")
-                    self._cv.wait(timeout=min(left, 0.2))
-            return True
-
-        def hand_over(self, group: Group, timeout: float) -> None:
-            """Publish the group's prompt set and wait for its LabelInfo acknowledgement."""
-            deadline = time.monotonic() + timeout
-            if not self.wait_for(lambda: self.prompt_pub.get_subscription_count() > 0, timeout):
-                raise RosError(f"nobody subscribes to the prompt topic within {timeout:.0f} s "
-                               "(is the grounding node running, with the same ROS_DOMAIN_ID?)")
-            t_pub = time.time_ns()
-            msg = String()
-            msg.data = group.prompt_message
-            ok = False
-            while not ok and time.monotonic() < deadline:
-                # Repeating the same set is harmless (the node re-acknowledges it and drops
-                # nothing), so a message lost before discovery settled cannot stall the run.
-                self.prompt_pub.publish(msg)
-                ok = self.wait_for(
-                    lambda: any(s >= t_pub and texts == group.texts for s, texts in self._acks),
-                    min(_PROMPT_RETRY_S, max(0.0, deadline - time.monotonic())))
-            if not ok:
-                raise RosError(
-                    f"the grounding node did not acknowledge the prompt set {group.prompt_message[:80]!r} "
-                    f"within {timeout:.0f} s (is it running, with the same ROS_DOMAIN_ID?)")
-            with self._cv:
-                self._acks.clear()
-
-        def stream(self, group: Group, messages: Iterator[Any]) -> None:
-            """Send the group's frames (``messages``: their image messages, in order, made
-            lazily: the next is prepared right after a send, while the clock waits)."""
-            period = 1.0 / self.cfg.rate_hz
-            timeout = self.cfg.answer_timeout
-            fast = self.cfg.mode == "as-fast-as-answered"
-            with self._cv:
-                self._pending.clear()
-                self._answered.clear()
-                self._intervals = {}
-            last_stamp = 0
-            t0 = time.perf_counter()
-            stamps: list[int] = []
-            upcoming = iter(messages)
-            msg = next(upcoming)
-            for i, fp in enumerate(group.frames):
-                if not fast:
-                    delay = t0 + i * period - time.perf_counter()
-                    if delay > 0:
-                        time.sleep(delay)
-                stamp = max(time.time_ns(), last_stamp + 1)  # fresh and unique
-                msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
-                with self._cv:
-                    self._pending[stamp] = (fp, stamp)
-                    if last_stamp:
-                        self._intervals[stamp] = round((stamp - last_stamp) / 1e6, 4)
-                self.image_pub.publish(msg)
-                last_stamp = stamp
-                stamps.append(stamp)
-                msg = next(upcoming, None) if i + 1 < len(group.frames) else None
-                if fast:
-                    self.wait_for(lambda s=stamp: s in self._answered, timeout)
-                elif not rclpy.ok():
+        name = self.cfg.grounding_node.rstrip("/")
+        deadline = time.monotonic() + timeout
+        client: Any = self.create_client(GetParameters, f"{name}/get_parameters")
+        try:
+            while not client.wait_for_service(timeout_sec=0.5):
+                if not rclpy.ok():
                     raise Interrupted("ROS shut down")
-            if not fast:
-                # The node answers in arrival order and keeps only the newest waiting frame, so
-                # once the last frame is answered no earlier one can still come: no need to sit
-                # out answer_timeout for frames it skipped.
-                self.wait_for(lambda: stamps[-1] in self._answered, timeout)
-            with self._cv:  # whatever is still unanswered is missed; later answers are strays
-                for s in stamps:
-                    if s not in self._answered:
-                        fp, sent = self._pending[s]
-                        self._emit(fp, s, sent, None, [])
-                self._pending.clear()
+                if time.monotonic() > deadline:
+                    raise RosError(f"no grounding node {name!r} within {timeout:.0f} s (is it running, "
+                                   "with the same ROS_DOMAIN_ID and ROS_AUTOMATIC_DISCOVERY_RANGE?)")
 
-        def query_grounding_parameters(self, timeout: float) -> dict[str, Any]:
-            """The grounding node's model settings, for run.json. Its parameter service answers
-            only once the node spins, i.e. after its model loaded: hence the long timeout."""
-            from rcl_interfaces.srv import GetParameters
-
-            name = self.cfg.grounding_node.rstrip("/")
-            deadline = time.monotonic() + timeout
-            client = self.create_client(GetParameters, f"{name}/get_parameters")
-            try:
-                while not client.wait_for_service(timeout_sec=0.5):
-                    if not rclpy.ok():
-                        raise Interrupted("ROS shut down")
-                    if time.monotonic() > deadline:
-                        raise RosError(f"no grounding node {name!r} within {timeout:.0f} s (is it running, "
-                                       "with the same ROS_DOMAIN_ID and ROS_AUTOMATIC_DISCOVERY_RANGE?)")
+            def get(names: Sequence[str]) -> dict[str, Any]:
                 req = GetParameters.Request()
-                req.names = list(_GROUNDING_PARAMS)
+                req.names = list(names)
                 future = client.call_async(req)
                 done = threading.Event()
                 future.add_done_callback(lambda _f: done.set())
@@ -254,21 +164,26 @@ def _make_node_class() -> type:
                 result = future.result()
                 if result is None:
                     raise RosError(f"grounding node {name!r}: parameter request failed")
-                return {n: _param_value(v) for n, v in zip(req.names, result.values, strict=False)}
-            finally:
-                self.destroy_client(client)
+                return {n: _param_value(v) for n, v in zip(names, result.values, strict=False)}
 
-    return EvaluatorNode
+            values = get(_GROUNDING_PARAMS)
+            if not values.get("model"):
+                raise RosError(f"grounding node {name!r} reports no model parameter")
+            # asked apart: a never-set prompts parameter makes the service answer nothing at all
+            values["prompts"] = get(["prompts"]).get("prompts") or []
+            return values
+        finally:
+            self.destroy_client(client)
 
 
 def _param_value(v: Any) -> Any:
-    # rcl_interfaces/ParameterValue: type 1 bool, 2 int, 3 double, 4 string
-    return {1: v.bool_value, 2: v.integer_value, 3: v.double_value, 4: v.string_value}.get(v.type)
+    # rcl_interfaces/ParameterValue: type 1 bool, 2 int, 3 double, 4 string, 9 string array
+    return {1: v.bool_value, 2: v.integer_value, 3: v.double_value, 4: v.string_value,
+            9: list(v.string_array_value)}.get(v.type)
 
 
 def main(argv: list[str] | None = None) -> int:
     """``evaluator_node --ros-args -p bag:=... -p out:=...``: replay, score, exit."""
-    import rclpy
     from rclpy.exceptions import ParameterException
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
@@ -281,13 +196,13 @@ def main(argv: list[str] | None = None) -> int:
     spinner = None
     rc = 0
     try:
-        node = _make_node_class()()
+        node = EvaluatorNode()
         executor.add_node(node)
         spinner = threading.Thread(target=_spin, args=(executor,), name="evaluator-spin", daemon=True)
         spinner.start()
         from probench.ros.eval_run import run_evaluation
 
-        metrics = run_evaluation(node)
+        metrics = run_evaluation(node, node.cfg)
         rt = metrics.get("realtime") or {}
         node.get_logger().info(
             f"done: map50={metrics.get('map50')} frames sent={rt.get('frames_sent')} "

@@ -40,6 +40,9 @@ EVAL_ARGUMENTS: dict[str, tuple[str, str]] = {
     "rate": ("", "camera-rate replay rate in Hz (empty: from params_file)"),
     "formulations": ("", "comma-separated subset of orig,cat,tmpl (empty: from params_file)"),
     "answer_timeout": ("", "seconds to wait for a frame's detections (empty: from params_file)"),
+    "warmup_frames": ("", "first frames of each session left out of the latency figures (empty: from "
+                          "params_file)"),
+    "overwrite": ("false", "true: replace a run folder that holds another experiment"),
     "params_file": ("", "parameter YAML (empty: the package's config/eval.yaml)"),
 }
 
@@ -67,6 +70,23 @@ def _positive_float(name: str, text: str) -> float:
     return value
 
 
+def _count(name: str, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"{name} must be a whole number, got {text!r}") from None
+    if value < 0:
+        raise UsageError(f"{name} must be >= 0, got {text!r}")
+    return value
+
+
+def _flag(name: str, text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("", "true", "false"):
+        raise UsageError(f"{name} must be true or false, got {text!r}")
+    return value == "true"
+
+
 def eval_graph(
     *,
     bag: str | Path,
@@ -77,6 +97,8 @@ def eval_graph(
     rate: float | None = None,
     formulations: list[str] | None = None,
     answer_timeout: float | None = None,
+    warmup_frames: int | None = None,
+    overwrite: bool = False,
     params_file: str | Path | None = None,
 ) -> list[dict[str, Any]]:
     """``launch_ros.actions.Node`` keyword arguments of the two nodes (grounding first)."""
@@ -115,6 +137,10 @@ def eval_graph(
         evaluator["formulations"] = list(formulations)
     if answer_timeout is not None:
         evaluator["answer_timeout"] = float(answer_timeout)
+    if warmup_frames is not None:
+        evaluator["warmup_frames"] = int(warmup_frames)
+    if overwrite:
+        evaluator["overwrite"] = True
     e = {
         "package": PACKAGE,
         "executable": EVALUATOR_EXECUTABLE,
@@ -144,6 +170,8 @@ def eval_graph_from_arguments(values: Mapping[str, str]) -> list[dict[str, Any]]
         answer_timeout=(
             _positive_float("answer_timeout", v["answer_timeout"]) if v["answer_timeout"] else None
         ),
+        warmup_frames=_count("warmup_frames", v["warmup_frames"]) if v["warmup_frames"] else None,
+        overwrite=_flag("overwrite", v["overwrite"]),
         params_file=v["params_file"] or None,
     )
 
@@ -189,3 +217,41 @@ def executable_path(name: str) -> str:
 
 def command_line(desc: Mapping[str, Any]) -> list[str]:
     return [executable_path(str(desc["executable"])), *ros_arguments(desc)]
+
+
+# -- the parameters a node of the graph will run with ------------------------------------------
+def _node_pattern_matches(pattern: list[str], name: list[str]) -> bool:
+    """rcl's node-name wildcards: ``**`` any number of tokens, ``*`` exactly one."""
+    if not pattern:
+        return not name
+    head, rest = pattern[0], pattern[1:]
+    if head == "**":
+        return any(_node_pattern_matches(rest, name[i:]) for i in range(len(name) + 1))
+    return bool(name) and head in ("*", name[0]) and _node_pattern_matches(rest, name[1:])
+
+
+def resolved_parameters(desc: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameter values a node description gives its node: each params file's
+    ``ros__parameters`` under every key matching the node's full name (in file order,
+    rcl's wildcards), then the overrides; later sources win. Used to refuse a mismatched
+    run folder before any node starts; the nodes' own values are checked again at run time."""
+    import yaml
+
+    full = [t for t in f"{desc.get('namespace') or ''}/{desc['name']}".split("/") if t]
+    out: dict[str, Any] = {}
+    for source in desc.get("parameters", []):
+        if isinstance(source, Mapping):
+            out.update(source)
+            continue
+        path = Path(source)
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise UsageError(f"params file {path}: cannot read it: {exc}") from None
+        if not isinstance(doc, Mapping):
+            raise UsageError(f"params file {path}: expected a mapping of node names")
+        for key, section in doc.items():
+            pattern = [t for t in str(key).split("/") if t]
+            if _node_pattern_matches(pattern, full) and isinstance(section, Mapping):
+                out.update(section.get("ros__parameters") or {})
+    return out

@@ -5,9 +5,13 @@ cleanup releases the model; ``autostart`` does configure+activate on start). Rea
 the image callbacks only put the newest (still serialized) message into a one-slot
 mailbox; a worker thread (:mod:`probench.ros.grounding_worker`) processes the newest frame,
 so frames never queue behind a slow model (the replaced ones are counted as skipped).
-Prompt changes are queued for the worker, which encodes the text once per prompt set and
-acknowledges each accepted set with a LabelInfo. The topic/param contract with the
-evaluator is in docs/DESIGN.md ("ROS graph contract").
+Operator prompt changes (``prompt`` topic, ``prompts`` parameter) are queued for the worker,
+which makes the text side ready and acknowledges each accepted set with a LabelInfo.
+A frame may also carry its own prompt set: a LabelInfo on ``frame_prompts`` whose
+header.stamp equals the frame's stamp (the evaluator's per-frame label spaces); the frame
+is then answered with that set, its text encoded (or taken from the detector's LRU text
+cache) while the frame is processed, so inside its latency. The topic/param contract with
+the evaluator is in docs/DESIGN.md ("ROS graph contract") and docs/EVALUATION.md.
 """
 
 from __future__ import annotations
@@ -38,10 +42,11 @@ from vision_msgs.msg import Detection2DArray, LabelInfo
 
 from probench.detections import Detections
 from probench.errors import ProbenchError
+from probench.models.base import check_prompts
 from probench.ros import convert
 from probench.ros.errors import ParameterValueError
 from probench.ros.grounding_stats import GroundingStats, diagnostic_level
-from probench.ros.grounding_worker import FrameWorker, Prompts
+from probench.ros.grounding_worker import FrameWorker, Prompts, StampedPromptSets
 from probench.ros.node_spec import (
     GROUNDING_PARAMS,
     NODE_NAME,
@@ -62,6 +67,7 @@ class GroundingNode(LifecycleNode):
 
         self.stats = GroundingStats()
         self.worker = FrameWorker(self.stats, self._process, self._apply_prompts, self._on_worker_error)
+        self.frame_sets = StampedPromptSets()  # per-frame prompt sets (frame_prompts), by stamp
         self._detector: Any = None
         self._cfg: GroundingConfig | None = None  # parameter values taken at configure
         self._entities: list[Any] = []  # created at configure, destroyed at cleanup
@@ -128,6 +134,17 @@ class GroundingNode(LifecycleNode):
         finally:
             self._syncing_param = False
 
+    def _on_frame_prompts(self, msg: LabelInfo) -> None:
+        """A prompt set for one frame: kept until the frame with the same stamp is processed."""
+        try:
+            prompts = check_prompts(convert.label_info_to_prompts(msg))
+        except ProbenchError as exc:
+            self.stats.count("prompts_rejected")
+            self.get_logger().warning(f"frame prompt set rejected, its frame gets the operator's prompts: "
+                                      f"{exc}", throttle_duration_sec=_THROTTLE_S)
+            return
+        self.frame_sets.put(convert.stamp_ns(msg.header.stamp), prompts)
+
     def _reject_prompt(self, why: str) -> None:
         self.stats.count("prompts_rejected")
         self.get_logger().warning(f"prompt rejected, previous prompts stay active: {why}")
@@ -158,7 +175,11 @@ class GroundingNode(LifecycleNode):
         self.worker.put_frame("compressed", data)
 
     def _process(self, kind: str, data: bytes, t_arrival: float, prompts: Prompts) -> None:
-        """Worker thread: one frame, answered with the prompt set active when it started."""
+        """Worker thread: one frame, answered with the prompt set stamped for it, else with
+        the operator's set active when it started (``prompts``)."""
+        cfg = self._cfg
+        if cfg is None:  # not configured: the worker only runs between configure and cleanup
+            return
         try:
             if kind == "raw":
                 msg = convert.image_from_cdr(data)
@@ -170,16 +191,29 @@ class GroundingNode(LifecycleNode):
             self.stats.count("errors")
             self.get_logger().warning(f"image dropped: {exc}", throttle_duration_sec=_THROTTLE_S)
             return
+        own = self.frame_sets.take(convert.stamp_ns(msg.header.stamp), cfg.frame_prompts_wait)
+        if own is not None:
+            prompts = own
+        elif self.frame_sets.in_use():
+            # Per-frame sets are being sent but this frame's never came. An empty answer would
+            # read as "nothing found with its set": without operator prompts, no answer at all.
+            what = "answered with the operator's prompts" if prompts else "not answered (no operator prompts)"
+            self.get_logger().warning(
+                f"no prompt set stamped for the frame within {cfg.frame_prompts_wait} s "
+                f"(frame_prompts_wait): {what}", throttle_duration_sec=_THROTTLE_S)
+            if not prompts:
+                return
         if prompts:
             if not rgb.flags.writeable:  # a view of the immutable wire bytes: models may write
                 rgb = rgb.copy()
-            dets = self._detector.detect(rgb)
+            # the text side is made ready here (LRU-cached), so it counts in this frame's latency
+            dets = self._detector.detect(rgb, prompts)
         else:
             dets = Detections.empty()
             self.get_logger().warning("no prompts yet: publish one on 'prompt' (or set the prompts "
                                       "parameter)", throttle_duration_sec=_THROTTLE_S)
         # serialized directly: the bytes of the Detection2DArray, a fraction of rclpy's cost
-        limit = self._cfg.max_detections
+        limit = cfg.max_detections
         self._pub_dets.publish(convert.detections_to_cdr(dets, msg.header, prompts, max_detections=limit))
         self.stats.record_frame((time.perf_counter() - t_arrival) * 1000.0)
         if self._pub_debug.get_subscription_count() > 0:  # drawing costs: only for a viewer
@@ -258,7 +292,15 @@ class GroundingNode(LifecycleNode):
             event_callbacks=pub_events("debug_image"))
         self._pub_labels = self.create_lifecycle_publisher(
             LabelInfo, "label_info", latched, event_callbacks=pub_events("label_info"))
+        # Deep and reliable: the evaluator publishes each frame's set just before the frame.
+        frame_sets_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100,
+                                    reliability=ReliabilityPolicy.RELIABLE)
+        self.frame_sets = StampedPromptSets()
         subs = [
+            # created before the image subscriptions: the executor serves ready subscriptions
+            # in creation order, so a set that arrived with its frame is handed over first
+            self.create_subscription(LabelInfo, "frame_prompts", self._on_frame_prompts, frame_sets_qos,
+                                     event_callbacks=sub_events("frame_prompts")),
             self.create_subscription(Image, "image", self._on_image, image_qos, raw=True,
                                      event_callbacks=sub_events("image")),
             self.create_subscription(CompressedImage, "image/compressed", self._on_compressed,
@@ -322,6 +364,11 @@ class GroundingNode(LifecycleNode):
         calls = getattr(self._detector, "text_encoder_calls", None)
         if calls is not None:
             values["text_encoder_calls"] = calls
+        cache_stats = getattr(self._detector, "text_cache_stats", None)
+        if callable(cache_stats):
+            for key in ("hits", "misses", "evictions"):
+                values[f"text_cache_{key}"] = cache_stats().get(key, 0)
+        values.update(self.frame_sets.counters())
         new_errors = int(snap["errors"]) - self._errors_reported
         self._errors_reported = int(snap["errors"])
         level, message = diagnostic_level(state, len(active), new_errors, float(snap["rate_hz"]))

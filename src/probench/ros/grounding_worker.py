@@ -1,12 +1,15 @@
 """The grounding node's real-time core: a one-slot frame mailbox and a prompt queue served
-by one worker thread (pure Python, no rclpy, so its rules are unit-tested directly).
+by one worker thread, and the map of per-frame (stamped) prompt sets (pure Python, no rclpy,
+so their rules are unit-tested directly).
 
 Rules (docs/DESIGN.md, ROS graph contract):
 - only the newest frame waits; a frame replaced before processing is counted as skipped;
-- accepted prompt sets are applied in order, before any waiting frame, each acknowledged
-  by ``handle_prompts`` (the node publishes a LabelInfo);
-- a prompt CHANGE drops the pending (not yet started) frame, counted as skipped;
-- each frame is processed with the prompt set active when its processing starts;
+- accepted operator prompt sets are applied in order, before any waiting frame, each
+  acknowledged by ``handle_prompts`` (the node publishes a LabelInfo);
+- an operator prompt CHANGE drops the pending (not yet started) frame, counted as skipped;
+- each frame is processed with the prompt set stamped with the frame's own stamp when there
+  is one (:class:`StampedPromptSets`), else with the operator's set active when its
+  processing starts;
 - frames are taken only while active; ``deactivate`` returns once the frame in flight is done.
 
 The node runs the worker thread (``start``); ``probench ground --realtime`` drives the same
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -157,3 +160,73 @@ class FrameWorker:
     def _run(self) -> None:
         while (job := self._next_job()) is not None:
             self.run_job(job)
+
+
+class StampedPromptSets:
+    """Prompt sets each stamped for one frame (``frame_prompts``: header.stamp = the frame's
+    stamp), kept until that frame is processed.
+
+    A bounded map stamp -> prompt set. :meth:`take` hands a frame its set and forgets every
+    set stamped before it: frames arrive in stamp order and the node only ever processes the
+    newest, so those belong to frames it passed over. Beyond ``capacity`` the oldest set is
+    evicted (counted). Sets arrive on their own topic, so a frame can be taken from the
+    mailbox a moment before its set is handed over by the executor: while stamped sets are in
+    use (one arrived within ``in_use_s``) and none stamped at or after the frame has come yet,
+    :meth:`take` waits up to ``wait_s`` for it. Live operation sends no stamped sets, so it
+    never waits.
+    """
+
+    def __init__(self, capacity: int = 1024, in_use_s: float = 5.0) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be >= 1")
+        self.capacity = capacity
+        self.in_use_s = in_use_s
+        self._cond = threading.Condition()
+        self._sets: OrderedDict[int, Prompts] = OrderedDict()
+        self._newest = -1  # the highest stamp ever put
+        self._last_put = float("-inf")  # monotonic time of the last put
+        self.bound = 0  # frames processed with their own stamped set
+        self.unbound = 0  # frames that found none while stamped sets were in use
+        self.evicted = 0
+
+    def put(self, stamp_ns: int, prompts: Prompts, now: float | None = None) -> None:
+        with self._cond:
+            self._last_put = time.monotonic() if now is None else now
+            self._sets[int(stamp_ns)] = prompts
+            self._newest = max(self._newest, int(stamp_ns))
+            while len(self._sets) > self.capacity:
+                self._sets.popitem(last=False)
+                self.evicted += 1
+            self._cond.notify_all()
+
+    def in_use(self, now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
+        return now - self._last_put <= self.in_use_s
+
+    def take(self, stamp_ns: int, wait_s: float = 0.0) -> Prompts | None:
+        """The set stamped ``stamp_ns`` (forgetting it and every older one), or None."""
+        stamp_ns = int(stamp_ns)
+        deadline = time.monotonic() + wait_s
+        with self._cond:
+            while stamp_ns not in self._sets and self._newest < stamp_ns and self.in_use():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(timeout=left)
+            found = self._sets.pop(stamp_ns, None)
+            for s in [s for s in self._sets if s < stamp_ns]:
+                del self._sets[s]
+            if found is not None:
+                self.bound += 1
+            elif self.in_use():
+                self.unbound += 1
+            return found
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._sets)
+
+    def counters(self) -> dict[str, int]:
+        with self._cond:
+            return {"frames_bound": self.bound, "frames_unbound": self.unbound,
+                    "stamped_sets_pending": len(self._sets), "stamped_sets_evicted": self.evicted}

@@ -52,6 +52,9 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
           "configure", low=1, high=10000),
     Param("diagnostics_period", "double", 1.0, "seconds between /diagnostics messages", "configure",
           low=0.0, low_open=True),
+    Param("frame_prompts_wait", "double", 0.5,
+          "seconds a frame waits for its stamped prompt set (frame_prompts) while such sets are in use",
+          "configure", low=0.0, high=10.0),
 ))
 # Kept for the node's and tests' use: the one table above, as a tuple of rows.
 PARAMETERS: tuple[Param, ...] = GROUNDING_PARAMS.rows
@@ -72,6 +75,7 @@ class GroundingConfig:
     image_reliability: str
     max_detections: int
     diagnostics_period: float
+    frame_prompts_wait: float
 
 
 EVALUATOR_NAME = "evaluator_node"
@@ -88,8 +92,13 @@ EVALUATOR_PARAMS = ParamTable(EVALUATOR_NAME, (
     Param("startup_timeout", "double", 180.0,
           "seconds to wait for the grounding node (model load, first prompts)", low=0.0, low_open=True),
     Param("budget_ms", "double", 33.3, "real-time budget of one frame (ms)", low=0.0, low_open=True),
+    Param("warmup_frames", "integer", 3,
+          "the first N frames of each session: reported apart, left out of the latency figures", low=0,
+          high=1000),
     Param("grounding_node", "string", "/grounding_node",
           "the grounding node whose parameters go into run.json", nonempty=True),
+    Param("overwrite", "bool", False,
+          "replace a run folder that holds another experiment (its probench files)"),
 ))
 
 
@@ -105,7 +114,9 @@ class EvaluatorConfig:
     answer_timeout: float
     startup_timeout: float
     budget_ms: float
+    warmup_frames: int
     grounding_node: str
+    overwrite: bool
 
 
 PARAMETER_DEFAULTS: dict[str, Any] = GROUNDING_PARAMS.defaults()
@@ -116,6 +127,8 @@ TOPICS: dict[str, tuple[str, str, str]] = {
     "image": ("sub", "sensor_msgs/msg/Image", "sensor data (keep last 5), reliability = image_reliability"),
     "image/compressed": ("sub", "sensor_msgs/msg/CompressedImage", "as image"),
     "prompt": ("sub", "std_msgs/msg/String", "reliable, keep last 10"),
+    "frame_prompts": ("sub", "vision_msgs/msg/LabelInfo",
+                      "reliable, keep last 100; header.stamp = the stamp of the frame the set is for"),
     "detections": ("pub", "vision_msgs/msg/Detection2DArray", "reliable, keep last 10"),
     "debug_image": ("pub", "sensor_msgs/msg/Image", "reliable, keep last 1 (built only when subscribed)"),
     "label_info": ("pub", "vision_msgs/msg/LabelInfo", "reliable, transient_local, keep last 1"),

@@ -80,6 +80,16 @@ def _pose_default() -> Any:
     return _msgs().PoseWithCovariance()
 
 
+def stamp_ns(stamp: Any) -> int:
+    """A ``builtin_interfaces/Time`` (anything with ``sec`` and ``nanosec``) in nanoseconds."""
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def set_stamp(stamp: Any, ns: int) -> None:
+    """Set a ``builtin_interfaces/Time`` in place from nanoseconds."""
+    stamp.sec, stamp.nanosec = divmod(int(ns), 1_000_000_000)
+
+
 def to_header(header: Any) -> Any:
     """A ``std_msgs/Header`` from any object with ``stamp.sec``, ``stamp.nanosec``, ``frame_id``."""
     m = _msgs()

@@ -1,0 +1,75 @@
+"""The per-frame trace of a ROS replay: ``RUN/realtime_frames.jsonl``.
+
+Written by the evaluator (:mod:`probench.ros.eval_run`, one JSON line per resolved frame
+and per stray answer, appended as the replay goes, resumable like the prediction logs),
+read by the realtime figures (:mod:`probench.ros.eval_realtime`) and the report's latency
+timeline. Frame records: ``kind: "frame"``, ``formulation``, ``image_id``, ``session``
+(0, then one more per resume), ``seq`` (position among the session's frames), ``warmup``,
+``stamp_ns``, ``scheduled_ns``, ``sent_ns``, ``received_ns`` (null when not answered),
+``latency_ms``, ``status`` (``answered`` | ``missed`` | ``misattributed``), ``n_prompts``,
+``n_detections``, ``n_results``. Stray records: ``kind: "stray"``, ``session``,
+``stamp_ns``, ``received_ns``, ``n_detections``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from probench.cache.errors import CacheError
+
+TRACE_FILE = "realtime_frames.jsonl"
+FRAME, STRAY = "frame", "stray"  # record kinds
+ANSWERED, MISSED, MISATTRIBUTED = "answered", "missed", "misattributed"  # frame statuses
+
+
+def frame_record(
+    formulation: str, image_id: int, *, sent_ns: int, received_ns: int | None, status: str, session: int = 0,
+    seq: int = 0, warmup: bool = False, stamp_ns: int | None = None, scheduled_ns: int | None = None,
+    n_prompts: int = 0, n_detections: int = 0, n_results: int = 0,
+) -> dict:
+    """One frame's trace record (module doc); ``latency_ms`` from the send and arrival times
+    of an answered frame."""
+    received = int(received_ns) if status == ANSWERED and received_ns is not None else None
+    return {
+        "kind": FRAME, "formulation": formulation, "image_id": int(image_id), "session": int(session),
+        "seq": int(seq), "warmup": bool(warmup), "stamp_ns": int(sent_ns if stamp_ns is None else stamp_ns),
+        "scheduled_ns": int(sent_ns if scheduled_ns is None else scheduled_ns), "sent_ns": int(sent_ns),
+        "received_ns": received,
+        "latency_ms": None if received is None else round((received - sent_ns) / 1e6, 4),
+        "status": status, "n_prompts": n_prompts, "n_detections": n_detections, "n_results": n_results,
+    }
+
+
+def latest_frames(records: Iterable[Mapping]) -> list[Mapping]:
+    """The frame records that count: a frame sent again after a resume counts once, by its
+    last record; in send order."""
+    latest: dict[tuple[str, int], Mapping] = {}
+    for r in records:
+        if r.get("kind", FRAME) == FRAME:
+            latest[(str(r["formulation"]), int(r["image_id"]))] = r
+    return sorted(latest.values(), key=lambda r: int(r["sent_ns"]))
+
+
+def read_trace(path: str | Path) -> list[dict]:
+    """The records of a trace, read only: a torn last line (a killed run) is skipped, the
+    file is not repaired. No file: no records."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CacheError(f"{path}: cannot read: {exc}") from exc
+    out = []
+    for line in lines:
+        if not line.endswith("\n"):
+            break
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            break
+        if isinstance(record, dict):
+            out.append(record)
+    return out

@@ -1,0 +1,276 @@
+"""Steps 2 and 3 of the evaluator, ``stream`` and ``collect`` (no rclpy: the transport is a
+:class:`Link`, DDS in :mod:`probench.ros.evaluator_node`, an in-process fake in the tests).
+
+Stream: the frames of one formulation go out one after the other with fresh, unique,
+increasing stamps. Before each frame its own prompt set is announced, stamped with the
+frame's stamp (``Link.announce``: a LabelInfo on ``frame_prompts``), then the image is
+published (``Link.send``). The first ``warmup_frames`` frames of a session are the warm-up:
+sent one at a time as in as-fast-as-answered mode, so that the node's lazy start-up (first
+decode, first inference) delays no measured frame; the measured stream starts after them.
+
+- camera-rate: frame i is published at t0 + i / rate_hz, whatever the node does; its stamp
+  is that scheduled time, and its prompt set is announced right after frame i-1 went out
+  (a period ahead). A frame the evaluator sends late (its process did not get the CPU in
+  time) goes out at once and the next ones keep their scheduled times, so the mean rate
+  holds; a stall longer than ``RESTART_PERIODS`` periods restarts the grid at the late
+  frame instead (no burst of catch-up frames). The replay jitter and the achieved rate show
+  both. The node's newest-frame mailbox drops what it cannot keep up with: those frames are
+  missed.
+- as-fast-as-answered: the next frame goes out when the previous one is answered (or given
+  up after ``answer_timeout``): none is dropped, for accuracy.
+
+Collect (:class:`Collector`, called from the transport's thread for every answer):
+- an answer is credited only to the pending frame whose stamp it carries, and only when
+  every class id is in that frame's prompt set (else ``misattributed``: the frame is
+  recorded missed, nothing credited);
+- the grounding node answers frames in the order they arrive and keeps only the newest
+  waiting one, so an answer for stamp s means every earlier unanswered frame was dropped:
+  those are given up (missed) at once. A frame unanswered ``answer_timeout`` after it was
+  sent is given up too;
+- an answer for a stamp that is not pending (given up, answered already, unknown) is
+  ``stray``: counted in the trace, never credited.
+
+Every resolved frame becomes one trace record (:mod:`probench.ros.eval_realtime`) and its
+COCO results, handed to ``emit`` (the run's writer).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from probench.cache.trace import ANSWERED, MISATTRIBUTED, MISSED, STRAY, frame_record
+from probench.errors import ProbenchError
+from probench.ros.eval_plan import AttributionError, FramePlan, results_for_frame
+from probench.vocabulary import CocoResult
+
+MODES = ("camera-rate", "as-fast-as-answered")
+RESTART_PERIODS = 3  # a send later than this many periods restarts the replay grid
+
+
+class Interrupted(ProbenchError):
+    """ROS was shut down (Ctrl-C, SIGTERM) before the evaluation finished."""
+
+    exit_code = 130
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A Detection2DArray as the collector sees it."""
+
+    stamp_ns: int
+    received_ns: int  # wall clock (time.time_ns) when it arrived
+    xyxy: np.ndarray
+    scores: np.ndarray
+    class_ids: Sequence[str]
+
+
+class Link(Protocol):
+    """What the replay needs from the transport to the grounding node."""
+
+    def announce(self, stamp_ns: int, texts: Sequence[str]) -> None:
+        """Publish the prompt set of the frame that will carry ``stamp_ns``."""
+
+    def send(self, image: Any, stamp_ns: int) -> None:
+        """Publish the frame's image with header.stamp = ``stamp_ns``."""
+
+    def ok(self) -> bool:
+        """False once the transport is shut down (Ctrl-C)."""
+
+
+# (frame or None for a stray answer, trace record, the frame's COCO results)
+Emit = Callable[[FramePlan | None, dict, list[CocoResult]], None]
+
+
+@dataclass
+class _Pending:
+    frame: FramePlan
+    seq: int  # position among the frames this session sent (warm-up: seq < warmup_frames)
+    scheduled_ns: int
+    sent_ns: int
+
+
+class Collector:
+    """Attributes answers to frames and resolves every sent frame exactly once (module doc).
+    Thread-safe: :meth:`collect` runs on the transport's thread, the rest on the replay's."""
+
+    def __init__(self, emit: Emit, *, answer_timeout_s: float, warmup_frames: int = 0, session: int = 0,
+                 ok: Callable[[], bool] = lambda: True) -> None:
+        self._emit = emit
+        self.answer_timeout_ns = int(answer_timeout_s * 1e9)
+        self.warmup_frames = int(warmup_frames)
+        self.session = int(session)
+        self._ok = ok
+        self._cond = threading.Condition()
+        self._pending: dict[int, _Pending] = {}
+        self.sent = 0  # frames sent this session
+        self.stray = 0
+        self.misattributed = 0
+
+    # -- the replay's side ---------------------------------------------------------------
+    def expect(self, frame: FramePlan, stamp_ns: int, scheduled_ns: int, sent_ns: int) -> None:
+        """Register a frame just before its image is published."""
+        with self._cond:
+            self._pending[int(stamp_ns)] = _Pending(frame, self.sent, int(scheduled_ns), int(sent_ns))
+            self.sent += 1
+
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._pending)
+
+    def is_pending(self, stamp_ns: int) -> bool:
+        with self._cond:
+            return int(stamp_ns) in self._pending
+
+    def expire(self, now_ns: int | None = None) -> int:
+        """Give up the frames sent more than ``answer_timeout`` ago; returns how many."""
+        now_ns = time.time_ns() if now_ns is None else now_ns
+        with self._cond:
+            old = [s for s, p in self._pending.items() if now_ns - p.sent_ns > self.answer_timeout_ns]
+            for s in sorted(old):
+                self._resolve(s, MISSED)
+            return len(old)
+
+    def wait(self, done: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait (at most ``timeout_s``) until ``done()``; :class:`Interrupted` on shutdown."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while not done():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                if not self._ok():
+                    raise Interrupted("ROS shut down")
+                self._cond.wait(timeout=min(left, 0.1))
+        return True
+
+    def drain(self, timeout_s: float) -> None:
+        """At the end of a stream: wait until every frame is resolved, at most until the
+        newest is ``timeout_s`` old; whatever is left is given up."""
+        with self._cond:
+            newest = max((p.sent_ns for p in self._pending.values()), default=time.time_ns())
+        left = (newest + int(timeout_s * 1e9) - time.time_ns()) / 1e9
+        self.wait(lambda: not self._pending, max(0.0, left))
+        with self._cond:
+            for s in sorted(self._pending):
+                self._resolve(s, MISSED)
+
+    # -- the transport's side ------------------------------------------------------------
+    def collect(self, answer: Answer) -> str:
+        """Credit one answer (module doc); returns what it was: answered, misattributed or stray."""
+        stamp = int(answer.stamp_ns)
+        with self._cond:
+            entry = self._pending.get(stamp)
+            if entry is None:
+                self.stray += 1
+                self._emit_stray(answer)
+                return STRAY
+            try:
+                results = results_for_frame(entry.frame, answer.xyxy, answer.scores, answer.class_ids)
+                status = ANSWERED
+            except (AttributionError, ValueError):
+                results, status = [], MISATTRIBUTED
+                self.misattributed += 1
+            for s in sorted(s for s in self._pending if s < stamp):  # passed over by the node
+                self._resolve(s, MISSED)
+            self._resolve(stamp, status, answer.received_ns, results, len(answer.class_ids))
+            return status
+
+    # -- records ---------------------------------------------------------------------------
+    def _resolve(self, stamp: int, status: str, received_ns: int | None = None,
+                 results: list[CocoResult] | None = None, n_detections: int = 0) -> None:
+        p = self._pending.pop(stamp)
+        record = frame_record(
+            p.frame.formulation, p.frame.image_id, sent_ns=p.sent_ns, received_ns=received_ns, status=status,
+            session=self.session, seq=p.seq, warmup=p.seq < self.warmup_frames, stamp_ns=stamp,
+            scheduled_ns=p.scheduled_ns, n_prompts=len(p.frame.texts), n_detections=n_detections,
+            n_results=len(results or []),
+        )
+        self._emit(p.frame, record, results or [])
+        self._cond.notify_all()
+
+    def _emit_stray(self, answer: Answer) -> None:
+        record = {"kind": STRAY, "session": self.session, "stamp_ns": int(answer.stamp_ns),
+                  "received_ns": int(answer.received_ns), "n_detections": len(answer.class_ids)}
+        self._emit(None, record, [])  # a stray belongs to no frame
+
+
+# -- the stream --------------------------------------------------------------------------------
+def stream(
+    link: Link,
+    frames: Sequence[FramePlan],
+    images: Iterator[Any],
+    collector: Collector,
+    *,
+    mode: str,
+    rate_hz: float,
+    answer_timeout_s: float,
+) -> None:
+    """Send ``frames`` (``images``: their image messages, in order, made lazily) and return
+    once every one is resolved (module doc)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if not frames:
+        return
+    # The session's first frames warm the node up (first decode, first inference): sent one
+    # at a time, so that its lazy start-up delays no measured frame.
+    n_warm = len(frames) if mode != "camera-rate" else max(0, min(len(frames), collector.warmup_frames -
+                                                                   collector.sent))
+    _stream_as_answered(link, frames[:n_warm], images, collector, answer_timeout_s)
+    if n_warm < len(frames):
+        _stream_at_rate(link, frames[n_warm:], images, collector, rate_hz)
+    collector.drain(answer_timeout_s)
+
+
+def _stream_at_rate(link: Link, frames: Sequence[FramePlan], images: Iterator[Any], collector: Collector,
+                    rate_hz: float) -> None:
+    period_ns = round(1e9 / rate_hz)
+    lead_ns = period_ns  # the first set gets a period's head start too
+    image = next(images)  # the clock starts once the first frame is ready (reading it can take a while)
+    t0_perf = time.perf_counter_ns() + lead_ns
+    t0_wall = time.time_ns() + lead_ns
+    k0 = 0  # index of the frame the grid starts at (restarted when the sender fell behind)
+    stamp = t0_wall
+    link.announce(stamp, frames[0].texts)
+    for i, frame in enumerate(frames):
+        if i:
+            image = next(images)
+        tick = t0_perf + (i - k0) * period_ns
+        delay = tick - time.perf_counter_ns()
+        if delay > 0:
+            time.sleep(delay / 1e9)
+        elif -delay > RESTART_PERIODS * period_ns:  # a long stall: restart the grid here, no burst
+            t0_perf, t0_wall, k0 = time.perf_counter_ns(), time.time_ns(), i
+        sent_ns = time.time_ns()
+        collector.expect(frame, stamp, stamp, sent_ns)
+        link.send(image, stamp)
+        if i + 1 < len(frames):
+            stamp = max(t0_wall + (i + 1 - k0) * period_ns, stamp + 1)
+            link.announce(stamp, frames[i + 1].texts)
+        collector.expire()
+        if not link.ok():
+            raise Interrupted("ROS shut down")
+
+
+def _answered(collector: Collector, stamp_ns: int) -> bool:
+    return not collector.is_pending(stamp_ns)
+
+
+def _stream_as_answered(link: Link, frames: Sequence[FramePlan], images: Iterator[Any], collector: Collector,
+                        answer_timeout_s: float) -> None:
+    stamp = 0
+    for frame in frames:
+        image = next(images)
+        stamp = max(time.time_ns(), stamp + 1)
+        link.announce(stamp, frame.texts)
+        sent_ns = time.time_ns()
+        collector.expect(frame, stamp, sent_ns, sent_ns)
+        link.send(image, stamp)
+        collector.wait(functools.partial(_answered, collector, stamp), answer_timeout_s)
+        collector.expire()
