@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str, int]] = {
     "report": ("probench.report.cli", "Table II (Markdown + CSV) and the paper's figures as PNG", 3),
     "bag": ("probench.bags.cli", "write a dataset as a rosbag2 (mcap or sqlite3)", 6),
     "eval": ("probench.ros.cli_eval", "replay a bag through the ROS 2 graph and score it", 6),
+    "sweep": ("probench.scale.cli_sweep", "infer, latency and score for many models, then one report "
+              "(resumable; --ray to scale out)", 13),
 }
 
 

@@ -5,7 +5,9 @@ deterministic weights) on the sample dataset:
   run.json has the same identity (either can resume the other's folder);
 - a worker killed (SIGKILL) mid-chunk: the run completes, identically, with no duplicate;
 - the driver killed (SIGKILL) mid-run, the same command again: it resumes and ends
-  identically.
+  identically;
+- ``probench sweep --ray`` (here, to share the module's cluster): latency measured by a task
+  holding the whole node, and the report saying so.
 
 Kept cheap: one cluster and one pool of workers for the module (the model loads once per
 worker), 5 images x 2 formulations.
@@ -26,6 +28,7 @@ import pytest
 
 from probench.cache.identity import RUN_FIELDS, first_difference
 from probench.cache.run import RunDir
+from probench.cli import main
 from probench.data.dataset import Dataset, load_dataset
 from probench.models.infer import run_inference
 from probench.models.zoo import load_detector
@@ -121,6 +124,36 @@ def test_worker_killed_mid_chunk_completes_identically(pool: Pool, sample: Datas
     assert killed
     _assert_same_run(out, reference)
     assert info["ray"]["worker_restarts"] >= 1 and info["ray"]["images_retried"] >= 1
+
+
+def test_cuda_on_a_cluster_without_gpu_is_a_usage_error(pool: Pool, repo_root: Path, tmp_path: Path,
+                                                        capsys) -> None:  # fmt: skip
+    rc = main(["infer", "--model", MODEL, "--dataset", str(repo_root / SAMPLE), "--out", str(tmp_path / "r"),
+               "--ray", "--device", "cuda", "--no-progress"])  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "--device cuda but the Ray cluster has no GPU" in err and "\n" not in err
+
+
+def test_sweep_on_ray_measures_latency_on_a_node_it_holds(pool: Pool, repo_root: Path, tmp_path: Path,
+                                                          capsys) -> None:  # fmt: skip
+    pool.stop()  # the latency task takes every CPU of the node
+    out = tmp_path / "sweep"
+    args = ["sweep", "--models", "test-instant,test-slow-2ms", "--dataset", str(repo_root / SAMPLE),
+            "--out", str(out), "--limit", "4", "--latency-images", "2", "--warmup", "1", "--runs", "2",
+            "--ray", "--workers", "2", "--no-progress"]  # fmt: skip
+    assert main(args) == 0, capsys.readouterr().err
+    steps = {(s["model"], s["step"]): s for s in json.loads((out / "sweep.json").read_text())["steps"]}
+    assert {s["status"] for s in steps.values()} == {"ran"}
+    assert steps[("test-instant", "infer")]["where"] == "Ray: 2 worker(s) on 127.0.0.1"
+    for model in ("test-instant", "test-slow-2ms"):
+        latency = json.loads((out / "runs" / model / "latency.json").read_text())
+        how = latency["isolation"]["how"]
+        assert how.startswith("one Ray task holding every CPU (2) and GPU (0) of node 127.0.0.1")
+        assert latency["dataset"]["path"] == str((repo_root / SAMPLE).resolve())
+    slow = json.loads((out / "runs" / "test-slow-2ms" / "latency.json").read_text())
+    assert slow["summary_ms"]["mean"] >= 2.0  # the scripted model's sleep is in every sample
+    doc = (out / "report" / "report.md").read_text(encoding="utf-8")
+    assert "one Ray task holding every CPU (2)" in doc and "test-slow-2ms" in doc
 
 
 def _cli(out: Path, repo_root: Path) -> list[str]:

@@ -44,6 +44,7 @@ class Entry:
     info: dict = field(default_factory=dict)  # run.json
     family: str | None = None
     scored_now: bool = False  # metrics computed by the report (no metrics.json)
+    latency: dict = field(default_factory=dict)  # latency.json: its protocol, how it was isolated
 
     def number(self, column: str) -> float | None:
         """A Table II numeric column (``latency_ms`` is the latency mean)."""
@@ -119,7 +120,9 @@ def load_run(path: str | Path, dataset: str | Path | None = None) -> Entry:
     # scale variants are known by the paper's names (a zoo "family" like "owl" also spans
     # OWL-ViT and OWLv2, which are different architectures)
     family = PAPER_FAMILIES.get(str(model.get("paper_name")))
-    return Entry(label, metrics, path=run.path, info=info, family=family, scored_now=scored_now)
+    latency = run.read_json("latency.json")
+    return Entry(label, metrics, path=run.path, info=info, family=family, scored_now=scored_now,
+                 latency=latency if isinstance(latency, dict) else {})  # fmt: skip
 
 
 def _score(run: object, info: dict, dataset: str | Path | None) -> dict:
