@@ -26,7 +26,7 @@ from probench.scale.errors import RayClusterError, RayUsageError
 # Passed to every worker when set in the driver's environment.
 FORWARDED_ENV = (
     "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "YOLO_OFFLINE", "HF_HOME", "HF_HUB_CACHE",
-    "YOLO_CONFIG_DIR", "TORCH_HOME",
+    "YOLO_CONFIG_DIR", "TORCH_HOME", "PROBENCH_ENGINE_CACHE",
 )  # fmt: skip
 LOOPBACK = "127.0.0.1"
 

@@ -128,8 +128,9 @@ class RayWorkerPool:
             "worker_restarts": sum(s.failures for s in self.slots),
             "per_worker": [
                 {"ip": s.info.get("ip", ""), "host": s.info.get("host", ""),
-                 "gpu_ids": s.info.get("gpu_ids", []), "state": s.state, "images": s.images,
-                 "busy_s": round(s.busy_s, 3), "load_s": s.info.get("load_s"), "restarts": s.failures}
+                 "gpu_ids": s.info.get("gpu_ids", []), "torch_threads": s.info.get("torch_threads"),
+                 "state": s.state, "images": s.images, "busy_s": round(s.busy_s, 3),
+                 "load_s": s.info.get("load_s"), "restarts": s.failures}
                 for s in self.slots
             ],
         }  # fmt: skip

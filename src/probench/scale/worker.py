@@ -112,8 +112,10 @@ class InferWorker:
         if self.error is not None:
             raise self.error
         info = where_am_i()
+        torch = sys.modules.get("torch")
         info.update(device=str(self.detector.device), load_s=round(self.load_s, 3),
-                    model=dict(self.detector.model_info or {}))  # fmt: skip
+                    model=dict(self.detector.model_info or {}),
+                    torch_threads=torch.get_num_threads() if torch is not None else None)  # fmt: skip
         return info
 
     def _dataset(self, dataset: Dataset | list[Any]) -> Dataset:
