@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -132,6 +133,32 @@ def test_cuda_on_a_cluster_without_gpu_is_a_usage_error(pool: Pool, repo_root: P
                "--ray", "--device", "cuda", "--no-progress"])  # fmt: skip
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "--device cuda but the Ray cluster has no GPU" in err and "\n" not in err
+
+
+def _broken_copy(repo_root: Path, root: Path) -> tuple[Path, str]:
+    """The sample dataset with its second image's file replaced by garbage."""
+    shutil.copytree(repo_root / SAMPLE, root)
+    name = sorted(json.loads((root / "annotations.json").read_text())["images"], key=lambda i: i["id"])[1]
+    (root / name["file_name"]).write_bytes(b"not an image")
+    return root, name["file_name"]
+
+
+def test_errors_in_a_worker_end_the_run_with_one_line(pool: Pool, repo_root: Path, tmp_path: Path,
+                                                      capsys) -> None:  # fmt: skip
+    pool.stop()  # the CLI's own workers need the cluster's CPUs
+    ds, broken = _broken_copy(repo_root, tmp_path / "ds")
+    out = tmp_path / "run"
+    common = ["infer", "--model", "test-instant", "--dataset", str(ds), "--out", str(out), "--ray",
+              "--no-progress"]  # fmt: skip
+    # an image that cannot be decoded (in the worker): exit 1, the file named, the run marked failed
+    assert main([*common, "--workers", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert broken in err and "not a decodable image" in err
+    assert json.loads((out / "run.json").read_text())["status"] == "failed"
+    # a model the workers cannot build: their error, one line, its exit code
+    assert main([*common, "--runtime", "tensorrt", "--overwrite"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "scripted test model runs in Python only" in err
 
 
 def test_sweep_on_ray_measures_latency_on_a_node_it_holds(pool: Pool, repo_root: Path, tmp_path: Path,

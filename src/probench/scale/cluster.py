@@ -76,15 +76,15 @@ def _node_ip_on_loopback() -> Iterator[None]:
     macOS/Windows); with it off, a local cluster advertises and binds 127.0.0.1 only. Only
     for a cluster on loopback: a driver joining a remote cluster must advertise an address
     the workers can reach."""
-    constants = sys.modules.get("ray._private.ray_constants")
+    constants = sys.modules.get("ray._private.ray_constants")  # imported with ray
     before = getattr(constants, "ENABLE_RAY_CLUSTER", None)
     if constants is not None:
-        constants.ENABLE_RAY_CLUSTER = False
+        setattr(constants, "ENABLE_RAY_CLUSTER", False)  # noqa: B010 - a module attribute, read at call time
     try:
         yield
     finally:
         if constants is not None:
-            constants.ENABLE_RAY_CLUSTER = before
+            setattr(constants, "ENABLE_RAY_CLUSTER", before)  # noqa: B010
 
 
 def on_loopback(address: str) -> bool:

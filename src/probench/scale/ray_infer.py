@@ -153,7 +153,7 @@ class RayWorkerPool:
             except ray.exceptions.RayTaskError as exc:
                 raise _cause(exc, "a Ray worker could not load the model") from None
             except ray.exceptions.RayActorError as exc:
-                self.lost(slot, exc)
+                self.lost(slot, exc, death=False)
                 continue
             if info.get("model") != self.model_record:
                 raise RayClusterError(
@@ -170,11 +170,12 @@ class RayWorkerPool:
             if slot.state == "starting" and slot.probe is None and now >= slot.probe_after:
                 slot.probe = slot.actor.describe.remote()
 
-    def lost(self, slot: WorkerSlot, exc: BaseException) -> None:
-        """A worker died (or is restarting): probe it again later, or give it up."""
+    def lost(self, slot: WorkerSlot, exc: BaseException, *, death: bool = True) -> None:
+        """A worker died (``death``: seen through its work; else a probe found it still
+        restarting): probe it again later, or give it up once Ray has."""
         ray = import_ray()
-        slot.failures += 1
-        gone = isinstance(exc, ray.exceptions.ActorDiedError) or slot.failures > MAX_RESTARTS + 1
+        slot.failures += int(death)
+        gone = isinstance(exc, ray.exceptions.ActorDiedError) or slot.failures > MAX_RESTARTS
         slot.state = "dead" if gone else "starting"
         slot.probe_after = time.monotonic() + WAIT_S
 

@@ -177,7 +177,8 @@ class _Model:
         lat = self.run.read_json("latency.json")
         if not isinstance(lat, dict):
             return False
-        p = lat.get("protocol") if isinstance(lat.get("protocol"), dict) else {}
+        protocol = lat.get("protocol")
+        p: dict[str, Any] = protocol if isinstance(protocol, dict) else {}
         return (
             first_difference(lat, self.latency_identity().record(), SHARED_FIELDS) is None
             and (p.get("n_images_requested"), p.get("warmup"), p.get("runs"))
@@ -313,7 +314,8 @@ def _report_step(cfg: SweepConfig, steps: list[Step], previous: dict[str, Any]) 
         return runs
 
     def build(step: Step) -> None:
-        build_report(runs, cfg.out / "report", reference=cfg.reference)
+        inputs: list[str | Path] = list(runs)
+        build_report(inputs, cfg.out / "report", reference=cfg.reference)
         step.where = "this process"
         step.detail = f"{len(runs)} run(s)" + (" + the paper's rows" if cfg.reference == "paper" else "")
 
