@@ -2,8 +2,9 @@
 deterministic weights) on the sample dataset:
 
 - a Ray run's prediction files are byte-identical to a single-process run's, and its
-  run.json has the same identity (either can resume the other's folder);
-- a worker killed (SIGKILL) mid-chunk: the run completes, identically, with no duplicate;
+  run.json has the same identity (an interrupted single-process run is finished on Ray);
+- a worker killed (SIGKILL) mid-chunk: the run completes, identically, with no duplicate
+  (with the scripted ``test-slow-250ms``, so that "mid-chunk" holds on a loaded machine);
 - the driver killed (SIGKILL) mid-run, the same command again: it resumes and ends
   identically;
 - ``probench sweep --ray`` (here, to share the module's cluster): latency measured by a task
@@ -109,22 +110,34 @@ def test_ray_run_is_byte_identical_to_single_process(pool: Pool, sample: Dataset
     assert info["timings"]["model_load_s"] > 0
 
 
-def test_worker_killed_mid_chunk_completes_identically(pool: Pool, sample: Dataset, reference: Path,
-                                                       tmp_path: Path) -> None:  # fmt: skip
-    killed: list[int] = []
+class _StopAfter:
+    """A detector that is interrupted (Ctrl-C) after ``n`` images."""
 
-    def kill_first_producer(formulation: str, image_id: int, pid: int) -> None:
-        # the first image of a 3-image chunk is back: its worker is on the next one
-        if not killed:
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
+    def __init__(self, inner, n: int) -> None:
+        self.inner, self.left = inner, n
 
-    out = tmp_path / "ray"
-    info = run_ray_inference(ModelArgs(MODEL), sample, out, FORMS, pool.cluster, pool=pool.get(), limit=LIMIT,
-                             chunk_size=3, progress=False, on_record=kill_first_producer)  # fmt: skip
-    assert killed
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def detect(self, image, prompts=None):
+        if self.left == 0:
+            raise KeyboardInterrupt
+        self.left -= 1
+        return self.inner.detect(image, prompts)
+
+
+def test_a_single_process_run_interrupted_is_finished_on_ray(pool: Pool, sample: Dataset, reference: Path,
+                                                             tmp_path: Path) -> None:  # fmt: skip
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        run_inference(_StopAfter(load_detector(MODEL), 3), sample, out, FORMS, progress=False, limit=LIMIT,
+                      device="cpu")  # fmt: skip
+    assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
+    info = run_ray_inference(ModelArgs(MODEL), sample, out, FORMS, pool.cluster, pool=pool.get(),
+                             limit=LIMIT, progress=False)  # fmt: skip
     _assert_same_run(out, reference)
-    assert info["ray"]["worker_restarts"] >= 1 and info["ray"]["images_retried"] >= 1
+    assert info["resumed"] == 1
+    assert sum(w["images"] for w in info["ray"]["per_worker"]) < LIMIT * len(FORMS)  # only what was left
 
 
 def test_cuda_on_a_cluster_without_gpu_is_a_usage_error(pool: Pool, repo_root: Path, tmp_path: Path,
@@ -159,6 +172,29 @@ def test_errors_in_a_worker_end_the_run_with_one_line(pool: Pool, repo_root: Pat
     assert main([*common, "--runtime", "tensorrt", "--overwrite"]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "scripted test model runs in Python only" in err
+
+
+def test_worker_killed_mid_chunk_completes_identically(pool: Pool, sample: Dataset, tmp_path: Path) -> None:
+    # A model slower than the driver by far (250 ms an image), so that the worker killed when
+    # its first image comes back is, whatever the machine's load, still inside its chunk.
+    pool.stop()  # this test's workers need the cluster's CPUs
+    slow = "test-slow-250ms"
+    reference = tmp_path / "single"
+    run_inference(load_detector(slow), sample, reference, FORMS, progress=False, limit=LIMIT, device="cpu")
+    killed: list[int] = []
+
+    def kill_first_producer(formulation: str, image_id: int, pid: int) -> None:
+        if not killed:  # the first image of a 3-image chunk is back: its worker is on the next
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    out = tmp_path / "ray"
+    info = run_ray_inference(ModelArgs(slow), sample, out, FORMS, pool.cluster, workers=2, limit=LIMIT,
+                             chunk_size=3, progress=False, on_record=kill_first_producer)  # fmt: skip
+    assert killed
+    _assert_same_run(out, reference)
+    assert info["ray"]["worker_restarts"] == 1 and info["ray"]["images_retried"] >= 2
+    assert sum(w["images"] for w in info["ray"]["per_worker"]) >= LIMIT * len(FORMS)
 
 
 def test_sweep_on_ray_measures_latency_on_a_node_it_holds(pool: Pool, repo_root: Path, tmp_path: Path,
@@ -204,7 +240,7 @@ def test_driver_sigkill_then_same_command_resumes_identically(
         while not (log.exists() and log.read_bytes().count(b"\n") >= 1):
             assert driver.poll() is None, driver.communicate()[1].decode()[-2000:]
             assert time.monotonic() < deadline, "no image recorded in 120 s"
-            time.sleep(0.05)
+            time.sleep(0.02)
         driver.send_signal(signal.SIGKILL)
     finally:
         driver.kill()

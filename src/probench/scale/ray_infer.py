@@ -61,8 +61,9 @@ class WorkerSlot:
     info: dict[str, Any] = field(default_factory=dict)
     in_flight: list[Any] = field(default_factory=list)  # generators, oldest first
     images: int = 0
-    busy_s: float = 0.0
-    failures: int = 0
+    busy_s: float = 0.0  # this run
+    deaths: int = 0  # this run
+    failures: int = 0  # the actor's lifetime (Ray's restart budget)
 
 
 @dataclass
@@ -114,6 +115,11 @@ class RayWorkerPool:
             slot.probe = slot.actor.describe.remote()
         self.changed = time.monotonic()  # last time a worker came up (start timeout)
 
+    def begin_run(self) -> None:
+        """Per-run counters from zero (a pool can serve several runs: tests, benchmarks)."""
+        for slot in self.slots:
+            slot.images, slot.busy_s, slot.deaths = 0, 0.0, 0
+
     def use(self, dataset: Dataset) -> None:
         """Work on ``dataset`` from now on: stored once in Ray's object store, fetched once by
         each worker (see :class:`~probench.scale.worker.InferWorker`)."""
@@ -125,12 +131,12 @@ class RayWorkerPool:
         return {
             **self.cluster.record(),
             "workers": self.size, "cpus_per_worker": self.cpus, "gpus_per_worker": self.gpus,
-            "worker_restarts": sum(s.failures for s in self.slots),
+            "worker_restarts": sum(s.deaths for s in self.slots),
             "per_worker": [
                 {"ip": s.info.get("ip", ""), "host": s.info.get("host", ""),
                  "gpu_ids": s.info.get("gpu_ids", []), "torch_threads": s.info.get("torch_threads"),
                  "state": s.state, "images": s.images, "busy_s": round(s.busy_s, 3),
-                 "load_s": s.info.get("load_s"), "restarts": s.failures}
+                 "load_s": s.info.get("load_s"), "restarts": s.deaths}
                 for s in self.slots
             ],
         }  # fmt: skip
@@ -175,6 +181,7 @@ class RayWorkerPool:
         restarting): probe it again later, or give it up once Ray has."""
         ray = import_ray()
         slot.failures += int(death)
+        slot.deaths += int(death)
         gone = isinstance(exc, ray.exceptions.ActorDiedError) or slot.failures > MAX_RESTARTS
         slot.state = "dead" if gone else "starting"
         slot.probe_after = time.monotonic() + WAIT_S
@@ -233,6 +240,7 @@ def drive(
 
     ray = import_ray()
     pool.use(dataset)
+    pool.begin_run()
     writers: dict[str, PredictionWriter] = {}
     for f in formulations:
         if not (session.run.predictions_dir / f"{f}.json").exists():
