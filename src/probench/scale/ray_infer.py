@@ -102,6 +102,7 @@ class RayWorkerPool:
         self.model = model
         self.cluster = cluster
         self.size, self.cpus, self.gpus = plan_workers(model.device, cluster, workers, cpus_per_worker)
+        self.max_restarts = max_restarts
         self.model_record = model.record()
         actor_cls = ray.remote(InferWorker).options(
             num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=max_restarts, max_task_retries=0,
@@ -182,7 +183,7 @@ class RayWorkerPool:
         ray = import_ray()
         slot.failures += int(death)
         slot.deaths += int(death)
-        gone = isinstance(exc, ray.exceptions.ActorDiedError) or slot.failures > MAX_RESTARTS
+        gone = isinstance(exc, ray.exceptions.ActorDiedError) or slot.failures > self.max_restarts
         slot.state = "dead" if gone else "starting"
         slot.probe_after = time.monotonic() + WAIT_S
 
@@ -198,12 +199,12 @@ class RayWorkerPool:
             ready, _ = ray.wait(self.probes(), num_returns=1, timeout=WAIT_S) if self.probes() else ([], [])
             self.poll_probes(ready)
             if time.monotonic() > deadline:
-                raise self.start_timeout()
+                raise self.start_timeout(timeout_s)
 
-    def start_timeout(self) -> RayClusterError:
+    def start_timeout(self, timeout_s: float = START_TIMEOUT_S) -> RayClusterError:
         per = f"{self.gpus} GPU" if self.gpus else f"{self.cpus} CPU"
         return RayClusterError(
-            f"no Ray worker started within {START_TIMEOUT_S:.0f} s: asked for {self.size} worker(s) of {per} "
+            f"no Ray worker started within {timeout_s:.0f} s: asked for {self.size} worker(s) of {per} "
             f"each on {self.cluster.describe()}; use fewer --workers or --cpus-per-worker"
         )
 
@@ -276,7 +277,8 @@ def drive(
                 pool.reprobe()
                 ready_n = sum(s.state == "ready" for s in pool.slots)
                 bar.set_postfix_str(f"workers {ready_n}/{pool.size}"
-                                    + (f", retried {plan.retried_images}" if plan.retried_images else ""))
+                                    + (f", retried {plan.retried_images}" if plan.retried_images else ""),
+                                    refresh=False)  # shown at the bar's next update  # fmt: skip
     finally:
         for w in writers.values():
             w.close()

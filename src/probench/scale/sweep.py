@@ -148,7 +148,8 @@ class _Model:
                 limit=cfg.limit, progress=cfg.progress,
             )  # fmt: skip
             ray = info.get("ray", {})
-            step.where = f"Ray: {ray.get('workers')} worker(s) on {', '.join(ray.get('nodes', []))}"
+            nodes = sorted({w["ip"] for w in ray.get("per_worker", []) if w.get("ip")})  # where they ran
+            step.where = f"Ray: {ray.get('workers')} worker(s) on {', '.join(nodes) or '?'}"
             if ray.get("worker_restarts"):
                 step.detail = (f"{ray['worker_restarts']} worker restart(s), "
                                f"{ray.get('images_retried', 0)} image(s) retried")  # fmt: skip
