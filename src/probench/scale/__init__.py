@@ -8,5 +8,6 @@
 - :mod:`~probench.scale.worker`: what runs in a Ray worker (model loaded once per actor).
 - :mod:`~probench.scale.ray_infer`: the driver: the one writer of the run folder, through
   the same run identity and prediction cache as a single-process run.
-- :mod:`~probench.scale.sweep`: infer, latency, score for many models, then one report.
+- :mod:`~probench.scale.sweep`: infer, latency, score for many models, then one report
+  (:mod:`~probench.scale.cli_sweep` is ``probench sweep``).
 """
