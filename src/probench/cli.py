@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str, int]] = {
     "eval": ("probench.ros.cli_eval", "replay a bag through the ROS 2 graph and score it", 6),
     "ground": ("probench.ground.cli", "ground a rosbag2's camera: detections, annotated images, video", 12),
     "console": ("probench.console.cli", "a web page to watch and prompt a running grounding node", 12),
+    "sweep": ("probench.scale.cli_sweep", "infer, latency and score for many models, then one report "
+              "(resumable; --ray to scale out)", 13),
 }
 
 

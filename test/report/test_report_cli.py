@@ -141,3 +141,21 @@ def test_reference_paper_adds_the_16_published_rows(tmp_path) -> None:
     written = build_report([], tmp_path / "out", reference="paper")
     table = written["table2.md"].read_text()
     assert "MM-G-D-T (paper)" in table and "0.696" in table
+
+
+def test_document_says_how_each_latency_was_measured(make_run, tmp_path):
+    measured, unknown = make_run("swept"), make_run("by-hand", paper_name="OWL-ViT")
+    none = make_run("no-lat", paper_name="OmDet-T")
+    iso = {"how": "one Ray task holding every CPU (8) and GPU (1) of node 10.0.0.5", "where": "gpu-node"}
+    protocol = {"n_images": 50, "runs": 10, "warmup": 3, "cuda_synchronized": True}
+    latency = {"device": "cuda", "protocol": protocol}
+    (measured / "latency.json").write_text(json.dumps({**latency, "isolation": iso}))
+    (unknown / "latency.json").write_text(json.dumps({**latency, "device": "cpu"}))
+    out = tmp_path / "o"
+    assert main(["report", str(measured), str(unknown), str(none), "--out", str(out)]) == 0
+    doc = (out / "report.md").read_text(encoding="utf-8")
+    assert "## How latency was measured" in doc
+    assert f"| OWLv2-B | cuda | 50 x 10 (+ 3) | yes | {iso['how']} |" in doc
+    assert "| OWL-ViT | cpu | 50 x 10 (+ 3) | yes | not recorded" in doc
+    section = doc.split("## How latency was measured")[1].split("\n## ")[0]
+    assert "OmDet-T" not in section and section.count("\n| ") == 3  # header + the two measured rows

@@ -53,6 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="drop boxes scoring below this (default 0.0: keep what the model's post-processing keeps)",
     )
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N images by id")
+    from probench.scale.options import add_ray_arguments
+
+    add_ray_arguments(parser)  # --ray [ADDRESS], --workers N, ... (docs/SCALE.md)
 
 
 def check_paths(args: argparse.Namespace) -> Path:
@@ -111,6 +114,12 @@ def run(args: argparse.Namespace) -> int:
             requested_model(args), dataset, device=args.device, precision=args.precision,
             score_threshold=args.score_threshold, limit=args.limit,
         ))
+    from probench.scale.options import ray_requested
+
+    if ray_requested(args):  # --ray and its flags: the same run on Ray workers (docs/SCALE.md)
+        from probench.scale.ray_infer import infer_on_ray
+
+        return infer_on_ray(args, dataset, formulations)
     detector, load_s = load_model(args, args.score_threshold)
     info = run_inference(
         detector, dataset, out, formulations, progress=not args.no_progress,

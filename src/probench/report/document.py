@@ -111,6 +111,30 @@ def _realtime(runs: list[Entry]) -> list[str]:
     return [*lines, ""]
 
 
+def _latency(runs: list[Entry]) -> list[str]:
+    """How each row's latency was measured (latency.json): protocol and isolation."""
+    rows = [e for e in runs if e.latency]
+    if not rows:
+        return []
+    lines = [
+        "## How latency was measured", "",
+        "The paper's protocol (`probench latency`): end-to-end time of one image with its label "
+        "space's prompts, decoding excluded, warm-up inferences excluded.", "",
+        "| row | device | images x runs (+ warm-up) | CUDA-synchronised | alone on the device? |",
+        "|---|---|:-:|:-:|---|",
+    ]  # fmt: skip
+    for e in rows:
+        p = e.latency.get("protocol") if isinstance(e.latency.get("protocol"), dict) else {}
+        iso = e.latency.get("isolation") if isinstance(e.latency.get("isolation"), dict) else {}
+        how = iso.get("how") or "not recorded (measured by `probench latency`: keep the device idle)"
+        lines.append("| " + " | ".join(_md(x) for x in (
+            e.label, e.latency.get("device", "?"),
+            f"{p.get('n_images', '?')} x {p.get('runs', '?')} (+ {p.get('warmup', '?')})",
+            "yes" if p.get("cuda_synchronized") else "no", how,
+        )) + " |")  # fmt: skip
+    return [*lines, ""]
+
+
 def _fmt(v: object) -> str:
     return f"{v:.1f}" if isinstance(v, (int, float)) else ""
 
@@ -165,5 +189,6 @@ def render(entries: list[Entry], table_md: str, figures: dict[str, str | None], 
         breakdown += _breakdown(runs, key, title)
     if breakdown:
         out += ["## Breakdowns", "", *breakdown]
+    out += _latency(runs)
     out += _realtime(runs)
     return "\n".join(out).rstrip("\n") + "\n"

@@ -45,6 +45,7 @@ class Entry:
     family: str | None = None
     scored_now: bool = False  # metrics computed by the report (no metrics.json)
     trace: list[dict] = field(default_factory=list)  # realtime_frames.jsonl of a ROS replay
+    latency: dict = field(default_factory=dict)  # latency.json: its protocol, how it was isolated
 
     def number(self, column: str) -> float | None:
         """A Table II numeric column (``latency_ms`` is the latency mean)."""
@@ -127,9 +128,10 @@ def load_run(path: str | Path, dataset: str | Path | None = None) -> Entry:
     # scale variants are known by the paper's names (a zoo "family" like "owl" also spans
     # OWL-ViT and OWLv2, which are different architectures)
     family = PAPER_FAMILIES.get(str(model.get("paper_name")))
+    latency = run.read_json("latency.json")
     return Entry(label, metrics, path=run.path, info=info, family=family, scored_now=scored_now,
-                 trace=read_trace(run.path / TRACE_FILE))
-
+                 trace=read_trace(run.path / TRACE_FILE),
+                 latency=latency if isinstance(latency, dict) else {})  # fmt: skip
 
 
 def _score(run: object, info: dict, dataset: str | Path | None) -> dict:

@@ -1,0 +1,88 @@
+"""``probench sweep --models M1,M2,... --dataset D --out DIR [--ray [ADDRESS]]``: infer, latency
+and score for each model, then one report with the paper's rows (:mod:`probench.scale.sweep`).
+
+Bad arguments (an unknown model, a missing dataset, a bad number) exit 2 before anything
+runs; a model whose step fails is reported and the others go on (exit 1 at the end).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from probench.errors import UsageError
+from probench.scale.options import add_ray_arguments, check_ray_arguments
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--models", required=True, metavar="M1,M2,...",
+                        help="comma-separated zoo names (`probench models`), e.g. tiny-owlv2,tiny-owlvit")
+    parser.add_argument("--dataset", required=True, help="dataset folder (with annotations.json)")
+    parser.add_argument("--out", required=True, type=Path, metavar="DIR",
+                        help="sweep folder: runs/<model>/, report/, sweep.json, sweep.md")
+    parser.add_argument("--formulations", default="orig,cat,tmpl",
+                        help="comma-separated subset of orig,cat,tmpl (default all three)")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    parser.add_argument("--precision", default="fp32", help="fp32 (default), fp16, ... as the models support")
+    parser.add_argument("--runtime", default="torch", choices=("torch", "onnxruntime", "tensorrt"),
+                        help="inference runtime for every model (default torch)")
+    parser.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N images by id")
+    parser.add_argument("--latency-images", type=int, default=50, metavar="N",
+                        help="latency: size of the fixed image subset (default 50, the paper's)")
+    parser.add_argument("--warmup", type=int, default=3, help="latency: warm-up inferences (default 3)")
+    parser.add_argument("--runs", type=int, default=10, help="latency: timed passes (default 10)")
+    parser.add_argument("--no-latency", action="store_true", help="skip the latency step")
+    parser.add_argument("--reference", default="paper", metavar="paper|CSV|none",
+                        help="published rows in the report (default: the paper's Table II; none: no rows)")
+    add_ray_arguments(parser)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _models(text: str) -> list[str]:
+    from probench.models.zoo import check_model_name
+
+    names = list(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    if not names:
+        raise UsageError("--models: give at least one model name, e.g. --models tiny-owlv2,tiny-owlvit")
+    for name in names:
+        check_model_name(name)  # UnknownModelError (exit 2) names it
+    return names
+
+
+def run(args: argparse.Namespace) -> int:
+    from probench.data.dataset import load_dataset
+    from probench.scale.sweep import LatencyProtocol, SweepConfig, run_folder, run_sweep, summary_text
+    from probench.vocabulary import parse_formulations
+
+    models = _models(args.models)
+    formulations = parse_formulations(args.formulations)
+    for flag, value, low in (("--latency-images", args.latency_images, 1), ("--warmup", args.warmup, 0),
+                             ("--runs", args.runs, 1), ("--limit", args.limit, 1)):  # fmt: skip
+        if value is not None and value < low:
+            raise UsageError(f"{flag} must be >= {low}, got {value}")
+    if args.device not in ("cpu", "cuda"):
+        raise UsageError(f"--device {args.device}: a sweep runs on cpu or cuda (--ray: one GPU per worker)")
+    check_ray_arguments(args)
+    if not Path(args.dataset).exists():
+        raise UsageError(f"--dataset {args.dataset}: no such folder")
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out}: exists and is not a folder")
+    for name in models:
+        run_folder(args.out, name)
+    reference = None if args.reference == "none" else args.reference
+    if reference is not None:
+        from probench.report.load import load_reference
+        from probench.report.paper import resolve_reference
+
+        load_reference(resolve_reference(reference))  # a bad --reference fails now, not after hours
+    dataset = load_dataset(args.dataset)
+    cfg = SweepConfig(
+        models=models, dataset=Path(args.dataset), out=args.out, formulations=formulations,
+        device=args.device, precision=args.precision, runtime=args.runtime, limit=args.limit,
+        latency=None if args.no_latency else LatencyProtocol(args.latency_images, args.warmup, args.runs),
+        reference=reference, ray=args.ray, workers=args.workers, cpus_per_worker=args.cpus_per_worker,
+        chunk_size=args.chunk_size, progress=not args.no_progress,
+    )  # fmt: skip
+    summary = run_sweep(cfg, dataset)
+    print(summary_text(summary))
+    return 1 if summary["failed"] else 0
