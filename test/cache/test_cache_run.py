@@ -93,6 +93,14 @@ def test_malformed_prediction_files_are_named(tmp_path, content, message):
         run.predictions("orig")
 
 
+def test_run_json_that_is_not_an_object_is_named(tmp_path):
+    run = RunDir(tmp_path / "run").create()
+    assert run.info == {}  # not written yet
+    (run.path / "run.json").write_text("[1, 2]")
+    with pytest.raises(CacheError, match=r"run\.json: expected a JSON object, not list"):
+        _ = run.info
+
+
 def test_missing_formulation_is_a_clear_error(tmp_path):
     with pytest.raises(CacheError, match="no predictions for formulation 'tmpl'"):
         RunDir(tmp_path / "run").create().predictions("tmpl")
