@@ -310,7 +310,7 @@ def score_run(
     run = RunDir(run_dir)
     if not run.path.is_dir():
         raise ScoringUsageError(f"{run.path}: no such run folder")
-    info = run.info if isinstance(run.info, dict) else {}
+    info = run.info  # a CacheError when run.json is not a JSON object
     ds_field = info.get("dataset")
     run_ds: dict[str, Any] = ds_field if isinstance(ds_field, dict) else {}
     run_hash = run_ds.get("hash")
