@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from probench.cache.atomic import write_json_atomic, write_text_atomic
 from probench.cache.identity import SHARED_FIELDS, RunIdentity, check_folder, first_difference, utc_now
@@ -241,7 +241,7 @@ def _latency_on_ray(
     from probench.scale.worker import ShippedDataset, measure_latency
 
     ray = import_ray()
-    key = "gpus" if model.device == "cuda" else "cpus"
+    key: Literal["gpus", "cpus"] = "gpus" if model.device == "cuda" else "cpus"
     nodes = [n for n in cluster.nodes if n[key] >= 1 and n["cpus"] >= 1]
     if not nodes:
         raise RayUsageError(f"no node of the Ray cluster has a {key[:-1].upper()} to measure latency on "
