@@ -17,7 +17,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from probench import __version__
 from probench.errors import ProbenchError
@@ -50,7 +50,7 @@ class Command(Protocol):
 class _Parser(argparse.ArgumentParser):
     """argparse, but usage errors exit 2 with one line (argparse's own convention)."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 

@@ -25,6 +25,8 @@ _ATTRS = ("red", "rusty", "open", "closed", "small", "large", "yellow", "broken"
 _CORefs = (None, None, None, None, ["orig", "tmpl"], ["orig"], ["orig", "cat"], ["cat", "tmpl"])
 
 DEFAULT_RECALL: dict[str, float] = {"orig": 0.75, "cat": 0.65, "tmpl": 0.7}
+SIZE_RANGE = (64, 640)  # image widths and heights, pixels
+WRITTEN_SIZE_RANGE = (64, 256)  # when the images are written: small, so that inference stays fast
 
 
 def _queries(n_queries: int, rng: np.random.Generator) -> list[dict[str, Any]]:
@@ -59,7 +61,7 @@ def synthetic_coco(
     domains: Sequence[str] = KNOWN_DOMAINS,
     negatives_per_image: float = 1.0,
     crowd_fraction: float = 0.02,
-    size_range: tuple[int, int] = (64, 640),
+    size_range: tuple[int, int] = SIZE_RANGE,
 ) -> dict[str, Any]:
     """A Pro-Bench annotations dict. ``n_instances`` defaults to ~5.7 per image (the paper's
     74.5k / 13k). Boxes span COCO's small, medium and large ranges."""
@@ -227,17 +229,26 @@ def write_synthetic_dataset(
     *,
     with_images: bool = True,
     seed: int = 0,
-    **kwargs: object,
+    n_queries: int = 20,
+    n_instances: int | None = None,
+    domains: Sequence[str] = KNOWN_DOMAINS,
+    negatives_per_image: float = 1.0,
+    crowd_fraction: float = 0.02,
+    size_range: tuple[int, int] | None = None,
 ) -> Path:
     """Write ``folder/annotations.json`` (and ``folder/images/*.png`` when ``with_images``);
-    returns the folder. Images are small when written (default sizes 64-256 px) so that
-    inference on them stays fast; keyword arguments go to :func:`synthetic_coco`."""
+    returns the folder. Images are small when written (default sizes 64-256 px, else
+    :func:`synthetic_coco`'s) so that inference on them stays fast; the other keyword
+    arguments are :func:`synthetic_coco`'s."""
     from probench.cache.atomic import write_bytes_atomic, write_json_atomic
 
     folder = Path(folder)
-    if with_images:
-        kwargs.setdefault("size_range", (64, 256))
-    coco = synthetic_coco(n_images, seed=seed, **kwargs)  # type: ignore[arg-type]
+    if size_range is None:
+        size_range = WRITTEN_SIZE_RANGE if with_images else SIZE_RANGE
+    coco = synthetic_coco(
+        n_images, n_queries, n_instances, seed=seed, domains=domains, negatives_per_image=negatives_per_image,
+        crowd_fraction=crowd_fraction, size_range=size_range,
+    )  # fmt: skip
     if with_images:
         import cv2
 
