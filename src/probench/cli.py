@@ -17,6 +17,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import NoReturn, Protocol
 
 from probench import __version__
 from probench.errors import ProbenchError
@@ -38,21 +39,29 @@ COMMANDS: dict[str, tuple[str, str, int]] = {
 }
 
 
+class Command(Protocol):
+    """What a command's module provides (module doc)."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but usage errors exit 2 with one line (argparse's own convention)."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser(command: str | None = None) -> tuple[argparse.ArgumentParser, object | None]:
+def build_parser(command: str | None = None) -> tuple[argparse.ArgumentParser, Command | None]:
     parser = _Parser(
         prog="probench",
         description="Pro-Bench: prompt-robust open-vocabulary grounding benchmark and ROS 2 tools.",
     )
     parser.add_argument("--version", action="version", version=f"probench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    module = None
+    module: Command | None = None
     for name, (module_name, help_text, _issue) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name == command:

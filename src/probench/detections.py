@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 import numpy as np
+import numpy.typing as npt
 
 STAGES = ("text", "preprocess", "forward", "postprocess")
 
@@ -87,9 +88,9 @@ class Detections:
     @classmethod
     def from_arrays(
         cls,
-        xyxy: Sequence | np.ndarray,
-        scores: Sequence | np.ndarray,
-        prompt_index: Sequence | np.ndarray,
+        xyxy: npt.ArrayLike,
+        scores: npt.ArrayLike,
+        prompt_index: npt.ArrayLike,
         *,
         image_size: tuple[int, int] | None = None,
         masks: np.ndarray | None = None,

@@ -8,6 +8,8 @@ import pytest
 
 from probench.cache import CacheError, JsonlLog, RunDir
 from probench.cache import run as run_module
+from probench.cache.identity import RunSession
+from probench.errors import CheckFailed, ProbenchError
 
 
 def _result(image_id: int, qid: int, score: float) -> dict:
@@ -93,6 +95,14 @@ def test_malformed_prediction_files_are_named(tmp_path, content, message):
         run.predictions("orig")
 
 
+def test_run_json_that_is_not_an_object_is_named(tmp_path):
+    run = RunDir(tmp_path / "run").create()
+    assert run.info == {}  # not written yet
+    (run.path / "run.json").write_text("[1, 2]")
+    with pytest.raises(CacheError, match=r"run\.json: expected a JSON object, not list"):
+        _ = run.info
+
+
 def test_missing_formulation_is_a_clear_error(tmp_path):
     with pytest.raises(CacheError, match="no predictions for formulation 'tmpl'"):
         RunDir(tmp_path / "run").create().predictions("tmpl")
@@ -131,3 +141,18 @@ def test_replacing_moves_into_place_on_success_only(tmp_path) -> None:
         tmp.write_text("new")
     assert target.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["video.mp4"]
     assert stat.S_IMODE(target.stat().st_mode) & 0o044  # readable by others, as open() would make it
+
+
+class _Stopped(ProbenchError):
+    exit_code = 130  # as the evaluator's Interrupted: ROS shut down mid-evaluation
+
+
+@pytest.mark.parametrize(
+    ("exc", "status"),
+    [(KeyboardInterrupt(), "interrupted"), (_Stopped("ROS shut down"), "interrupted"),
+     (CheckFailed("bad frame"), "failed"), (RuntimeError("boom"), "failed")],
+)  # fmt: skip
+def test_a_failed_session_says_whether_it_was_interrupted(tmp_path, exc, status):
+    run = RunDir(tmp_path / "run").create()
+    RunSession(run, {"timings": {}}).fail(exc)
+    assert run.info["status"] == status and type(exc).__name__ in run.info["error"]

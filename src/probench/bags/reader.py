@@ -31,7 +31,7 @@ class BagFrame:
     """One recorded frame: its info, and the image message as recorded (CDR bytes)."""
 
     image_id: int
-    info: dict
+    info: dict[str, Any]
     msgtype: str  # sensor_msgs/msg/Image or sensor_msgs/msg/CompressedImage
     raw: bytes  # the CDR-serialized message (rclpy can deserialize it as is)
     timestamp_ns: int
@@ -75,6 +75,7 @@ class ProbenchBag:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._stamps: list[int] | None = None  # every frame's timestamp, ascending, once read
         self._reader = open_reader(self.path)
         try:
             self._check_topics()
@@ -164,13 +165,13 @@ class ProbenchBag:
         from probench.bags.typestore import typestore
 
         try:
-            return typestore().deserialize_cdr(raw, "std_msgs/msg/String").data
+            return str(typestore().deserialize_cdr(raw, "std_msgs/msg/String").data)
         except Exception as exc:
             raise BagError(f"{self.path}: corrupt std_msgs/String on {topic}: {one_line(exc)}") from exc
 
     def frames(self) -> Iterator[BagFrame]:
         """Every frame in bag order, paired with its frame info (same timestamp)."""
-        infos: dict[int, dict] = {}
+        infos: dict[int, dict[str, Any]] = {}
         images: dict[int, bytes] = {}
         seen = 0
         for topic, t, raw in self._messages([self.image_topic, FRAME_INFO_TOPIC]):
@@ -191,13 +192,12 @@ class ProbenchBag:
         if seen == 0:
             raise BagError(f"{self.path}: the bag holds no frames")
 
-    def frame_infos(self) -> list[tuple[int, dict]]:
+    def frame_infos(self) -> list[tuple[int, dict[str, Any]]]:
         """``(timestamp_ns, frame info)`` of every frame, without reading any image: with
         :meth:`image_at`, a replay holds one group of frames in memory, not the whole bag."""
         out = [(t, self._frame_info(raw, t)) for _, t, raw in self._messages([FRAME_INFO_TOPIC])]
         self._stamps = sorted(t for t, _ in out)
         return out
-
     def iter_images(self, timestamps: list[int]) -> Iterator[bytes]:
         """The CDR bytes of the images recorded at ``timestamps`` (ascending, from
         :meth:`frame_infos`), lazily: frames adjacent in the bag are read in one sweep, and
@@ -207,10 +207,7 @@ class ProbenchBag:
 
         if any(b <= a for a, b in itertools.pairwise(timestamps)):
             raise BagError("iter_images wants strictly ascending timestamps")
-        stamps = getattr(self, "_stamps", None)
-        if stamps is None:
-            self.frame_infos()
-            stamps = self._stamps
+        stamps = self._stamps if self._stamps is not None else sorted(t for t, _ in self.frame_infos())
         i = 0
         while i < len(timestamps):  # a run of frames that are neighbours in the bag
             j = i
@@ -218,7 +215,7 @@ class ProbenchBag:
             while j + 1 < len(timestamps) and pos + 1 < len(stamps) and stamps[pos + 1] == timestamps[j + 1]:
                 j, pos = j + 1, pos + 1
             expected = iter(timestamps[i : j + 1])
-            want = next(expected)
+            want: int | None = next(expected)
             for _, t, raw in self._messages([self.image_topic], start=timestamps[i], stop=timestamps[j] + 1):
                 if t != want:
                     break
@@ -236,7 +233,7 @@ class ProbenchBag:
         found = dict(zip(wanted, self.iter_images(wanted), strict=True))
         return [found[t] for t in timestamps]
 
-    def _frame_info(self, raw: bytes, t: int) -> dict:
+    def _frame_info(self, raw: bytes, t: int) -> dict[str, Any]:
         try:
             info = json.loads(self._string(raw, FRAME_INFO_TOPIC))
         except json.JSONDecodeError as exc:

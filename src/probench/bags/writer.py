@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ class BagSummary:
     dataset_hash: str
 
 
-def frame_info(dataset: Dataset, image_id: int, index: int) -> dict:
+def frame_info(dataset: Dataset, image_id: int, index: int) -> dict[str, Any]:
     """What the evaluator needs to replay one frame and map detections back to query ids."""
     rec = dataset.images[image_id]
     label_space = []
@@ -54,7 +55,7 @@ def frame_info(dataset: Dataset, image_id: int, index: int) -> dict:
     }
 
 
-def dataset_message(dataset: Dataset) -> dict:
+def dataset_message(dataset: Dataset) -> dict[str, Any]:
     return {"format": BAG_FORMAT, "dataset_hash": dataset.content_hash, "annotations": dataset.raw}
 
 

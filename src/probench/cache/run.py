@@ -24,7 +24,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from probench.cache.atomic import write_json_atomic
 from probench.cache.crash import crash_point
@@ -32,6 +32,8 @@ from probench.cache.errors import CacheError
 from probench.vocabulary import FORMULATIONS
 
 FSYNC_INTERVAL_S = 1.0
+# A COCO result record: a CocoResult built in memory or a dict read back from a run folder.
+ResultT = TypeVar("ResultT", bound=Mapping[str, Any])
 
 
 class JsonlLog:
@@ -52,7 +54,7 @@ class JsonlLog:
         self._fsync_interval_s = fsync_interval_s
         self._last_fsync = time.monotonic()
 
-    def _read_and_repair(self) -> Iterator[dict]:
+    def _read_and_repair(self) -> Iterator[dict[str, Any]]:
         if not self.path.exists():
             return
         good_end = 0
@@ -72,10 +74,10 @@ class JsonlLog:
                 fh.truncate(good_end)
 
     @property
-    def records(self) -> list[dict]:
+    def records(self) -> list[dict[str, Any]]:
         return self._records
 
-    def append(self, record: dict) -> None:
+    def append(self, record: dict[str, Any]) -> None:
         self._fh.write(json.dumps(record, sort_keys=True) + "\n")
         self._fh.flush()
         now = time.monotonic()
@@ -97,7 +99,7 @@ class JsonlLog:
         self.close()
 
 
-def sort_results(results: Iterable[dict]) -> list[dict]:
+def sort_results(results: Iterable[ResultT]) -> list[ResultT]:
     """Canonical order of a COCO results file: image, query, descending score, box."""
     return sorted(results, key=lambda r: (r["image_id"], r["category_id"], -r["score"], r["bbox"]))
 
@@ -172,10 +174,14 @@ class RunDir:
             raise CacheError(f"{path}: cannot read JSON: {exc}") from exc
 
     @property
-    def info(self) -> dict:
-        return self.read_json("run.json", default={})
+    def info(self) -> dict[str, Any]:
+        """run.json ({} before it is written); a :class:`CacheError` when it is not an object."""
+        info = self.read_json("run.json", default={})
+        if not isinstance(info, dict):
+            raise CacheError(f"{self.path / 'run.json'}: expected a JSON object, not {type(info).__name__}")
+        return info
 
-    def write_info(self, info: dict) -> None:
+    def write_info(self, info: Mapping[str, Any]) -> None:
         self.write_json("run.json", info)
 
     # -- predictions ---------------------------------------------------------------
@@ -204,7 +210,7 @@ class RunDir:
             and not (self.predictions_dir / f"{f}.json").exists()
         ]
 
-    def predictions(self, formulation: str) -> list[dict]:
+    def predictions(self, formulation: str) -> list[dict[str, Any]]:
         """One formulation's COCO results; a :class:`CacheError` names what is wrong."""
         path = self.predictions_dir / f"{formulation}.json"
         if not path.exists():

@@ -16,19 +16,22 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any, TypeVar
 
 from probench.cache.errors import CacheError
 
 TRACE_FILE = "realtime_frames.jsonl"
 FRAME, STRAY = "frame", "stray"  # record kinds
 ANSWERED, MISSED, MISATTRIBUTED = "answered", "missed", "misattributed"  # frame statuses
+# A trace record: one built here, or one read back from the file (JSON, so open-ended).
+RecordT = TypeVar("RecordT", bound=Mapping[str, Any])
 
 
 def frame_record(
     formulation: str, image_id: int, *, sent_ns: int, received_ns: int | None, status: str, session: int = 0,
     seq: int = 0, warmup: bool = False, stamp_ns: int | None = None, scheduled_ns: int | None = None,
     n_prompts: int = 0, n_detections: int = 0, n_results: int = 0,
-) -> dict:
+) -> dict[str, Any]:
     """One frame's trace record (module doc); ``latency_ms`` from the send and arrival times
     of an answered frame."""
     received = int(received_ns) if status == ANSWERED and received_ns is not None else None
@@ -42,17 +45,17 @@ def frame_record(
     }
 
 
-def latest_frames(records: Iterable[Mapping]) -> list[Mapping]:
+def latest_frames(records: Iterable[RecordT]) -> list[RecordT]:
     """The frame records that count: a frame sent again after a resume counts once, by its
     last record; in send order."""
-    latest: dict[tuple[str, int], Mapping] = {}
+    latest: dict[tuple[str, int], RecordT] = {}
     for r in records:
         if r.get("kind", FRAME) == FRAME:
             latest[(str(r["formulation"]), int(r["image_id"]))] = r
     return sorted(latest.values(), key=lambda r: int(r["sent_ns"]))
 
 
-def read_trace(path: str | Path) -> list[dict]:
+def read_trace(path: str | Path) -> list[dict[str, Any]]:
     """The records of a trace, read only: a torn last line (a killed run) is skipped, the
     file is not repaired. No file: no records."""
     path = Path(path)

@@ -282,25 +282,20 @@ def create_app(
     app = FastAPI(title="probench console", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.console = console
 
-    @app.get("/")
     async def page() -> Response:
         return Response(index, media_type="text/html; charset=utf-8")
 
-    @app.get("/favicon.ico")
     async def favicon() -> Response:
         return Response(status_code=204)  # browsers ask; there is none
 
-    @app.get("/static/{name}")
     async def asset(name: str) -> Response:
         if name not in assets:  # a fixed set: no path from the request reaches the file system
             return _error(404, "no such file")
         return Response(assets[name], media_type=_ASSETS[name])
 
-    @app.get("/api/state")
     async def state() -> Response:
         return Response(console.state_json(), media_type="application/json")
 
-    @app.post("/api/prompt")
     async def prompt(request: Request) -> Response:
         try:
             body = await _json_body(request, body_limit)
@@ -311,7 +306,6 @@ def create_app(
             return _error(exc.status, str(exc))
         return JSONResponse({"sent": list(prompts)})
 
-    @app.post("/api/lifecycle")
     async def lifecycle(request: Request) -> Response:
         try:
             body = await _json_body(request, 4096)
@@ -325,10 +319,19 @@ def create_app(
             return _error(exc.status, str(exc))
         return JSONResponse({"state": new_state})
 
-    @app.websocket("/ws")
     async def ws(websocket: WebSocket) -> None:
         await websocket.accept()
         await console.stream(websocket)
+
+    # Registered by call, not by decorator: the handlers keep their own signatures for the
+    # type checker (FastAPI's decorators only register and return the function unchanged).
+    app.add_api_route("/", page, methods=["GET"])
+    app.add_api_route("/favicon.ico", favicon, methods=["GET"])
+    app.add_api_route("/static/{name}", asset, methods=["GET"])
+    app.add_api_route("/api/state", state, methods=["GET"])
+    app.add_api_route("/api/prompt", prompt, methods=["POST"])
+    app.add_api_route("/api/lifecycle", lifecycle, methods=["POST"])
+    app.add_api_websocket_route("/ws", ws)
 
     app.add_middleware(Guard, token=token, loopback_only=is_loopback(host))
     return app

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -66,11 +67,11 @@ class Dataset:
     queries: dict[int, Query]
     annotations: list[Annotation]
     root: Path | None = None
-    raw: dict = field(default_factory=dict, repr=False)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # -- construction ------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, coco: dict, root: str | Path | None = None) -> Dataset:
+    def from_dict(cls, coco: dict[str, Any], root: str | Path | None = None) -> Dataset:
         """Build from a COCO dict that already passed validation (or is trusted)."""
         queries = {}
         for c in coco.get("categories", []):
@@ -152,7 +153,7 @@ class Dataset:
         return len(self.images)
 
 
-def parse_query(c: Mapping) -> Query:
+def parse_query(c: Mapping[str, Any]) -> Query:
     """A category record as a :class:`Query`, deriving ``cat``/``tmpl`` as docs/FORMATS.md says."""
     name = str(c["name"])
     given = dict(c.get("prompts") or {})
@@ -199,7 +200,9 @@ def load_dataset(path: str | Path, *, check_files: bool = True) -> Dataset:
 
 
 def dataset_from_queries(
-    images: Sequence[dict], categories: Sequence[dict], annotations: Sequence[dict]
+    images: Sequence[dict[str, Any]],
+    categories: Sequence[dict[str, Any]],
+    annotations: Sequence[dict[str, Any]],
 ) -> Dataset:
     """Convenience for tests: an in-memory dataset from the three COCO lists."""
     return Dataset.from_dict(

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from probench.vocabulary import FORMULATIONS, KNOWN_DOMAINS, PROMPT_TYPES, TEMPLATE_PREFIX
+from probench.vocabulary import FORMULATIONS, KNOWN_DOMAINS, PROMPT_TYPES, TEMPLATE_PREFIX, CocoResult
 
 _NOUNS = ("valve", "pipe", "ladder", "door", "cable", "helmet", "drill", "box", "chair", "cart", "sign",
           "hose", "lamp", "pallet", "rock", "fence", "bucket", "tool", "panel", "vent")  # fmt: skip
@@ -24,9 +25,11 @@ _ATTRS = ("red", "rusty", "open", "closed", "small", "large", "yellow", "broken"
 _CORefs = (None, None, None, None, ["orig", "tmpl"], ["orig"], ["orig", "cat"], ["cat", "tmpl"])
 
 DEFAULT_RECALL: dict[str, float] = {"orig": 0.75, "cat": 0.65, "tmpl": 0.7}
+SIZE_RANGE = (64, 640)  # image widths and heights, pixels
+WRITTEN_SIZE_RANGE = (64, 256)  # when the images are written: small, so that inference stays fast
 
 
-def _queries(n_queries: int, rng: np.random.Generator) -> list[dict]:
+def _queries(n_queries: int, rng: np.random.Generator) -> list[dict[str, Any]]:
     cats = []
     for k in range(n_queries):
         noun = _NOUNS[k % len(_NOUNS)] + ("" if k < len(_NOUNS) else f"-{k // len(_NOUNS)}")
@@ -34,7 +37,7 @@ def _queries(n_queries: int, rng: np.random.Generator) -> list[dict]:
         orig = f"the {attr} {noun} next to the wall"
         types = {PROMPT_TYPES[k % len(PROMPT_TYPES)]}
         types |= {PROMPT_TYPES[int(i)] for i in rng.integers(0, len(PROMPT_TYPES), int(rng.integers(0, 3)))}
-        cat: dict = {
+        cat: dict[str, Any] = {
             "id": k + 1,
             "name": noun,
             "prompts": {"orig": orig, "cat": noun, "tmpl": TEMPLATE_PREFIX + orig},
@@ -58,8 +61,8 @@ def synthetic_coco(
     domains: Sequence[str] = KNOWN_DOMAINS,
     negatives_per_image: float = 1.0,
     crowd_fraction: float = 0.02,
-    size_range: tuple[int, int] = (64, 640),
-) -> dict:
+    size_range: tuple[int, int] = SIZE_RANGE,
+) -> dict[str, Any]:
     """A Pro-Bench annotations dict. ``n_instances`` defaults to ~5.7 per image (the paper's
     74.5k / 13k). Boxes span COCO's small, medium and large ranges."""
     rng = np.random.default_rng(seed)
@@ -112,7 +115,7 @@ def synthetic_coco(
     }
 
 
-def _label_pairs(coco: Mapping) -> tuple[np.ndarray, np.ndarray]:
+def _label_pairs(coco: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """(image id, query id) of every label-space pair (explicit query_ids, else GT queries)."""
     by_img: dict[int, set[int]] = {}
     for a in coco["annotations"]:
@@ -127,7 +130,7 @@ def _label_pairs(coco: Mapping) -> tuple[np.ndarray, np.ndarray]:
 
 
 def synthetic_prediction_arrays(
-    coco: Mapping,
+    coco: Mapping[str, Any],
     formulation: str,
     *,
     seed: int = 0,
@@ -187,7 +190,7 @@ def synthetic_prediction_arrays(
     return {k: v[perm] for k, v in out.items()}
 
 
-def arrays_to_results(arrays: Mapping[str, np.ndarray]) -> list[dict]:
+def arrays_to_results(arrays: Mapping[str, np.ndarray]) -> list[CocoResult]:
     """Columns as COCO result dicts."""
     return [
         {"image_id": i, "category_id": c, "bbox": b, "score": s}
@@ -199,19 +202,25 @@ def arrays_to_results(arrays: Mapping[str, np.ndarray]) -> list[dict]:
 
 
 def synthetic_predictions(
-    coco: Mapping,
+    coco: Mapping[str, Any],
     formulations: Sequence[str] = FORMULATIONS,
     *,
     seed: int = 0,
     recall: Mapping[str, float] | None = None,
-    **kwargs: float,
-) -> dict[str, list[dict]]:
+    jitter: float = 0.08,
+    fp_per_pair: float = 3.0,
+    duplicates: float = 0.3,
+    score_decimals: int | None = 2,
+) -> dict[str, list[CocoResult]]:
     """Per-formulation COCO results (see :func:`synthetic_prediction_arrays`)."""
     recall = dict(recall or {})
     return {
-        f: arrays_to_results(synthetic_prediction_arrays(coco, f, seed=seed, recall=recall.get(f), **kwargs))
+        f: arrays_to_results(synthetic_prediction_arrays(
+            coco, f, seed=seed, recall=recall.get(f), jitter=jitter, fp_per_pair=fp_per_pair,
+            duplicates=duplicates, score_decimals=score_decimals,
+        ))
         for f in formulations
-    }
+    }  # fmt: skip
 
 
 def write_synthetic_dataset(
@@ -220,17 +229,26 @@ def write_synthetic_dataset(
     *,
     with_images: bool = True,
     seed: int = 0,
-    **kwargs: object,
+    n_queries: int = 20,
+    n_instances: int | None = None,
+    domains: Sequence[str] = KNOWN_DOMAINS,
+    negatives_per_image: float = 1.0,
+    crowd_fraction: float = 0.02,
+    size_range: tuple[int, int] | None = None,
 ) -> Path:
     """Write ``folder/annotations.json`` (and ``folder/images/*.png`` when ``with_images``);
-    returns the folder. Images are small when written (default sizes 64-256 px) so that
-    inference on them stays fast; keyword arguments go to :func:`synthetic_coco`."""
+    returns the folder. Images are small when written (default sizes 64-256 px, else
+    :func:`synthetic_coco`'s) so that inference on them stays fast; the other keyword
+    arguments are :func:`synthetic_coco`'s."""
     from probench.cache.atomic import write_bytes_atomic, write_json_atomic
 
     folder = Path(folder)
-    if with_images:
-        kwargs.setdefault("size_range", (64, 256))
-    coco = synthetic_coco(n_images, seed=seed, **kwargs)  # type: ignore[arg-type]
+    if size_range is None:
+        size_range = WRITTEN_SIZE_RANGE if with_images else SIZE_RANGE
+    coco = synthetic_coco(
+        n_images, n_queries, n_instances, seed=seed, domains=domains, negatives_per_image=negatives_per_image,
+        crowd_fraction=crowd_fraction, size_range=size_range,
+    )  # fmt: skip
     if with_images:
         import cv2
 

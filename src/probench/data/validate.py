@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
+from typing import Any, TypeGuard
 
 from probench.vocabulary import FORMULATIONS, PROMPT_TYPES
 
@@ -18,12 +19,12 @@ _TYPES = list(PROMPT_TYPES)
 BOX_TOLERANCE = 1e-3  # pixels a box may overhang the image border (float rounding in exporters)
 
 
-def _is_int(v: object) -> bool:
+def _is_int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _positive_int(v: object) -> bool:
-    return _is_int(v) and v > 0  # type: ignore[operator]
+    return _is_int(v) and v > 0
 
 
 def _is_num(v: object) -> bool:
@@ -38,11 +39,11 @@ def _type_name(v: object) -> str:
 class _Records:
     """One section's records, named and de-duplicated by id."""
 
-    def __init__(self, coco: dict, key: str, label: str, problems: list[str]) -> None:
+    def __init__(self, coco: dict[str, Any], key: str, label: str, problems: list[str]) -> None:
         self.key, self.label, self.problems = key, label, problems
-        self.by_id: dict[int, dict] = {}
+        self.by_id: dict[int, dict[str, Any]] = {}
         raw = coco.get(key)
-        self.items: list[tuple[str, dict]] = []
+        self.items: list[tuple[str, dict[str, Any]]] = []
         if raw is None:
             problems.append(f"annotations.json: '{key}' is missing (a list of records)")
             return
@@ -70,7 +71,7 @@ class _Records:
             self.by_id[rid] = rec
             self.items.append((name, rec))
 
-    def __iter__(self) -> Iterator[tuple[str, dict]]:
+    def __iter__(self) -> Iterator[tuple[str, dict[str, Any]]]:
         return iter(self.items)
 
 
@@ -92,7 +93,7 @@ def validate_coco(coco: object, root: Path | None = None) -> list[str]:
     return problems
 
 
-def _check_query(name: str, c: dict, problems: list[str]) -> None:
+def _check_query(name: str, c: dict[str, Any], problems: list[str]) -> None:
     label = c.get("name")
     if not isinstance(label, str) or not label.strip():
         problems.append(f"{name}: 'name' must be a non-empty string, not {label!r}")
@@ -133,7 +134,9 @@ def _check_query(name: str, c: dict, problems: list[str]) -> None:
                 problems.append(f"{name}: 'coref' lists a formulation twice")
 
 
-def _check_image(name: str, im: dict, queries: dict, root: Path | None, problems: list[str]) -> None:
+def _check_image(
+    name: str, im: dict[str, Any], queries: dict[int, dict[str, Any]], root: Path | None, problems: list[str]
+) -> None:
     fn = im.get("file_name")
     if not isinstance(fn, str) or not fn.strip():
         problems.append(f"{name}: 'file_name' must be a non-empty string, not {fn!r}")
@@ -167,7 +170,10 @@ def _check_image(name: str, im: dict, queries: dict, root: Path | None, problems
         problems.append(f"{name}: image file {fn!r} not found under {root}")
 
 
-def _check_annotation(name: str, a: dict, images: dict, queries: dict, problems: list[str]) -> None:
+def _check_annotation(
+    name: str, a: dict[str, Any], images: dict[int, dict[str, Any]], queries: dict[int, dict[str, Any]],
+    problems: list[str],
+) -> None:
     im = None
     iid = a.get("image_id")
     if not _is_int(iid):

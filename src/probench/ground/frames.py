@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -13,6 +13,9 @@ from probench.bags.layout import COMPRESSED_MSGTYPE
 from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.ground.errors import GroundError
+
+if TYPE_CHECKING:
+    from probench.models.base import Detector
 
 Prompts = tuple[str, ...]
 
@@ -59,7 +62,7 @@ def decode(frame: Frame) -> tuple[Any, np.ndarray]:
         raise GroundError(f"{frame.topic} frame {frame.index} (t={frame.t_ns} ns): {exc}") from exc
 
 
-def ground(frame: Frame, detector: Any, prompts: Prompts, max_detections: int) -> Grounded:
+def ground(frame: Frame, detector: Detector, prompts: Prompts, max_detections: int) -> Grounded:
     """Decode, detect (nothing without prompts, as the node) and serialize one frame."""
     from probench.ros.convert import detections_to_cdr, top_order
 

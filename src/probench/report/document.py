@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from probench import __version__
-from probench.report.load import Entry
+from probench.report.load import Entry, json_object
 from probench.report.table import format_number
 from probench.vocabulary import PROMPT_TYPES
 
@@ -39,8 +39,7 @@ def _runs_table(runs: list[Entry]) -> list[str]:
     ]
     for e in runs:
         info = e.info
-        got = info.get("dataset")
-        ds: dict = got if isinstance(got, dict) else {}
+        ds = json_object(info.get("dataset"))
         ds_text = str(ds.get("path") or "?")
         if ds.get("n_images") is not None:
             ds_text += f" ({ds.get('n_images')} images, {ds.get('n_queries', '?')} queries)"
@@ -94,9 +93,9 @@ def _realtime(runs: list[Entry]) -> list[str]:
     ]  # fmt: skip
     for e in rows:
         rt = e.metrics["realtime"]
-        lat = rt.get("latency_ms") if isinstance(rt.get("latency_ms"), dict) else {}
-        jit = rt.get("output_jitter_ms") if isinstance(rt.get("output_jitter_ms"), dict) else {}
-        warm = rt.get("warmup") if isinstance(rt.get("warmup"), dict) else {}
+        lat = json_object(rt.get("latency_ms"))
+        jit = json_object(rt.get("output_jitter_ms"))
+        warm = json_object(rt.get("warmup"))
         within = rt.get("within_budget")
         lines.append("| " + " | ".join(_md(x) for x in (
             e.label, rt.get("rate_hz", ""), rt.get("frames_sent", ""), rt.get("frames_received", ""),
@@ -124,8 +123,8 @@ def _latency(runs: list[Entry]) -> list[str]:
         "|---|---|:-:|:-:|---|",
     ]  # fmt: skip
     for e in rows:
-        p = e.latency.get("protocol") if isinstance(e.latency.get("protocol"), dict) else {}
-        iso = e.latency.get("isolation") if isinstance(e.latency.get("isolation"), dict) else {}
+        p = json_object(e.latency.get("protocol"))
+        iso = json_object(e.latency.get("isolation"))
         how = iso.get("how") or "not recorded (measured by `probench latency`: keep the device idle)"
         lines.append("| " + " | ".join(_md(x) for x in (
             e.label, e.latency.get("device", "?"),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from probench.cache.atomic import write_bytes_atomic
-from probench.report.load import Entry
+from probench.report.load import Entry, json_object
 from probench.vocabulary import FORMULATIONS
 
 SWEEP: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
@@ -40,7 +40,7 @@ def _figure(width: float, height: float) -> Any:
     return fig
 
 
-def _colours(n: int) -> list:
+def _colours(n: int) -> list[tuple[float, float, float, float]]:  # RGBA
     from matplotlib import colormaps
 
     cmap = colormaps["tab10" if n <= 10 else "tab20"]
@@ -250,7 +250,7 @@ def _family_connectors(ax: Any, rows: list[tuple[Entry, float, float]]) -> None:
 
 
 def timeline_points(
-    trace: list[dict], formulation: str, period_s: float
+    trace: list[dict[str, Any]], formulation: str, period_s: float
 ) -> dict[str, list[tuple[float, float]]]:
     """One formulation's frames of a replay trace as (seconds since its first frame, latency
     ms) by kind: ``answered``, ``warmup`` (answered warm-up frames), ``missed`` (latency
@@ -261,7 +261,7 @@ def timeline_points(
     recs = [r for r in latest_frames(trace) if r.get("formulation") == formulation]
     out: dict[str, list[tuple[float, float]]] = {"answered": [], "warmup": [], "missed": []}
     offset = 0.0
-    by_session: dict[int, list] = {}
+    by_session: dict[int, list[dict[str, Any]]] = {}
     for r in recs:
         by_session.setdefault(int(r.get("session", 0)), []).append(r)
     for session in sorted(by_session):
@@ -302,8 +302,7 @@ def fig_latency_timeline(entries: list[Entry]) -> Plot:
     fig = _figure(3.4 * n_cols + 0.6, 2.6 * len(rows) + 0.4)
     axes = fig.subplots(len(rows), n_cols, squeeze=False, sharey="row")
     for i, (e, forms) in enumerate(rows):
-        got = e.metrics.get("realtime")
-        rt: dict = got if isinstance(got, dict) else {}
+        rt = json_object(e.metrics.get("realtime"))
         budget = float(rt.get("budget_ms") or BUDGET_MS)
         rate = float(rt.get("rate_hz") or 30.0)
         for j in range(n_cols):

@@ -11,10 +11,14 @@ import csv
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from probench.errors import ProbenchError
 from probench.report.errors import ReportError, ReportUsageError
 from probench.vocabulary import FORMULATIONS
+
+if TYPE_CHECKING:
+    from probench.cache.run import RunDir
 
 # The columns of the paper's Table II, in order (probench/report/data/paper_table2.csv).
 COLUMNS: tuple[str, ...] = (
@@ -38,14 +42,14 @@ class Entry:
     """One row of the report: a run of the user's, or a published reference row."""
 
     label: str
-    metrics: dict
+    metrics: dict[str, Any]
     reference: bool = False
     path: Path | None = None
-    info: dict = field(default_factory=dict)  # run.json
+    info: dict[str, Any] = field(default_factory=dict)  # run.json
     family: str | None = None
     scored_now: bool = False  # metrics computed by the report (no metrics.json)
-    trace: list[dict] = field(default_factory=list)  # realtime_frames.jsonl of a ROS replay
-    latency: dict = field(default_factory=dict)  # latency.json: its protocol, how it was isolated
+    trace: list[dict[str, Any]] = field(default_factory=list)  # realtime_frames.jsonl of a ROS replay
+    latency: dict[str, Any] = field(default_factory=dict)  # latency.json: its protocol, how it was isolated
 
     def number(self, column: str) -> float | None:
         """A Table II numeric column (``latency_ms`` is the latency mean)."""
@@ -86,6 +90,11 @@ class Entry:
         return f"{self.path / 'metrics.json' if self.path else self.label}: {key}"
 
 
+def json_object(value: object) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else {}: an optional part that is absent or malformed."""
+    return value if isinstance(value, dict) else {}
+
+
 def _num(v: object, where: str) -> float | None:
     if v is None:
         return None
@@ -108,9 +117,7 @@ def load_run(path: str | Path, dataset: str | Path | None = None) -> Entry:
             f"{run.path}: no run.json, so not a probench run folder; give the folder that "
             "`probench infer` or `probench eval` wrote (its --out)"
         )
-    info = run.info  # CacheError (exit 1, one line) if run.json is malformed
-    if not isinstance(info, dict):
-        raise ReportError(f"{run.path / 'run.json'}: expected a JSON object")
+    info = run.info  # CacheError (exit 1, one line) if run.json is malformed or not an object
     metrics = run.read_json("metrics.json")
     scored_now = False
     if metrics is None:
@@ -118,8 +125,7 @@ def load_run(path: str | Path, dataset: str | Path | None = None) -> Entry:
         scored_now = True
     if not isinstance(metrics, dict):
         raise ReportError(f"{run.path / 'metrics.json'}: expected a JSON object")
-    got = info.get("model")
-    model: dict = got if isinstance(got, dict) else {}
+    model = json_object(info.get("model"))
     label = str(model.get("paper_name") or model.get("name") or run.path.resolve().name)
     if model.get("paper_name") and str(model.get("name", "")).startswith("tiny-"):
         label += TINY_MARK
@@ -131,14 +137,13 @@ def load_run(path: str | Path, dataset: str | Path | None = None) -> Entry:
     latency = run.read_json("latency.json")
     return Entry(label, metrics, path=run.path, info=info, family=family, scored_now=scored_now,
                  trace=read_trace(run.path / TRACE_FILE),
-                 latency=latency if isinstance(latency, dict) else {})  # fmt: skip
+                 latency=json_object(latency))  # fmt: skip
 
 
-def _score(run: object, info: dict, dataset: str | Path | None) -> dict:
-    got = info.get("dataset")
-    ds: dict = got if isinstance(got, dict) else {}
+def _score(run: RunDir, info: dict[str, Any], dataset: str | Path | None) -> dict[str, Any]:
+    ds = json_object(info.get("dataset"))
     ds_path = dataset if dataset is not None else ds.get("path")
-    where = run.path  # type: ignore[attr-defined]
+    where = run.path
     if not ds_path:
         raise ReportError(
             f"{where}: no metrics.json and no dataset to score it with (run.json names none); "
@@ -203,7 +208,7 @@ def load_reference(path: str | Path) -> list[Entry]:
         name = (row.get("model") or "").strip()
         if not name:
             raise ReportError(f"{path} line {line}: empty model name")
-        metrics: dict = {}
+        metrics: dict[str, Any] = {}
         for col in NUMERIC:
             cell = (row.get(col) or "").strip()
             if not cell:

@@ -35,7 +35,7 @@ _SUPERSCRIPT = {2: "²", 3: "³", 4: "⁴", 5: "⁵"}
 def sort_entries(entries: list[Entry]) -> list[Entry]:
     """By mAP.5 descending; rows without one go last; ties keep a stable, readable order."""
 
-    def key(e: Entry) -> tuple:
+    def key(e: Entry) -> tuple[bool, float, str]:
         v = e.number("map50")
         return (v is None, -(v or 0.0), e.label)
 

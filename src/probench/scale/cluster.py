@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from probench.scale.errors import RayClusterError, RayUsageError
 
@@ -31,6 +31,15 @@ FORWARDED_ENV = (
 LOOPBACK = "127.0.0.1"
 
 
+class RayNode(TypedDict):
+    """An alive node of the cluster, as a command reports it."""
+
+    id: str
+    ip: str
+    cpus: float
+    gpus: float
+
+
 @dataclass
 class Cluster:
     """The cluster a command runs on."""
@@ -38,7 +47,7 @@ class Cluster:
     address: str  # what was asked ("local" for a cluster started here)
     local: bool  # started by this process (and shut down by it)
     gcs_address: str = ""
-    nodes: list[dict[str, Any]] = field(default_factory=list)  # alive nodes: ip, cpus, gpus, id
+    nodes: list[RayNode] = field(default_factory=list)  # the alive nodes
 
     @property
     def cpus(self) -> float:
@@ -101,8 +110,8 @@ def resolve_address(address: str | None) -> str | None:
     return os.environ.get("RAY_ADDRESS") or None
 
 
-def _nodes(ray: Any) -> list[dict[str, Any]]:
-    out = []
+def _nodes(ray: Any) -> list[RayNode]:
+    out: list[RayNode] = []
     for n in ray.nodes():
         if not n.get("Alive"):
             continue

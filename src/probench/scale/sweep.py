@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from probench.cache.atomic import write_json_atomic, write_text_atomic
 from probench.cache.identity import SHARED_FIELDS, RunIdentity, check_folder, first_difference, utc_now
@@ -37,6 +37,9 @@ from probench.errors import ProbenchError, UsageError
 from probench.models.infer import offline_identity
 from probench.scale.cluster import Cluster
 from probench.scale.worker import ModelArgs
+
+if TYPE_CHECKING:
+    from probench.models.base import BaseDetector
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -113,10 +116,10 @@ class _Model:
         self.cfg, self.dataset, self.cluster = cfg, dataset, cluster
         self.args = ModelArgs(name, device=cfg.device, precision=cfg.precision, runtime=cfg.runtime)
         self.run = run_folder(cfg.out, name)
-        self._detector: Any = None
+        self._detector: BaseDetector | None = None
         self._load_s: float | None = None
 
-    def detector(self) -> Any:
+    def detector(self) -> BaseDetector:
         if self._detector is None:
             t0 = time.perf_counter()
             self._detector = self.args.load()
@@ -241,7 +244,7 @@ def _latency_on_ray(
     from probench.scale.worker import ShippedDataset, measure_latency
 
     ray = import_ray()
-    key = "gpus" if model.device == "cuda" else "cpus"
+    key: Literal["gpus", "cpus"] = "gpus" if model.device == "cuda" else "cpus"
     nodes = [n for n in cluster.nodes if n[key] >= 1 and n["cpus"] >= 1]
     if not nodes:
         raise RayUsageError(f"no node of the Ray cluster has a {key[:-1].upper()} to measure latency on "

@@ -18,12 +18,19 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from probench.data.dataset import Dataset
 from probench.data.errors import ImageDecodeError
 from probench.data.images import decode_rgb
 from probench.vocabulary import CocoResult
+
+if TYPE_CHECKING:
+    import argparse
+
+    from probench.models.base import BaseDetector
 
 
 @dataclass(frozen=True)
@@ -40,7 +47,7 @@ class ModelArgs:
     runtime: str = "torch"
 
     @classmethod
-    def from_args(cls, args: Any, score_threshold: float = 0.0) -> ModelArgs:
+    def from_args(cls, args: argparse.Namespace, score_threshold: float = 0.0) -> ModelArgs:
         """From ``probench infer``-style flags."""
         return cls(name=args.model, device=args.device, precision=args.precision,
                    score_threshold=float(score_threshold), weights=args.weights,
@@ -52,7 +59,7 @@ class ModelArgs:
         return dict(model_record(self.name, weights=self.weights, random_weights=self.random_weights,
                                  runtime=self.runtime))  # fmt: skip
 
-    def load(self) -> Any:
+    def load(self) -> BaseDetector:
         from probench.models.zoo import load_detector
 
         return load_detector(**asdict(self))
@@ -157,7 +164,7 @@ class ShippedDataset(Dataset):
         base = {f.name: getattr(dataset, f.name) for f in fields(Dataset)}
         return cls(**base, files={int(i): read_encoded(dataset, i) for i in image_ids})
 
-    def read_image(self, image_id: int) -> Any:
+    def read_image(self, image_id: int) -> np.ndarray:
         data = self.files.get(image_id)
         if data is None:
             raise ImageDecodeError(f"image {image_id} was not shipped to this worker")

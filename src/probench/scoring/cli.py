@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from probench.errors import UsageError
 
@@ -45,14 +47,14 @@ def _fmt(v: object) -> str:
     return "-" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v)
 
 
-def best_text(m: dict) -> str:
+def best_text(m: Mapping[str, Any]) -> str:
     """k* as printed: the formulation, "tie" when every formulation has the same mAP.5."""
     if m.get("best_formulation") is None and m.get("best_formulation_ties"):
         return "tie"
     return _fmt(m.get("best_formulation"))
 
 
-def summary_table(m: dict) -> str:
+def summary_table(m: Mapping[str, Any]) -> str:
     rows = ["formulation  mAP.5   mAP.75  mAP.5:.95"]
     for f, s in m["by_formulation"].items():
         rows.append(f"{f:<12} {_fmt(s['map50']):<7} {_fmt(s['map75']):<7} {_fmt(s['map50_95'])}")
@@ -79,7 +81,7 @@ def summary_table(m: dict) -> str:
     return "\n".join(rows)
 
 
-def degenerate_lines(m: dict) -> list[str]:
+def degenerate_lines(m: Mapping[str, Any]) -> list[str]:
     """One stderr line per formulation with boxes of width or height <= 0."""
     lines = []
     for f, s in m["by_formulation"].items():

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,7 @@ def pcr_plc(
     gt_crowd: np.ndarray,
     recovery: Mapping[str, Recovery],
     score_threshold: float | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Every PCR/PLC variant and their counts, for the formulations in ``recovery``."""
     targets = ~gt_crowd & query_coref[gt_query].any(axis=1)
     k_need = query_coref[gt_query] & targets[:, None]  # (n_gt, 3): K_i over all formulations
@@ -58,7 +59,7 @@ def pcr_plc(
     needs_missing = k_need[:, [FORMULATIONS.index(f) for f in missing]].any(axis=1)
     n_targets = int(targets.sum())
     multi = targets & (n_k >= 2)
-    out: dict = {
+    out: dict[str, Any] = {
         "n_targets": n_targets,
         "pcr_single_formulation_targets": int((targets & (n_k == 1)).sum()),
         "pcr_multi_formulation_targets": int(multi.sum()),

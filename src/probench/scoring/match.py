@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from probench.scoring.constants import AREA_RANGES, MAX_DETS
 from probench.scoring.tables import DetArrays, GroundTruth
@@ -34,8 +35,9 @@ class Matched:
     det_score: np.ndarray  # (N,)
     det_box: np.ndarray  # (N, 4)
     det_order: np.ndarray  # (N,) index in the given predictions (COCO's tie-break)
-    tp: np.ndarray  # (N, A, T) bool: matched to a non-ignored GT
-    ignored: np.ndarray  # (N, A, T) bool: matched to an ignored GT, or unmatched and out of area range
+    tp: npt.NDArray[np.bool_]  # (N, A, T) bool: matched to a non-ignored GT
+    # (N, A, T) bool: matched to an ignored GT, or unmatched and out of area range
+    ignored: npt.NDArray[np.bool_]
     gt_match: np.ndarray  # (n_gt, A, T) int64: kept-detection index matched to each GT, -1 if none
     gt_ignored: np.ndarray  # (n_gt, A) bool
     n_given: int
@@ -43,7 +45,7 @@ class Matched:
     n_beyond_max: int  # predictions beyond maxDets for their pair
 
     @property
-    def fp(self) -> np.ndarray:
+    def fp(self) -> npt.NDArray[np.bool_]:
         return ~self.tp & ~self.ignored
 
 
@@ -64,7 +66,7 @@ def box_iou_edges(d: np.ndarray, g: np.ndarray, crowd: np.ndarray | None = None)
     return out
 
 
-def _runs(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _runs(sorted_keys: np.ndarray) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(start, length) of each run of equal values in a sorted array."""
     if len(sorted_keys) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -182,8 +184,13 @@ def match(gt: GroundTruth, dets: DetArrays, areas: tuple[str, ...], thresholds: 
     )
 
 
-def _match_block(gt, pairs, n_cand, g_n, dets, det_pos, det_rank, edges, gt_ig, thr, tp, det_ig,
-                 gt_match) -> None:  # fmt: skip
+# IoU edges of a block: (pair position, detection rank, GT rank, IoU), one entry per edge
+Edges = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _match_block(gt: GroundTruth, pairs: np.ndarray, n_cand: np.ndarray, g_n: int, dets: np.ndarray,
+                 det_pos: np.ndarray, det_rank: np.ndarray, edges: Edges, gt_ig: np.ndarray, thr: np.ndarray,
+                 tp: np.ndarray, det_ig: np.ndarray, gt_match: np.ndarray) -> None:  # fmt: skip
     """Greedy matching of one block of pairs that all have ``g_n`` GT, most candidates first."""
     n_p = len(pairs)
     d_max = int(n_cand.max())

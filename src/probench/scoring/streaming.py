@@ -4,6 +4,7 @@ as they arrive, ``compute()`` the full suite at any time on the same engine as `
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ class StreamingScorer:
     def reset(self) -> None:
         self._parts: dict[str, dict[int, DetArrays]] = {}
 
-    def update(self, formulation: str, image_id: int, results: Iterable[Mapping]) -> None:
+    def update(self, formulation: str, image_id: int, results: Iterable[Mapping[str, Any]]) -> None:
         if formulation not in FORMULATIONS:
             raise ScoringUsageError(
                 f"unknown formulation {formulation!r}; expected one of {list(FORMULATIONS)}"
@@ -50,10 +51,10 @@ class StreamingScorer:
     def compute(
         self,
         *,
-        latency: Mapping | None = None,
-        realtime: Mapping | None = None,
+        latency: Mapping[str, Any] | None = None,
+        realtime: Mapping[str, Any] | None = None,
         pcr_score_threshold: float | None = None,
-    ) -> dict:
+    ) -> dict[str, Any]:
         preds = {
             f: DetArrays.concat([parts[i] for i in sorted(parts)])
             for f, parts in self._parts.items()

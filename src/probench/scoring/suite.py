@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -56,7 +57,7 @@ class _Formulation:
     def t_index(self, values: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.thr, values)
 
-    def summary(self, area: str = "all") -> dict:
+    def summary(self, area: str = "all") -> dict[str, Any]:
         a = self.areas.index(area)
         m = mean_ap(self.ap[:, a, :])  # per threshold
         coco = m[self.t_index(COCO_IOUS)]
@@ -68,7 +69,7 @@ class _Formulation:
             "ap_by_iou": {sweep_key(t): _f(m[i]) for t, i in zip(SWEEP_IOUS, ti, strict=True)},
         }
 
-    def group(self, queries: np.ndarray, area: str = "all") -> dict:
+    def group(self, queries: np.ndarray, area: str = "all") -> dict[str, Any]:
         """map50 / map50_95 over a subset of queries (those with GT in the area count)."""
         a = self.areas.index(area)
         ap = self.ap[queries, a, :]
@@ -83,7 +84,7 @@ class _Formulation:
             "n_queries": int(has.sum()),
         }
 
-    def domain(self, gt: GroundTruth, dom: int) -> dict:
+    def domain(self, gt: GroundTruth, dom: int) -> dict[str, Any]:
         """map50 / map50_95 with images restricted to one domain (area "all")."""
         ci = self.t_index(COCO_IOUS)
         in_dom = gt.image_domain == dom
@@ -130,13 +131,13 @@ class _Formulation:
 
 def score(
     dataset: Dataset | GroundTruth,
-    predictions: Mapping[str, Iterable[Mapping] | DetArrays],
+    predictions: Mapping[str, Iterable[Mapping[str, Any]] | DetArrays],
     *,
-    latency: Mapping | None = None,
-    realtime: Mapping | None = None,
+    latency: Mapping[str, Any] | None = None,
+    realtime: Mapping[str, Any] | None = None,
     pcr_score_threshold: float | None = None,
     progress: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     """Every metric of CONTRACTS §3 for the formulations given (a subset of orig/cat/tmpl).
     ``pcr_score_threshold`` adds pcr50_at / plc_at (recovery by predictions scoring at
     least that). ``progress`` shows a tqdm bar on stderr (one step per formulation, then
@@ -159,7 +160,7 @@ def score(
         evals[f] = _Formulation(gt, dets, ORIG_AREAS if f == "orig" else ("all",))
         bar.update()
     bar.set_description("consistency and breakdowns")
-    out: dict = {
+    out: dict[str, Any] = {
         "formulations": present,
         "formulations_missing": [f for f in FORMULATIONS if f not in predictions],
         "n_images": len(gt.image_ids),
@@ -215,20 +216,32 @@ def score(
     return out
 
 
-def _bar(total: int, enabled: bool):  # a tqdm, or a no-op stand-in
+class _Progress(Protocol):
+    """What :func:`score` uses of a tqdm bar."""
+
+    def set_description(self, desc: str) -> None: ...
+
+    def update(self, n: int = 1) -> object: ...
+
+    def close(self) -> None: ...
+
+
+def _bar(total: int, enabled: bool) -> _Progress:  # a tqdm, or a no-op stand-in
     if enabled:
         import sys
 
         from tqdm import tqdm
 
-        return tqdm(total=total, file=sys.stderr, unit="step", leave=False, disable=None)  # None: TTY only
+        # disable=None: a bar on a TTY only
+        bar: _Progress = tqdm(total=total, file=sys.stderr, unit="step", leave=False, disable=None)
+        return bar
     return _NoBar()
 
 
 class _NoBar:
-    def set_description(self, _text: str) -> None: ...
+    def set_description(self, desc: str) -> None: ...
 
-    def update(self, _n: int = 1) -> None: ...
+    def update(self, n: int = 1) -> None: ...
 
     def close(self) -> None: ...
 
@@ -250,15 +263,15 @@ def _degenerate_counts(dets: DetArrays) -> dict[str, int]:
     }
 
 
-def _best_formulation(m: Mapping[str, float | None]) -> dict:
+def _best_formulation(m: Mapping[str, float | None]) -> dict[str, Any]:
     """delta_max and k* over the formulations with a mAP.5 (both null with fewer than two).
     k* is null on an exact tie of all of them (nothing is best); a tie at the top that leaves
     a formulation below goes to the first in orig, cat, tmpl. ``best_formulation_ties``
     lists the formulations sharing the top when more than one does."""
-    scored = [f for f in FORMULATIONS if m[f] is not None]
+    vals = {f: float(v) for f in FORMULATIONS if (v := m[f]) is not None}
+    scored = list(vals)
     if len(scored) < 2:
         return {"delta_max": None, "best_formulation": None, "best_formulation_ties": None}
-    vals = {f: float(m[f]) for f in scored}  # type: ignore[arg-type]
     top = max(vals.values())
     ties = [f for f in scored if vals[f] == top]
     return {
@@ -282,7 +295,7 @@ def score_run(
     pcr_score_threshold: float | None = None,
     dataset_check: str = "record",
     progress: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     """Score a run folder (CONTRACTS §2): its complete formulations, latency and realtime.
 
     ``dataset_check`` decides what a dataset whose content hash differs from run.json's
@@ -297,9 +310,9 @@ def score_run(
     run = RunDir(run_dir)
     if not run.path.is_dir():
         raise ScoringUsageError(f"{run.path}: no such run folder")
-    info = run.info if isinstance(run.info, dict) else {}
+    info = run.info  # a CacheError when run.json is not a JSON object
     ds_field = info.get("dataset")
-    run_ds: dict = ds_field if isinstance(ds_field, dict) else {}
+    run_ds: dict[str, Any] = ds_field if isinstance(ds_field, dict) else {}
     run_hash = run_ds.get("hash")
     matches = None if run_hash is None else run_hash == dataset.content_hash
     if matches is False and dataset_check == "refuse":

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from probench.data.dataset import FORMULATIONS, Dataset
 from probench.scoring.errors import ScoringError
@@ -30,7 +32,7 @@ class GroundTruth:
     pair_query: np.ndarray  # (P,)
     pair_gt_start: np.ndarray  # (P,) first GT row of the pair
     pair_gt_count: np.ndarray  # (P,)
-    gt_pair: np.ndarray  # (N,) GT rows sorted by pair, annotation order kept within a pair
+    gt_pair: npt.NDArray[np.int64]  # (N,) GT rows sorted by pair, annotation order kept within a pair
     gt_box: np.ndarray  # (N, 4) x, y, w, h
     gt_area: np.ndarray  # (N,) the annotation's ``area`` (COCO uses it for area ranges)
     gt_crowd: np.ndarray  # (N,) bool
@@ -134,7 +136,9 @@ class DetArrays:
         )
 
     @classmethod
-    def from_results(cls, results: Iterable[Mapping] | DetArrays, where: str = "predictions") -> DetArrays:
+    def from_results(
+        cls, results: Iterable[Mapping[str, Any]] | DetArrays, where: str = "predictions"
+    ) -> DetArrays:
         """COCO result dicts (``image_id``, ``category_id``, ``bbox``, ``score``) as columns;
         a malformed record is named with its index."""
         if isinstance(results, DetArrays):
@@ -154,7 +158,7 @@ class DetArrays:
         return cls(image_id, query_id, box, score)
 
 
-def _first_bad(results: Sequence) -> str:
+def _first_bad(results: Sequence[object]) -> str:
     for i, r in enumerate(results):
         if not isinstance(r, Mapping) or not {"image_id", "category_id", "bbox", "score"} <= r.keys():
             return f"record {i} lacks image_id/category_id/bbox/score"
