@@ -217,28 +217,13 @@ def _preds(run: Path, f: str) -> bytes:
 
 
 def test_run_through_the_fake_node_equals_offline_inference(bag, tmp_path: Path) -> None:
-    from probench.models.cli_infer import run as infer
+    from probench.cli import main
 
     ds, bag_path = bag
     metrics = _run(_cfg(bag_path, tmp_path / "ros"), FakeGroundingLink())
-    import argparse
-
-    args = argparse.Namespace(
-        model="test-instant",
-        dataset=str(ds),
-        out=str(tmp_path / "off"),
-        device="cpu",
-        precision="fp32",
-        weights=None,
-        runtime="torch",
-        random_weights=False,
-        overwrite=False,
-        no_progress=True,
-        formulations="orig,cat",
-        score_threshold=0.0,
-        limit=None,
-    )
-    assert infer(args) == 0
+    # the real command line, so every flag the command has is there with its default
+    assert main(["infer", "--model", "test-instant", "--dataset", str(ds), "--out", str(tmp_path / "off"),
+                 "--formulations", "orig,cat", "--no-progress"]) == 0
     for f in ("orig", "cat"):
         assert _preds(tmp_path / "ros", f) == _preds(tmp_path / "off", f)
     rt = metrics["realtime"]
