@@ -5,8 +5,9 @@ console scripts (``--ros-args`` from the same description the launch file uses),
 the evaluator to finish (global ``--timeout``), stops the grounding node and prints a
 summary of RUN/metrics.json. The children stay in this process's group (so killing the
 group kills all) and get SIGTERM if this process dies; DDS stays on loopback
-(``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``) and a random ``ROS_DOMAIN_ID`` keeps
-concurrent runs apart, unless the environment sets them.
+(``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``), a random ``ROS_DOMAIN_ID`` keeps
+concurrent runs apart and ``config/fastdds.xml`` delivers whole frames, unless the
+environment sets them.
 """
 
 from __future__ import annotations
@@ -59,9 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def child_environment(domain_id: int | None = None) -> dict[str, str]:
-    """The nodes' environment: loopback discovery and an isolated domain unless chosen."""
+    """The nodes' environment: loopback discovery, an isolated domain and probench's Fast
+    DDS profile (whole frames over shared memory), each unless chosen already."""
+    from probench.ros.dds_profile import apply_profile
+
     env = dict(os.environ)
     env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    apply_profile(env)
     if domain_id is not None:
         env["ROS_DOMAIN_ID"] = str(domain_id)
     elif not env.get("ROS_DOMAIN_ID"):

@@ -59,6 +59,14 @@ from probench.ros.node_spec import (
 _THROTTLE_S = 5.0
 
 
+def image_qos(reliability: str = "best_effort") -> QoSProfile:
+    """The QoS of the node's image subscriptions (sensor data: keep last 5, volatile;
+    reliability from the ``image_reliability`` parameter)."""
+    rel = ReliabilityPolicy.RELIABLE if reliability == "reliable" else ReliabilityPolicy.BEST_EFFORT
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=rel,
+                      durability=DurabilityPolicy.VOLATILE)
+
+
 class GroundingNode(LifecycleNode):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(NODE_NAME, **kwargs)
@@ -271,10 +279,7 @@ class GroundingNode(LifecycleNode):
         return TransitionCallbackReturn.FAILURE
 
     def _create_entities(self) -> None:
-        rel = (ReliabilityPolicy.RELIABLE if self._cfg.image_reliability == "reliable"
-               else ReliabilityPolicy.BEST_EFFORT)
-        image_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=rel,
-                               durability=DurabilityPolicy.VOLATILE)
+        camera_qos = image_qos(self._cfg.image_reliability)
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
@@ -301,10 +306,10 @@ class GroundingNode(LifecycleNode):
             # in creation order, so a set that arrived with its frame is handed over first
             self.create_subscription(LabelInfo, "frame_prompts", self._on_frame_prompts, frame_sets_qos,
                                      event_callbacks=sub_events("frame_prompts")),
-            self.create_subscription(Image, "image", self._on_image, image_qos, raw=True,
+            self.create_subscription(Image, "image", self._on_image, camera_qos, raw=True,
                                      event_callbacks=sub_events("image")),
             self.create_subscription(CompressedImage, "image/compressed", self._on_compressed,
-                                     image_qos, raw=True, event_callbacks=sub_events("image/compressed")),
+                                     camera_qos, raw=True, event_callbacks=sub_events("image/compressed")),
         ]
         self._entities = [self._pub_dets, self._pub_debug, self._pub_labels, *subs]
         self.destroy_timer(self._diag_timer)
