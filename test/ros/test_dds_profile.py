@@ -41,8 +41,8 @@ def test_profile_only_adds_a_large_shared_memory_transport() -> None:
     segment = int(descriptors[0].findtext("f:segment_size", namespaces=NS))
     assert segment >= 4 * 1280 * 720 * 3  # several 720p rgb8 frames, so 640x480 many times over
     tags = {el.tag.split("}")[1] for el in root.iter()}
-    assert tags == {"dds", "profiles", "transport_descriptors", "transport_descriptor", "transport_id", "type",
-                    "segment_size", "participant", "rtps", "userTransports"}
+    assert tags == {"dds", "profiles", "transport_descriptors", "transport_descriptor", "transport_id",
+                    "type", "segment_size", "participant", "rtps", "userTransports"}
     (participant,) = root.findall(".//f:participant", NS)
     assert participant.get("is_default_profile") == "true"  # what rmw_fastrtps takes its QoS from
     used = [t.text for t in participant.findall(".//f:userTransports/f:transport_id", NS)]
@@ -107,8 +107,13 @@ import json, os, time, rclpy
 rclpy.init()
 node = rclpy.create_node("profile_probe")
 time.sleep(0.5)
-inodes = {os.readlink(f"/proc/self/fd/{fd}")[8:-1] for fd in os.listdir("/proc/self/fd")
-          if os.path.exists(f"/proc/self/fd/{fd}") and os.readlink(f"/proc/self/fd/{fd}").startswith("socket:[")}
+links = []
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        links.append(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        pass
+inodes = {link[8:-1] for link in links if link.startswith("socket:[")}
 sockets = []
 for table in ("udp", "udp6", "tcp", "tcp6"):
     for line in open(f"/proc/net/{table}").read().splitlines()[1:]:
@@ -141,7 +146,8 @@ def _probe(ros_env: dict[str, str], tmp_path: Path, profile: bool) -> tuple[dict
 
 @pytest.mark.ros
 @pytest.mark.usefixtures("requires_vision_msgs")
-def test_fast_dds_takes_the_profile_and_opens_no_other_socket(ros_env: dict[str, str], tmp_path: Path) -> None:
+def test_fast_dds_takes_the_profile_and_opens_no_other_socket(ros_env: dict[str, str],
+                                                               tmp_path: Path) -> None:
     with_profile, err = _probe(ros_env, tmp_path, profile=True)
     without, _ = _probe(ros_env, tmp_path, profile=False)
     assert "error" not in err.lower(), err  # Fast DDS reports XML problems on stderr
