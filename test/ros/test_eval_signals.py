@@ -12,27 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from grounding_harness import fresh_domain
+from grounding_harness import fresh_domain, tiny_eval_bag
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.usefixtures("requires_vision_msgs")]
-
-
-def _bag(tmp_path: Path, env: dict) -> Path:
-    import cv2
-    import numpy as np
-
-    root = tmp_path / "ds"
-    (root / "images").mkdir(parents=True)
-    images = []
-    for i in range(1, 41):
-        cv2.imwrite(str(root / f"images/{i}.png"), np.full((24, 32, 3), i, dtype=np.uint8))
-        images.append({"id": i, "file_name": f"images/{i}.png", "width": 32, "height": 24, "query_ids": [1]})
-    coco = {"images": images, "annotations": [],
-            "categories": [{"id": 1, "name": "cup", "prompts": {"orig": "a red cup"}}]}
-    (root / "annotations.json").write_text(json.dumps(coco))
-    subprocess.run([sys.executable, "-m", "probench", "bag", "--dataset", str(root), "--out",
-                    str(tmp_path / "bag"), "--quiet"], env=env, check=True, timeout=60)
-    return tmp_path / "bag"
 
 
 def _group_alive(pgid: int) -> bool:
@@ -62,7 +44,7 @@ def _start(tmp_path: Path, env: dict, run: str) -> tuple[subprocess.Popen, Path]
 
 
 def test_ctrl_c_stops_the_graph_and_the_run_resumes(tmp_path: Path, ros_env: dict) -> None:
-    _bag(tmp_path, ros_env)
+    tiny_eval_bag(tmp_path, ros_env)
     proc, out = _start(tmp_path, ros_env, "run")
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
     _, err = proc.communicate(timeout=60)
@@ -77,7 +59,7 @@ def test_ctrl_c_stops_the_graph_and_the_run_resumes(tmp_path: Path, ros_env: dic
 
 
 def test_killed_probench_eval_takes_its_nodes_along(tmp_path: Path, ros_env: dict) -> None:
-    _bag(tmp_path, ros_env)
+    tiny_eval_bag(tmp_path, ros_env)
     proc, _ = _start(tmp_path, ros_env, "run")
     proc.kill()  # only probench eval itself: its children get SIGTERM from the kernel
     proc.communicate(timeout=30)

@@ -478,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
         if executor is not None:
             executor.shutdown(timeout_sec=1.0)
         rclpy.try_shutdown()
+        shutdown.ignore_from_now()  # the interpreter's finalization would restore the default action
     if shutdown.requested:
         print(f"grounding_node: stopped ({shutdown.signal_name})", file=sys.stderr)
     return rc

@@ -12,6 +12,11 @@ children), so the second one used to land in the node's clean-up (``gc.collect()
 an :meth:`~SignalShutdown.interruptible` block (a long step with no loop to poll, like
 loading a model) does the first signal also raise :class:`ShutdownRequested` there, so that
 the step is abandoned at once. The process then exits 0: it did what it was asked.
+
+When ``main`` is done, :meth:`~SignalShutdown.ignore_from_now` sets both signals to
+SIG_IGN: while the interpreter finalizes it puts the default action back for any signal
+with a Python handler, so a late repeat would otherwise still kill the exiting process
+("exit code -2"); an ignored signal stays ignored.
 """
 
 from __future__ import annotations
@@ -63,6 +68,12 @@ class SignalShutdown:
         if self._interruptible:
             self._interruptible = False
             raise ShutdownRequested(self.signal_name)
+
+    def ignore_from_now(self) -> None:
+        """Ignore SIGINT/SIGTERM for the rest of the process (its last moments: called when
+        ``main`` has cleaned up, before the interpreter finalizes)."""
+        for sig in SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
 
     @contextmanager
     def interruptible(self) -> Iterator[None]:
