@@ -1,5 +1,7 @@
 """`probench eval` never leaves its nodes behind: Ctrl-C stops the graph (exit 130, resumable),
-and if `probench eval` itself is killed its children follow (no orphaned nodes)."""
+and if `probench eval` itself is killed its children follow (no orphaned nodes). A node
+signalled on its own exits 0 (a clean stop), yet `probench eval` still reports the
+interrupted evaluation and exits non-zero."""
 
 from __future__ import annotations
 
@@ -70,3 +72,28 @@ def test_killed_probench_eval_takes_its_nodes_along(tmp_path: Path, ros_env: dic
     if alive:
         os.killpg(proc.pid, signal.SIGKILL)  # clean up before failing
     assert not alive, "nodes were orphaned when probench eval died"
+
+
+def _children(pid: int) -> dict[str, int]:
+    """Executable name -> pid of the direct children of ``pid``."""
+    out = {}
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        cmd = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        names = [Path(part.decode()).name for part in cmd[:2]]
+        for name in ("grounding_node", "evaluator_node"):
+            if name in names:
+                out[name] = int(child)
+    return out
+
+
+def test_a_signalled_evaluator_exits_0_and_probench_eval_reports_the_interruption(
+        tmp_path: Path, ros_env: dict) -> None:
+    tiny_eval_bag(tmp_path, ros_env)
+    proc, out = _start(tmp_path, ros_env, "run")
+    os.kill(_children(proc.pid)["evaluator_node"], signal.SIGTERM)  # not the group: only the node
+    _, err = proc.communicate(timeout=60)
+    assert "evaluator_node: interrupted (SIGTERM)" in err
+    assert "Traceback" not in err
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted before it finished (run.json status: interrupted)" in err
+    assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
