@@ -44,7 +44,7 @@ from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.models.base import check_prompts
 from probench.ros import convert
-from probench.ros.errors import ParameterValueError
+from probench.ros.errors import ParameterValueError, RosError
 from probench.ros.grounding_stats import DECODE_STAGE, GroundingStats, Health, diagnostic_level
 from probench.ros.grounding_worker import FrameWorker, Prompts, StampedPromptSets
 from probench.ros.node_spec import (
@@ -116,6 +116,13 @@ class GroundingNode(LifecycleNode):
         return self.get_parameter(name).value
 
     @property
+    def config(self) -> GroundingConfig:
+        """The configure-time parameters (only between configure and cleanup)."""
+        if self._cfg is None:
+            raise RosError("grounding_node is not configured")
+        return self._cfg
+
+    @property
     def autostart(self) -> bool:
         return bool(self._param("autostart"))
 
@@ -179,7 +186,7 @@ class GroundingNode(LifecycleNode):
             self.get_logger().error(f"model refused prompts, previous stay active: {exc}")
             return False
         header = Header(stamp=stamp, frame_id="")
-        self._pub_labels.publish(convert.prompts_to_label_info(prompts, header, self._cfg.score_threshold))
+        self._pub_labels.publish(convert.prompts_to_label_info(prompts, header, self.config.score_threshold))
         return True
 
     # -- images -------------------------------------------------------------------------
@@ -292,7 +299,7 @@ class GroundingNode(LifecycleNode):
         return TransitionCallbackReturn.FAILURE
 
     def _create_entities(self) -> None:
-        camera_qos = image_qos(self._cfg.image_reliability)
+        camera_qos = image_qos(self.config.image_reliability)
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
@@ -327,7 +334,7 @@ class GroundingNode(LifecycleNode):
         ]
         self._entities = [self._pub_dets, self._pub_debug, self._pub_labels, *subs]
         self.destroy_timer(self._diag_timer)
-        self._diag_timer = self.create_timer(self._cfg.diagnostics_period, self._publish_diagnostics)
+        self._diag_timer = self.create_timer(self.config.diagnostics_period, self._publish_diagnostics)
 
     def _resolve_image_topics(self) -> tuple[str, str]:
         """The camera topics after remapping: one remap of ``image`` moves ``image/compressed``
