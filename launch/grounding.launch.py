@@ -6,22 +6,30 @@
 A thin layer over :mod:`probench.ros.node_spec`: the node declares its parameters itself;
 this file only passes ``params_file`` (default: the package's config/grounding.yaml) plus
 overrides for the arguments given (an empty argument leaves the file's value). Arguments
-are parsed as plain strings, never evaluated. ``launch``/``launch_ros`` are imported inside
+are parsed as plain strings, never evaluated. ``image_topic`` moves both image inputs
+(``<image_topic>`` and ``<image_topic>/compressed``). Unless you chose a Fast DDS profile,
+the launch's processes get probench's (``config/fastdds.xml``: whole camera frames over
+shared memory, :mod:`probench.ros.dds_profile`). ``launch``/``launch_ros`` are imported inside
 :func:`generate_launch_description`, so this file also imports where they are absent.
 """
+
+import os
 
 
 def generate_launch_description():
     from launch import LaunchDescription
-    from launch.actions import DeclareLaunchArgument, OpaqueFunction
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
     from launch.substitutions import LaunchConfiguration
     from launch_ros.actions import Node
 
+    from probench.ros.dds_profile import profile_environment
     from probench.ros.node_spec import LAUNCH_ARGUMENTS, grounding_from_arguments
 
     def node(context, *args, **kwargs):
         values = {name: LaunchConfiguration(name).perform(context) for name in LAUNCH_ARGUMENTS}
-        return [Node(**grounding_from_arguments(values))]
+        env = profile_environment(getattr(context, "environment", None) or os.environ)
+        node = Node(**grounding_from_arguments(values))
+        return [*(SetEnvironmentVariable(k, v) for k, v in env.items()), node]
 
     declared = [
         DeclareLaunchArgument(name, default_value=default, description=description)

@@ -62,6 +62,9 @@ def test_colcon_build_and_installed_scripts_run(workspace, ros_env):
     share = install / "probench" / "share"
     assert (share / "ament_index" / "resource_index" / "packages" / "probench").is_file()
     assert (share / "probench" / "package.xml").is_file()
+    # the Fast DDS profile the launch files apply (config/fastdds.xml) is installed with the YAMLs
+    assert (share / "probench" / "config" / "fastdds.xml").is_file()
+    assert (share / "probench" / "config" / "grounding.yaml").is_file()
     # only probench was built: the in-repo vision_msgs is COLCON_IGNOREd
     assert sorted(p.name for p in (workspace / "build").iterdir() if p.is_dir()) == ["probench"]
     assert not (install / "vision_msgs").exists()

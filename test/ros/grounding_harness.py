@@ -205,3 +205,24 @@ def image(h: int = 48, w: int = 64, seed: int = 0) -> np.ndarray:
 
 def class_ids(msg: Any) -> list[str]:
     return [d.results[0].hypothesis.class_id for d in msg.detections]
+
+
+def tiny_eval_bag(tmp_path: Path, env: dict[str, str], n: int = 40) -> Path:
+    """A probench bag of ``n`` 32x24 frames sharing one prompt ("a red cup"), at TMP/bag."""
+    import json
+    import sys
+
+    import cv2
+
+    root = tmp_path / "ds"
+    (root / "images").mkdir(parents=True)
+    images = []
+    for i in range(1, n + 1):
+        cv2.imwrite(str(root / f"images/{i}.png"), np.full((24, 32, 3), i, dtype=np.uint8))
+        images.append({"id": i, "file_name": f"images/{i}.png", "width": 32, "height": 24, "query_ids": [1]})
+    coco = {"images": images, "annotations": [],
+            "categories": [{"id": 1, "name": "cup", "prompts": {"orig": "a red cup"}}]}
+    (root / "annotations.json").write_text(json.dumps(coco))
+    subprocess.run([sys.executable, "-m", "probench", "bag", "--dataset", str(root), "--out",
+                    str(tmp_path / "bag"), "--quiet"], env=env, check=True, timeout=60)
+    return tmp_path / "bag"

@@ -15,7 +15,7 @@ import pytest
 
 CLASS_NAMES = (
     "LaunchDescription", "DeclareLaunchArgument", "OpaqueFunction", "RegisterEventHandler",
-    "Shutdown", "OnProcessExit", "Node",
+    "Shutdown", "OnProcessExit", "Node", "SetEnvironmentVariable",
 )  # fmt: skip
 
 
@@ -38,7 +38,8 @@ def install_fake_launch(monkeypatch: pytest.MonkeyPatch) -> dict[str, type]:
     mods = {
         "launch": {"LaunchDescription": classes["LaunchDescription"]},
         "launch.actions": {k: classes[k] for k in (
-            "DeclareLaunchArgument", "OpaqueFunction", "RegisterEventHandler", "Shutdown")},
+            "DeclareLaunchArgument", "OpaqueFunction", "RegisterEventHandler", "Shutdown",
+            "SetEnvironmentVariable")},
         "launch.event_handlers": {"OnProcessExit": classes["OnProcessExit"]},
         "launch.substitutions": {"LaunchConfiguration": LaunchConfiguration},
         "launch_ros": {},

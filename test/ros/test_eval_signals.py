@@ -1,5 +1,7 @@
 """`probench eval` never leaves its nodes behind: Ctrl-C stops the graph (exit 130, resumable),
-and if `probench eval` itself is killed its children follow (no orphaned nodes)."""
+and if `probench eval` itself is killed its children follow (no orphaned nodes). A node
+signalled on its own exits 0 (a clean stop), yet `probench eval` still reports the
+interrupted evaluation and exits non-zero."""
 
 from __future__ import annotations
 
@@ -12,27 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from grounding_harness import fresh_domain
+from grounding_harness import fresh_domain, tiny_eval_bag
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.usefixtures("requires_vision_msgs")]
-
-
-def _bag(tmp_path: Path, env: dict) -> Path:
-    import cv2
-    import numpy as np
-
-    root = tmp_path / "ds"
-    (root / "images").mkdir(parents=True)
-    images = []
-    for i in range(1, 41):
-        cv2.imwrite(str(root / f"images/{i}.png"), np.full((24, 32, 3), i, dtype=np.uint8))
-        images.append({"id": i, "file_name": f"images/{i}.png", "width": 32, "height": 24, "query_ids": [1]})
-    coco = {"images": images, "annotations": [],
-            "categories": [{"id": 1, "name": "cup", "prompts": {"orig": "a red cup"}}]}
-    (root / "annotations.json").write_text(json.dumps(coco))
-    subprocess.run([sys.executable, "-m", "probench", "bag", "--dataset", str(root), "--out",
-                    str(tmp_path / "bag"), "--quiet"], env=env, check=True, timeout=60)
-    return tmp_path / "bag"
 
 
 def _group_alive(pgid: int) -> bool:
@@ -62,7 +46,7 @@ def _start(tmp_path: Path, env: dict, run: str) -> tuple[subprocess.Popen, Path]
 
 
 def test_ctrl_c_stops_the_graph_and_the_run_resumes(tmp_path: Path, ros_env: dict) -> None:
-    _bag(tmp_path, ros_env)
+    tiny_eval_bag(tmp_path, ros_env)
     proc, out = _start(tmp_path, ros_env, "run")
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
     _, err = proc.communicate(timeout=60)
@@ -77,7 +61,7 @@ def test_ctrl_c_stops_the_graph_and_the_run_resumes(tmp_path: Path, ros_env: dic
 
 
 def test_killed_probench_eval_takes_its_nodes_along(tmp_path: Path, ros_env: dict) -> None:
-    _bag(tmp_path, ros_env)
+    tiny_eval_bag(tmp_path, ros_env)
     proc, _ = _start(tmp_path, ros_env, "run")
     proc.kill()  # only probench eval itself: its children get SIGTERM from the kernel
     proc.communicate(timeout=30)
@@ -88,3 +72,28 @@ def test_killed_probench_eval_takes_its_nodes_along(tmp_path: Path, ros_env: dic
     if alive:
         os.killpg(proc.pid, signal.SIGKILL)  # clean up before failing
     assert not alive, "nodes were orphaned when probench eval died"
+
+
+def _children(pid: int) -> dict[str, int]:
+    """Executable name -> pid of the direct children of ``pid``."""
+    out = {}
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        cmd = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        names = [Path(part.decode()).name for part in cmd[:2]]
+        for name in ("grounding_node", "evaluator_node"):
+            if name in names:
+                out[name] = int(child)
+    return out
+
+
+def test_a_signalled_evaluator_exits_0_and_probench_eval_reports_the_interruption(
+        tmp_path: Path, ros_env: dict) -> None:
+    tiny_eval_bag(tmp_path, ros_env)
+    proc, out = _start(tmp_path, ros_env, "run")
+    os.kill(_children(proc.pid)["evaluator_node"], signal.SIGTERM)  # not the group: only the node
+    _, err = proc.communicate(timeout=60)
+    assert "evaluator_node: interrupted (SIGTERM)" in err
+    assert "Traceback" not in err
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted before it finished (run.json status: interrupted)" in err
+    assert json.loads((out / "run.json").read_text())["status"] == "interrupted"

@@ -22,8 +22,10 @@ def _launch(monkeypatch: pytest.MonkeyPatch, **given: str) -> list:
     assert [d.args[0] for d in declared] == ["model", "image_topic", "prompt", "device", "params_file"]
     assert [d.args[0] for d in declared] == list(LAUNCH_ARGUMENTS)
     assert all(d.kwargs["description"] for d in declared)
-    assert all(isinstance(a, classes["Node"]) for a in actions)
-    return [a.kwargs for a in actions]
+    # the node, after the Fast DDS profile's environment (test_dds_profile.py checks that part)
+    assert all(isinstance(a, classes["SetEnvironmentVariable"]) for a in actions[:-1])
+    assert isinstance(actions[-1], classes["Node"])
+    return [a.kwargs for a in actions if isinstance(a, classes["Node"])]
 
 
 def test_defaults_take_everything_from_the_params_file(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,6 @@
 """The grounding node's pure parts: parameter table vs config/grounding.yaml, prompt splitting,
-node description for launch, statistics window."""
+node description for launch, the compressed-topic rule, statistics window and stages, the
+/diagnostics level rules."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import yaml
 
 from probench.ros import node_spec
 from probench.ros.errors import ParameterValueError
-from probench.ros.grounding_stats import GroundingStats
+from probench.ros.grounding_stats import GroundingStats, Health, diagnostic_level
 
 
 def test_yaml_defaults_match_the_node_declarations(repo_root) -> None:
@@ -81,3 +82,56 @@ def test_stats_window() -> None:
     assert snap["latency_p50_ms"] == pytest.approx(35.0)
     assert snap["rate_hz"] == pytest.approx(10.0)
     assert s.snapshot(now=200.0)["rate_hz"] == 0.0  # stale: nothing finished recently
+
+
+def test_stats_stages_decode_first() -> None:
+    s = GroundingStats(window=3)
+    for i in range(4):
+        s.record_frame(10.0, now=1.0 + i, stages_ms={"forward": 5.0 + i, "decode": 1.0 + i, "text": 0.0})
+    snap = s.snapshot(now=4.0)
+    stage_keys = [k for k in snap if k.startswith("stage_")]
+    assert stage_keys[:2] == ["stage_decode_p50_ms", "stage_decode_p95_ms"]
+    expected = {f"stage_{n}_{p}_ms" for n in ("decode", "forward", "text") for p in ("p50", "p95")}
+    assert set(stage_keys) == expected
+    assert snap["stage_decode_p50_ms"] == pytest.approx(3.0)  # window: the last 3 (2, 3, 4)
+    assert snap["stage_forward_p50_ms"] == pytest.approx(7.0)
+    assert GroundingStats().snapshot().keys().isdisjoint(stage_keys)  # nothing measured, nothing said
+
+
+def test_compressed_topic_follows_image_unless_remapped_itself() -> None:
+    rule = node_spec.compressed_topic
+    cam, plain = "/camera/color/image_raw", "/image/compressed"
+    assert rule("/image", plain, plain) == plain  # nothing remapped
+    assert rule(cam, plain, plain) == cam + "/compressed"  # -r image:=/camera/color/image_raw
+    assert rule(cam, "/camera/jpeg", plain) == "/camera/jpeg"  # ... -r image/compressed:=/camera/jpeg wins
+    ns_plain = "/robot1/image/compressed"
+    assert rule("/robot1/cam", ns_plain, ns_plain) == "/robot1/cam/compressed"  # a namespaced node
+
+
+def test_diagnostic_status_name_is_the_fully_qualified_node_name() -> None:
+    assert node_spec.diagnostic_status_name("/robot1/grounding_node") == "/robot1/grounding_node: grounding"
+    assert (node_spec.diagnostic_status_name("/robot1/grounding_node")
+            != node_spec.diagnostic_status_name("/robot2/grounding_node"))
+
+
+def _health(**kw) -> Health:
+    base = {"state": "active", "n_prompts": 1, "new_processed": 10, "new_errors": 0, "rate_hz": 10.0,
+            "silent_s": 0.1, "camera_timeout": 3.0, "topics": "/cam", "last_error": ""}
+    return Health(**{**base, **kw})
+
+
+@pytest.mark.parametrize(("kw", "level", "words"), [
+    ({}, "OK", "10.0 Hz"),
+    ({"state": "inactive"}, "WARN", "not processing"),
+    ({"silent_s": 3.0, "new_processed": 0}, "WARN", "no image for 3.0 s on /cam"),
+    ({"new_processed": 0, "new_errors": 7, "last_error": "image dropped: bad jpeg"}, "ERROR",
+     "every frame fails (7 since last report): image dropped: bad jpeg"),
+    ({"new_processed": 3, "new_errors": 2}, "WARN", "2 frame errors"),  # some fail: degraded, not dead
+    ({"n_prompts": 0}, "WARN", "no prompts"),
+    # a silent camera outranks old failures: no frame arrives, so none can be failing
+    ({"silent_s": 5.0, "new_processed": 0, "new_errors": 1}, "WARN", "no image"),
+    ({"state": "unconfigured", "silent_s": 99.0}, "WARN", "not processing"),
+])
+def test_diagnostic_levels(kw: dict, level: str, words: str) -> None:
+    got_level, message = diagnostic_level(_health(**kw))
+    assert got_level == level and words in message

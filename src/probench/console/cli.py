@@ -83,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
 
         from probench.console.app import create_app
         from probench.ros.console_bridge import RosConsoleBridge
+        from probench.ros.dds_profile import apply_profile
 
+        apply_profile()  # before the bridge's participant exists: camera frames arrive whole
         bridge = RosConsoleBridge(args.node, stream_source=args.stream, image_topic=args.image_topic)
         try:
             app = create_app(bridge, host=args.host, token=token, stream_source=args.stream,

@@ -5,8 +5,9 @@ console scripts (``--ros-args`` from the same description the launch file uses),
 the evaluator to finish (global ``--timeout``), stops the grounding node and prints a
 summary of RUN/metrics.json. The children stay in this process's group (so killing the
 group kills all) and get SIGTERM if this process dies; DDS stays on loopback
-(``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``) and a random ``ROS_DOMAIN_ID`` keeps
-concurrent runs apart, unless the environment sets them.
+(``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``), a random ``ROS_DOMAIN_ID`` keeps
+concurrent runs apart and ``config/fastdds.xml`` delivers whole frames, unless the
+environment sets them.
 """
 
 from __future__ import annotations
@@ -59,9 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def child_environment(domain_id: int | None = None) -> dict[str, str]:
-    """The nodes' environment: loopback discovery and an isolated domain unless chosen."""
+    """The nodes' environment: loopback discovery, an isolated domain and probench's Fast
+    DDS profile (whole frames over shared memory), each unless chosen already."""
+    from probench.ros.dds_profile import apply_profile
+
     env = dict(os.environ)
     env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    apply_profile(env)
     if domain_id is not None:
         env["ROS_DOMAIN_ID"] = str(domain_id)
     elif not env.get("ROS_DOMAIN_ID"):
@@ -95,6 +100,32 @@ def _stop(proc: subprocess.Popen, *, signalled: bool = False) -> None:
             continue
         except ProcessLookupError:
             return
+
+
+def _file_state(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _finished(run_json: Path, before: tuple[int, int] | None) -> bool:
+    """The evaluator of this command finished its run: run.json was written since the command
+    began (not a previous session's) with status complete or incomplete, and metrics.json
+    exists. Signalled nodes exit 0 either way, so this is how an interruption is told apart."""
+    if _file_state(run_json) == before:
+        return False
+    info = _read_json(run_json) or {}
+    return info.get("status") in ("complete", "incomplete") and (run_json.parent / "metrics.json").is_file()
 
 
 def check_run_folder(graph: list[dict], bag: ProbenchBag) -> None:
@@ -148,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
     env = child_environment(args.domain_id)
     print(f"probench eval: {args.model} on {args.bag} ({n_frames} frames), "
           f"ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']}", file=sys.stderr)
+    run_json = Path(args.out) / "run.json"
+    before = _file_state(run_json)
     procs: list[subprocess.Popen] = []
     interrupted = False
     try:
@@ -157,10 +190,10 @@ def run(args: argparse.Namespace) -> int:
         deadline = time.monotonic() + args.timeout
         while evaluator.poll() is None:
             if grounding.poll() is not None:
-                # both were told to stop (Ctrl-C reaches the whole group): let the evaluator say so
+                # both were told to stop (a signal to the whole group): let the evaluator record it
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     evaluator.wait(timeout=_SIGTERM_GRACE_S)
-                if evaluator.returncode == 130:
+                if evaluator.returncode == 0 and not _finished(run_json, before):
                     break
                 raise CheckFailed(f"grounding_node exited with code {grounding.returncode} before the "
                                   "evaluation finished (its error is printed above)")
@@ -174,11 +207,16 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for p in reversed(procs):
             _stop(p, signalled=interrupted)
-    if evaluator.returncode == 130:
-        raise KeyboardInterrupt
     if evaluator.returncode != 0:
         raise CheckFailed(f"evaluator_node exited with code {evaluator.returncode} (its error is printed "
                           "above); rerun the same command to resume")
+    if not _finished(run_json, before):
+        # The nodes exit 0 when signalled (they did what they were asked): the run says why it ended.
+        from probench.ros.eval_stream import Interrupted
+
+        status = (_read_json(run_json) or {}).get("status", "not started")
+        raise Interrupted(f"the evaluation was interrupted before it finished (run.json status: {status}); "
+                          "rerun the same command to resume")
     metrics_path = Path(args.out) / "metrics.json"
     metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
     info = json.loads((Path(args.out) / "run.json").read_text(encoding="utf-8"))

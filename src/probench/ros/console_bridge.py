@@ -231,7 +231,9 @@ class RosConsoleBridge:
             self._prompts, self._prompts_at = prompts, time.monotonic()
 
     def _on_diagnostics(self, msg: Any) -> None:
-        wanted = f"{self.node_name}: grounding"
+        from probench.ros.node_spec import diagnostic_status_name
+
+        wanted = diagnostic_status_name(self.names["node"])
         for name, level, message, values in convert.diagnostics_to_statuses(msg):
             if name == wanted:
                 with self._lock:

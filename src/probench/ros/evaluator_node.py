@@ -42,8 +42,9 @@ _HANDSHAKE = ("probench evaluator: link check",)
 
 
 class EvaluatorNode(Node):
-    def __init__(self) -> None:
+    def __init__(self, stop_requested: Callable[[], bool] = lambda: False) -> None:
         super().__init__(NODE_NAME)
+        self._stop_requested = stop_requested  # the process got SIGINT/SIGTERM
         for spec in EVALUATOR_PARAMS:  # declared once, here; config/eval.yaml sets values
             self.declare_parameter(spec.name, *convert.param_declaration(spec))
         self.cfg = self._read_parameters()
@@ -73,7 +74,9 @@ class EvaluatorNode(Node):
         self.image_pub.publish(image)
 
     def ok(self) -> bool:
-        return rclpy.ok()
+        """False once the process was asked to stop (or ROS shut down): every wait and the
+        stream end at their next turn with :class:`Interrupted`."""
+        return rclpy.ok() and not self._stop_requested()
 
     def set_answer_handler(self, handler: Callable[[Answer], object]) -> None:
         self._handler = handler
@@ -105,8 +108,8 @@ class EvaluatorNode(Node):
     def _wait(self, ready: Callable[[], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while not ready():
-            if not rclpy.ok():
-                raise Interrupted("ROS shut down")
+            if not self.ok():
+                raise Interrupted("shutdown requested")
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.05)
@@ -143,8 +146,8 @@ class EvaluatorNode(Node):
         client: Any = self.create_client(GetParameters, f"{name}/get_parameters")
         try:
             while not client.wait_for_service(timeout_sec=0.5):
-                if not rclpy.ok():
-                    raise Interrupted("ROS shut down")
+                if not self.ok():
+                    raise Interrupted("shutdown requested")
                 if time.monotonic() > deadline:
                     raise RosError(f"no grounding node {name!r} within {timeout:.0f} s (is it running, "
                                    "with the same ROS_DOMAIN_ID and ROS_AUTOMATIC_DISCOVERY_RANGE?)")
@@ -156,8 +159,8 @@ class EvaluatorNode(Node):
                 done = threading.Event()
                 future.add_done_callback(lambda _f: done.set())
                 while not done.wait(0.2):
-                    if not rclpy.ok():
-                        raise Interrupted("ROS shut down")
+                    if not self.ok():
+                        raise Interrupted("shutdown requested")
                     if time.monotonic() > deadline:
                         raise RosError(f"grounding node {name!r} did not answer a parameter request within "
                                        f"{timeout:.0f} s (still loading its model? raise startup_timeout)")
@@ -183,20 +186,32 @@ def _param_value(v: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``evaluator_node --ros-args -p bag:=... -p out:=...``: replay, score, exit."""
-    from rclpy.exceptions import ParameterException
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    """``evaluator_node --ros-args -p bag:=... -p out:=...``: replay, score, exit.
 
+    SIGINT/SIGTERM stop the replay at its next frame (:mod:`probench.ros.shutdown`; repeats
+    are ignored while it cleans up): the run folder is left resumable with run.json's status
+    ``interrupted``, and the process exits 0 (it did what it was asked; ``probench eval``
+    reads the status and reports the interruption)."""
+    from rclpy.exceptions import ParameterException
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
+
+    from probench.ros.dds_profile import apply_profile
+    from probench.ros.shutdown import ShutdownRequested, SignalShutdown
+
+    shutdown = SignalShutdown.install()
+    apply_profile()  # before the participant exists; never over the user's choice
     # The replay clock thread must get the GIL back promptly from the executor's callbacks
     # (default switch interval 5 ms, a sixth of a 30 Hz period).
     sys.setswitchinterval(0.0005)
-    rclpy.init(args=argv)
     node = None
-    executor = SingleThreadedExecutor()
+    executor = None
     spinner = None
     rc = 0
     try:
-        node = EvaluatorNode()
+        rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+        executor = SingleThreadedExecutor()
+        node = EvaluatorNode(stop_requested=lambda: shutdown.requested)
         executor.add_node(node)
         spinner = threading.Thread(target=_spin, args=(executor,), name="evaluator-spin", daemon=True)
         spinner.start()
@@ -207,31 +222,34 @@ def main(argv: list[str] | None = None) -> int:
         node.get_logger().info(
             f"done: map50={metrics.get('map50')} frames sent={rt.get('frames_sent')} "
             f"missed={rt.get('frames_missed')} -> {Path(node.cfg.out) / 'metrics.json'}")
+    except (Interrupted, ShutdownRequested):
+        print(f"evaluator_node: interrupted ({shutdown.signal_name or 'ROS shut down'}); rerun the same "
+              "command to resume", file=sys.stderr)
     except ProbenchError as exc:
         print(f"evaluator_node: error: {exc}", file=sys.stderr)
         rc = exc.exit_code
-    except (KeyboardInterrupt, ExternalShutdownException):
-        print("evaluator_node: interrupted; rerun the same command to resume", file=sys.stderr)
-        rc = 130
     except ParameterException as exc:  # e.g. `-p rate_hz:=30`: an integer for a double
         print(f"evaluator_node: error: bad parameter: {exc} (doubles need a decimal point, e.g. 30.0)",
               file=sys.stderr)
         rc = 2
     finally:
-        # Stop the spin thread before anything is destroyed under it (else rclpy aborts).
+        # From here on every signal is ignored. Stop the spin thread before anything is
+        # destroyed under it (else rclpy aborts).
         rclpy.try_shutdown()
         if spinner is not None:
             spinner.join(timeout=5.0)
-        executor.shutdown(timeout_sec=1.0)
+        if executor is not None:
+            executor.shutdown(timeout_sec=1.0)
         if node is not None:
             node.destroy_node()
+        shutdown.ignore_from_now()  # the interpreter's finalization would restore the default action
     return rc
 
 
 def _spin(executor: Any) -> None:
     from rclpy.executors import ExternalShutdownException
 
-    with contextlib.suppress(ExternalShutdownException, KeyboardInterrupt):
+    with contextlib.suppress(ExternalShutdownException):
         executor.spin()
 
 

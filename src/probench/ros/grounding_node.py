@@ -44,8 +44,8 @@ from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.models.base import check_prompts
 from probench.ros import convert
-from probench.ros.errors import ParameterValueError
-from probench.ros.grounding_stats import GroundingStats, diagnostic_level
+from probench.ros.errors import ParameterValueError, RosError
+from probench.ros.grounding_stats import DECODE_STAGE, GroundingStats, Health, diagnostic_level
 from probench.ros.grounding_worker import FrameWorker, Prompts, StampedPromptSets
 from probench.ros.node_spec import (
     GROUNDING_PARAMS,
@@ -53,10 +53,23 @@ from probench.ros.node_spec import (
     PARAMETERS,
     GroundingConfig,
     check_parameter,
+    compressed_topic,
+    diagnostic_status_name,
     prompts_from_message,
 )
 
 _THROTTLE_S = 5.0
+# On SIGINT/SIGTERM: how long the frame in flight may take to finish. ros2 launch sends
+# SIGTERM 5 s after SIGINT and SIGKILL 5 s later; the node ignores the SIGTERM.
+_SHUTDOWN_FRAME_WAIT_S = 5.0
+
+
+def image_qos(reliability: str = "best_effort") -> QoSProfile:
+    """The QoS of the node's image subscriptions (sensor data: keep last 5, volatile;
+    reliability from the ``image_reliability`` parameter)."""
+    rel = ReliabilityPolicy.RELIABLE if reliability == "reliable" else ReliabilityPolicy.BEST_EFFORT
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=rel,
+                      durability=DurabilityPolicy.VOLATILE)
 
 
 class GroundingNode(LifecycleNode):
@@ -75,6 +88,10 @@ class GroundingNode(LifecycleNode):
         self._errors_reported = 0
         self.finalized = threading.Event()
         self.last_error = ""
+        self.last_frame_error = ""  # the latest frame's failure, for /diagnostics
+        self._active_since = time.monotonic()
+        self._processed_reported = 0
+        self._image_topics = ("image", "image/compressed")  # resolved at configure
 
         # Values given at startup (-p, params file) bypass the set-parameters callback: same checks.
         for spec in PARAMETERS:
@@ -97,6 +114,13 @@ class GroundingNode(LifecycleNode):
     # -- parameters ---------------------------------------------------------------------
     def _param(self, name: str) -> Any:
         return self.get_parameter(name).value
+
+    @property
+    def config(self) -> GroundingConfig:
+        """The configure-time parameters (only between configure and cleanup)."""
+        if self._cfg is None:
+            raise RosError("grounding_node is not configured")
+        return self._cfg
 
     @property
     def autostart(self) -> bool:
@@ -162,7 +186,7 @@ class GroundingNode(LifecycleNode):
             self.get_logger().error(f"model refused prompts, previous stay active: {exc}")
             return False
         header = Header(stamp=stamp, frame_id="")
-        self._pub_labels.publish(convert.prompts_to_label_info(prompts, header, self._cfg.score_threshold))
+        self._pub_labels.publish(convert.prompts_to_label_info(prompts, header, self.config.score_threshold))
         return True
 
     # -- images -------------------------------------------------------------------------
@@ -180,6 +204,7 @@ class GroundingNode(LifecycleNode):
         cfg = self._cfg
         if cfg is None:  # not configured: the worker only runs between configure and cleanup
             return
+        t_decode = time.perf_counter()
         try:
             if kind == "raw":
                 msg = convert.image_from_cdr(data)
@@ -189,8 +214,12 @@ class GroundingNode(LifecycleNode):
                 rgb = convert.compressed_to_rgb(msg)
         except ProbenchError as exc:
             self.stats.count("errors")
-            self.get_logger().warning(f"image dropped: {exc}", throttle_duration_sec=_THROTTLE_S)
+            self.last_frame_error = f"image dropped: {exc}"
+            self.get_logger().warning(self.last_frame_error, throttle_duration_sec=_THROTTLE_S)
             return
+        if not rgb.flags.writeable:  # a view of the immutable wire bytes: models may write
+            rgb = rgb.copy()
+        decode_ms = (time.perf_counter() - t_decode) * 1000.0
         own = self.frame_sets.take(convert.stamp_ns(msg.header.stamp), cfg.frame_prompts_wait)
         if own is not None:
             prompts = own
@@ -204,8 +233,6 @@ class GroundingNode(LifecycleNode):
             if not prompts:
                 return
         if prompts:
-            if not rgb.flags.writeable:  # a view of the immutable wire bytes: models may write
-                rgb = rgb.copy()
             # the text side is made ready here (LRU-cached), so it counts in this frame's latency
             dets = self._detector.detect(rgb, prompts)
         else:
@@ -215,7 +242,8 @@ class GroundingNode(LifecycleNode):
         # serialized directly: the bytes of the Detection2DArray, a fraction of rclpy's cost
         limit = cfg.max_detections
         self._pub_dets.publish(convert.detections_to_cdr(dets, msg.header, prompts, max_detections=limit))
-        self.stats.record_frame((time.perf_counter() - t_arrival) * 1000.0)
+        stages = {DECODE_STAGE: decode_ms, **{k: v for k, v in dets.timings_ms.items() if k != "total"}}
+        self.stats.record_frame((time.perf_counter() - t_arrival) * 1000.0, stages_ms=stages)
         if self._pub_debug.get_subscription_count() > 0:  # drawing costs: only for a viewer
             from probench.viz import draw_detections
 
@@ -223,8 +251,8 @@ class GroundingNode(LifecycleNode):
             self._pub_debug.publish(convert.rgb_to_image_msg(drawn, msg.header))
 
     def _on_worker_error(self, exc: BaseException) -> None:
-        self.get_logger().error(f"frame failed: {type(exc).__name__}: {exc}",
-                                throttle_duration_sec=_THROTTLE_S)
+        self.last_frame_error = f"frame failed: {type(exc).__name__}: {exc}"
+        self.get_logger().error(self.last_frame_error, throttle_duration_sec=_THROTTLE_S)
 
     def _on_incompatible_qos(self, topic: str, side: str) -> Any:
         def cb(info: Any) -> None:
@@ -271,10 +299,7 @@ class GroundingNode(LifecycleNode):
         return TransitionCallbackReturn.FAILURE
 
     def _create_entities(self) -> None:
-        rel = (ReliabilityPolicy.RELIABLE if self._cfg.image_reliability == "reliable"
-               else ReliabilityPolicy.BEST_EFFORT)
-        image_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=rel,
-                               durability=DurabilityPolicy.VOLATILE)
+        camera_qos = image_qos(self.config.image_reliability)
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
@@ -296,22 +321,34 @@ class GroundingNode(LifecycleNode):
         frame_sets_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100,
                                     reliability=ReliabilityPolicy.RELIABLE)
         self.frame_sets = StampedPromptSets()
+        image_topic, compressed = self._resolve_image_topics()
         subs = [
             # created before the image subscriptions: the executor serves ready subscriptions
             # in creation order, so a set that arrived with its frame is handed over first
             self.create_subscription(LabelInfo, "frame_prompts", self._on_frame_prompts, frame_sets_qos,
                                      event_callbacks=sub_events("frame_prompts")),
-            self.create_subscription(Image, "image", self._on_image, image_qos, raw=True,
+            self.create_subscription(Image, image_topic, self._on_image, camera_qos, raw=True,
                                      event_callbacks=sub_events("image")),
-            self.create_subscription(CompressedImage, "image/compressed", self._on_compressed,
-                                     image_qos, raw=True, event_callbacks=sub_events("image/compressed")),
+            self.create_subscription(CompressedImage, compressed, self._on_compressed,
+                                     camera_qos, raw=True, event_callbacks=sub_events("image/compressed")),
         ]
         self._entities = [self._pub_dets, self._pub_debug, self._pub_labels, *subs]
         self.destroy_timer(self._diag_timer)
-        self._diag_timer = self.create_timer(self._cfg.diagnostics_period, self._publish_diagnostics)
+        self._diag_timer = self.create_timer(self.config.diagnostics_period, self._publish_diagnostics)
+
+    def _resolve_image_topics(self) -> tuple[str, str]:
+        """The camera topics after remapping: one remap of ``image`` moves ``image/compressed``
+        too, unless that one is remapped itself (:func:`node_spec.compressed_topic`)."""
+        image = self.resolve_topic_name("image")
+        compressed = compressed_topic(image, self.resolve_topic_name("image/compressed"),
+                                      self.resolve_topic_name("image/compressed", only_expand=True))
+        self._image_topics = (image, compressed)
+        self.get_logger().info(f"camera input: {image} (Image), {compressed} (CompressedImage)")
+        return image, compressed
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         ret = super().on_activate(state)  # enables the lifecycle publishers first
+        self._active_since = time.monotonic()
         self.worker.activate()
         self.get_logger().info("active")
         return ret
@@ -333,9 +370,10 @@ class GroundingNode(LifecycleNode):
         self._release()
         return TransitionCallbackReturn.SUCCESS  # back to unconfigured
 
-    def _release(self, destroy_entities: bool = True) -> None:
-        """Stop the worker, destroy configure-time entities and free the model."""
-        self.worker.stop()
+    def _release(self, destroy_entities: bool = True, frame_wait_s: float = 30.0) -> None:
+        """Stop the worker (waiting up to ``frame_wait_s`` for the frame in flight), destroy
+        configure-time entities and free the model."""
+        self.worker.stop(timeout=frame_wait_s)
         if destroy_entities:
             for ent in self._entities:
                 if hasattr(ent, "on_activate"):  # lifecycle publishers
@@ -369,36 +407,67 @@ class GroundingNode(LifecycleNode):
             for key in ("hits", "misses", "evictions"):
                 values[f"text_cache_{key}"] = cache_stats().get(key, 0)
         values.update(self.frame_sets.counters())
+        values.update(image_topic=self._image_topics[0], compressed_topic=self._image_topics[1])
         new_errors = int(snap["errors"]) - self._errors_reported
-        self._errors_reported = int(snap["errors"])
-        level, message = diagnostic_level(state, len(active), new_errors, float(snap["rate_hz"]))
+        new_processed = int(snap["frames_processed"]) - self._processed_reported
+        self._errors_reported, self._processed_reported = int(snap["errors"]), int(snap["frames_processed"])
+        last = self.stats.last_arrival
+        since = self._active_since if last is None else max(last, self._active_since)
+        camera_timeout = self._cfg.camera_timeout if self._cfg else self._param("camera_timeout")
+        level, message = diagnostic_level(Health(
+            state=state, n_prompts=len(active), new_processed=new_processed, new_errors=new_errors,
+            rate_hz=float(snap["rate_hz"]), silent_s=time.monotonic() - since, camera_timeout=camera_timeout,
+            topics=" or ".join(self._image_topics), last_error=self.last_frame_error))
         self._diag_pub.publish(convert.stats_to_diagnostics(
-            f"{self.get_name()}: grounding", str(self._param("device")), level, message, values,
-            self.get_clock().now().to_msg(),
+            diagnostic_status_name(self.get_fully_qualified_name()), str(self._param("device")), level,
+            message, values, self.get_clock().now().to_msg(),
         ))
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``grounding_node [--ros-args ...]``: run until Ctrl-C or a shutdown transition."""
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    """``grounding_node [--ros-args ...]``: run until SIGINT/SIGTERM or a shutdown transition.
 
-    rclpy.init(args=argv)
+    A signal is a request to stop, answered with exit code 0: while the model loads it
+    abandons the load, otherwise the loop ends at its next turn (at most 0.1 s); the frame in
+    flight is finished (up to ``_SHUTDOWN_FRAME_WAIT_S``), and every further signal is
+    ignored while the node cleans up (:mod:`probench.ros.shutdown`)."""
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
+
+    from probench.ros.dds_profile import apply_profile
+    from probench.ros.shutdown import ShutdownRequested, SignalShutdown
+
+    t_start = time.monotonic()
+    shutdown = SignalShutdown.install()
+    profile = apply_profile()  # before the participant exists; never over the user's choice
     rc = 0
     node = None
-    executor = SingleThreadedExecutor()
+    executor = None
     try:
+        rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+        executor = SingleThreadedExecutor()
         node = GroundingNode()
         executor.add_node(node)
+        log = node.get_logger()
+        if profile:
+            log.info(f"Fast DDS profile {profile} (set FASTDDS_DEFAULT_PROFILES_FILE to use your own)")
         if node.autostart:
-            if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+            t_load = time.monotonic()
+            log.info(f"loading model {node._param('model')}")
+            with shutdown.interruptible():  # a signal abandons the load
+                configured = node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+            if not configured:
                 print(f"grounding_node: {node.last_error or 'configure failed'}", file=sys.stderr)
                 rc = 1
             elif node.trigger_activate() != TransitionCallbackReturn.SUCCESS:
                 print("grounding_node: activate failed", file=sys.stderr)
                 rc = 1
-        while rc == 0 and rclpy.ok() and not node.finalized.is_set():
+            else:
+                now = time.monotonic()
+                log.info(f"active {now - t_start:.2f} s after main() began (model load {now - t_load:.2f} s)")
+        while rc == 0 and not shutdown.requested and rclpy.ok() and not node.finalized.is_set():
             executor.spin_once(timeout_sec=0.1)
-    except (KeyboardInterrupt, ExternalShutdownException):
+    except ShutdownRequested:
         pass
     except ProbenchError as exc:
         print(f"grounding_node: {exc}", file=sys.stderr)
@@ -407,12 +476,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"grounding_node: bad parameter: {exc}", file=sys.stderr)
         rc = 2
     finally:
+        # From here on every signal is ignored (the first one set `requested`, or none came).
         if node is not None:
-            node._release(destroy_entities=False)  # destroy_node takes the entities
-            executor.remove_node(node)
+            node._release(destroy_entities=False, frame_wait_s=_SHUTDOWN_FRAME_WAIT_S)
+            if executor is not None:
+                executor.remove_node(node)
             node.destroy_node()
-        executor.shutdown(timeout_sec=1.0)
+        if executor is not None:
+            executor.shutdown(timeout_sec=1.0)
         rclpy.try_shutdown()
+        shutdown.ignore_from_now()  # the interpreter's finalization would restore the default action
+    if shutdown.requested:
+        print(f"grounding_node: stopped ({shutdown.signal_name})", file=sys.stderr)
     return rc
 
 

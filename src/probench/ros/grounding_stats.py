@@ -1,45 +1,67 @@
-"""Counters and latency window of the grounding node (pure Python, thread-safe, no rclpy)."""
+"""Counters, latency windows and health of the grounding node (pure Python, thread-safe, no
+rclpy), so the rules of its /diagnostics are unit-tested directly."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
+# The node's own stage: a serialized Image/CompressedImage -> the RGB array the model gets.
+DECODE_STAGE = "decode"
+
 
 class GroundingStats:
-    """What /diagnostics reports: frame counters and a sliding window of per-frame latency
-    (arrival of the image message -> detections published, in ms)."""
+    """What /diagnostics reports: frame counters, a sliding window of per-frame latency
+    (arrival of the image message -> detections published, in ms), one window per stage
+    (``decode``, then the detector's own stages from ``Detections.timings_ms``), and when
+    the last frame arrived."""
 
     def __init__(self, window: int = 200) -> None:
         self._lock = threading.Lock()
+        self._window = window
         self.received = 0
         self.processed = 0
         self.skipped = 0  # replaced in the mailbox before processing, or dropped by a prompt change
         self.errors = 0  # bad images, model failures
         self.prompts_rejected = 0
+        self.last_arrival: float | None = None  # monotonic time of the last frame received
         self._latency_ms: deque[float] = deque(maxlen=window)
         self._done: deque[float] = deque(maxlen=window)
+        self._stages: dict[str, deque[float]] = {}
 
     def count(self, field: str, n: int = 1) -> None:
         with self._lock:
             setattr(self, field, getattr(self, field) + n)
 
-    def record_frame(self, latency_ms: float, now: float | None = None) -> None:
+    def frame_arrived(self, now: float | None = None) -> None:
+        with self._lock:
+            self.received += 1
+            self.last_arrival = time.monotonic() if now is None else now
+
+    def record_frame(self, latency_ms: float, now: float | None = None,
+                     stages_ms: Mapping[str, float] | None = None) -> None:
+        """One frame answered: its latency and, optionally, its per-stage times."""
         with self._lock:
             self.processed += 1
             self._latency_ms.append(float(latency_ms))
             self._done.append(time.monotonic() if now is None else now)
+            for name, ms in (stages_ms or {}).items():
+                self._stages.setdefault(name, deque(maxlen=self._window)).append(float(ms))
 
     def snapshot(self, now: float | None = None, stale_after_s: float = 2.0) -> dict[str, float | int]:
-        """Counters, processing rate (Hz, 0 when nothing finished within ``stale_after_s``)
-        and latency p50/p95/max (ms) over the window."""
+        """Counters, processing rate (Hz, 0 when nothing finished within ``stale_after_s``),
+        latency p50/p95/max (ms) over the window, and p50/p95 of each stage
+        (``stage_<name>_p50_ms``; ``decode`` first)."""
         now = time.monotonic() if now is None else now
         with self._lock:
             lat = np.array(self._latency_ms, dtype=np.float64)
             done = list(self._done)
+            stages = {name: np.array(v, dtype=np.float64) for name, v in self._stages.items()}
             out: dict[str, float | int] = {
                 "frames_received": self.received,
                 "frames_processed": self.processed,
@@ -56,15 +78,45 @@ class GroundingStats:
             out.update(latency_p50_ms=float(p50), latency_p95_ms=float(p95), latency_max_ms=float(lat.max()))
         else:
             out.update(latency_p50_ms=0.0, latency_p95_ms=0.0, latency_max_ms=0.0)
+        for name in sorted(stages, key=lambda n: (n != DECODE_STAGE, n)):
+            p50, p95 = np.percentile(stages[name], [50, 95])
+            out[f"stage_{name}_p50_ms"], out[f"stage_{name}_p95_ms"] = float(p50), float(p95)
         return out
 
 
-def diagnostic_level(state: str, n_prompts: int, new_errors: int, rate_hz: float) -> tuple[str, str]:
-    """(level, message) of the node's DiagnosticStatus."""
-    if state != "active":
-        return "WARN", f"{state}: not processing"
-    if not n_prompts:
+@dataclass(frozen=True)
+class Health:
+    """What the node's DiagnosticStatus level is decided from, for one report period."""
+
+    state: str  # lifecycle state label
+    n_prompts: int  # the operator's active prompt set
+    new_processed: int  # frames answered since the last report
+    new_errors: int  # frames that failed since the last report
+    rate_hz: float
+    silent_s: float  # seconds without a frame (since activation when none came yet)
+    camera_timeout: float  # the node's camera_timeout parameter
+    topics: str = "image"  # where frames are expected, for the message
+    last_error: str = ""
+
+
+def diagnostic_level(h: Health) -> tuple[str, str]:
+    """(level, message) of the node's DiagnosticStatus, first match wins:
+
+    1. not active: WARN;
+    2. active but no frame for ``camera_timeout`` s: WARN (a dead or disconnected camera);
+    3. frames arrive but every one since the last report failed: ERROR;
+    4. no prompts: WARN; 5. some frames failed: WARN; else OK with the rate.
+    """
+    if h.state != "active":
+        return "WARN", f"{h.state}: not processing"
+    if h.silent_s >= h.camera_timeout:
+        return "WARN", (f"no image for {h.silent_s:.1f} s on {h.topics} "
+                        f"(camera_timeout {h.camera_timeout:g} s)")
+    if h.new_errors and not h.new_processed:
+        why = f": {h.last_error}" if h.last_error else ""
+        return "ERROR", f"every frame fails ({h.new_errors} since last report){why}"
+    if not h.n_prompts:
         return "WARN", "active, no prompts"
-    if new_errors:
-        return "WARN", f"{new_errors} frame errors since last report"
-    return "OK", f"{rate_hz:.1f} Hz"
+    if h.new_errors:
+        return "WARN", f"{h.new_errors} frame errors since last report"
+    return "OK", f"{h.rate_hz:.1f} Hz"

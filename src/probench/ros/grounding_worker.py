@@ -58,7 +58,7 @@ class FrameWorker:
     def put_frame(self, kind: str, data: Any, t_arrival: float | None = None) -> None:
         t = time.perf_counter() if t_arrival is None else t_arrival
         with self._cond:
-            self.stats.count("received")
+            self.stats.frame_arrived()
             if not self._active:
                 return
             if self._mailbox is not None:

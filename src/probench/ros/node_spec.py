@@ -55,6 +55,9 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
     Param("frame_prompts_wait", "double", 0.5,
           "seconds a frame waits for its stamped prompt set (frame_prompts) while such sets are in use",
           "configure", low=0.0, high=10.0),
+    Param("camera_timeout", "double", 3.0,
+          "seconds without an image, while active, after which /diagnostics reports WARN (camera silent)",
+          "configure", low=0.0, low_open=True),
 ))
 # Kept for the node's and tests' use: the one table above, as a tuple of rows.
 PARAMETERS: tuple[Param, ...] = GROUNDING_PARAMS.rows
@@ -76,6 +79,7 @@ class GroundingConfig:
     max_detections: int
     diagnostics_period: float
     frame_prompts_wait: float
+    camera_timeout: float
 
 
 EVALUATOR_NAME = "evaluator_node"
@@ -125,7 +129,9 @@ PARAMETER_DEFAULTS: dict[str, Any] = GROUNDING_PARAMS.defaults()
 TOPICS: dict[str, tuple[str, str, str]] = {
     # name -> (direction, type, QoS)
     "image": ("sub", "sensor_msgs/msg/Image", "sensor data (keep last 5), reliability = image_reliability"),
-    "image/compressed": ("sub", "sensor_msgs/msg/CompressedImage", "as image"),
+    "image/compressed": ("sub", "sensor_msgs/msg/CompressedImage",
+                         "as image; follows a remap of `image` (to `<image>/compressed`) unless "
+                         "remapped itself"),
     "prompt": ("sub", "std_msgs/msg/String", "reliable, keep last 10"),
     "frame_prompts": ("sub", "vision_msgs/msg/LabelInfo",
                       "reliable, keep last 100; header.stamp = the stamp of the frame the set is for"),
@@ -157,6 +163,22 @@ def default_params_file() -> Path:
         return Path(get_package_share_directory(PACKAGE)) / "config" / "grounding.yaml"
     except (ImportError, LookupError, ValueError):
         return here  # the caller reports the missing file with its path
+
+
+def compressed_topic(image: str, compressed: str, compressed_unmapped: str) -> str:
+    """The topic the node reads JPEG/PNG frames from, image_transport's convention: the
+    ``image/compressed`` input where it was remapped itself (``compressed`` differs from its
+    plain expansion ``compressed_unmapped``), else ``<image topic>/compressed``, so that one
+    ``-r image:=/camera/color/image_raw`` moves both inputs. Names are fully resolved."""
+    if compressed != compressed_unmapped:
+        return compressed
+    return image.rstrip("/") + "/compressed"
+
+
+def diagnostic_status_name(node_fqn: str) -> str:
+    """The name of the node's DiagnosticStatus: its fully qualified name (two nodes of the
+    same name in different namespaces stay apart), as the console looks it up."""
+    return f"{node_fqn}: grounding"
 
 
 def check_parameter(name: str, value: Any) -> Any:
