@@ -10,8 +10,13 @@ text side is cached in an LRU (``text_cache_size`` entries):
 
 - ``text_cache = "per-prompt"`` (the text tower encodes each prompt on its own: OWL,
   YOLO-World, YOLOE, SAM3, ...): entries are single prompts; the adapter implements
-  ``_encode_texts(prompts) -> one item per prompt`` and ``_join_texts(items, prompts)``.
-  A new combination of prompts already seen costs no encoder call.
+  ``_encode_texts(prompts) -> one item per prompt`` and ``_join_texts(items, prompts)``
+  (which also applies the set where the model holds it, e.g. an ultralytics vocabulary).
+  A new combination of prompts already seen costs no encoder call. With ``text_batch``
+  set, missing prompts are encoded in batches of exactly that many rows (the last one
+  padded by repeating its last prompt): a prompt's embedding then does not depend on which
+  other prompts happened to miss with it (matrix kernels may round differently for
+  another batch size), so a resumed run reproduces a fresh one bit for bit.
 - ``text_cache = "per-set"`` (the prompts are encoded jointly, e.g. one caption for
   Grounding DINO): entries are whole prompt sets; the adapter implements
   ``_encode_prompts(prompts)``.
@@ -36,6 +41,7 @@ from probench.models.spec import ModelRecord, TextCache
 
 MAX_PROMPT_CHARS = 512  # a target description longer than this is almost surely a mistake
 MAX_PROMPTS = 1024
+TEXT_BATCH = 16  # the per-prompt adapters' fixed text-encoder batch (``text_batch``)
 
 
 @runtime_checkable
@@ -100,6 +106,7 @@ class BaseDetector:
     name = "base"
     text_cache: TextCache = "per-set"
     text_cache_size = 512  # entries: prompts (per-prompt) or prompt sets (per-set)
+    text_batch: int | None = None  # per-prompt: fixed encoder batch (module doc), None = all misses at once
 
     def __init__(self, device: str = "cpu", score_threshold: float = 0.0) -> None:
         self.device = device
@@ -175,14 +182,17 @@ class BaseDetector:
             else:
                 self.text_cache_misses += 1
                 missing.append(p)
-        if missing:
-            encoded = self._encode_texts(tuple(missing))
+        size = self.text_batch or len(missing) or 1
+        for start in range(0, len(missing), size):
+            chunk = missing[start : start + size]
+            padded = chunk + [chunk[-1]] * (size - len(chunk))
+            encoded = self._encode_texts(tuple(padded))
             self.text_encoder_calls += 1
-            if len(encoded) != len(missing):
+            if len(encoded) != len(padded):
                 raise RuntimeError(
-                    f"{self.name}: text encoder gave {len(encoded)} items for {len(missing)} prompts"
+                    f"{self.name}: text encoder gave {len(encoded)} items for {len(padded)} prompts"
                 )
-            for p, item in zip(missing, encoded, strict=True):
+            for p, item in zip(chunk, encoded, strict=False):
                 items[p] = item
                 self._remember(p, item)
         return self._join_texts([items[p] for p in prompts], prompts)
@@ -222,7 +232,8 @@ class BaseDetector:
         return prompts
 
     def _encode_texts(self, prompts: tuple[str, ...]) -> Sequence[object]:
-        """per-prompt: one cached item per prompt (called with the prompts not in the cache)."""
+        """per-prompt: one cached item per prompt (called with the prompts not in the cache,
+        in batches of ``text_batch`` when set)."""
         raise NotImplementedError(f"{type(self).__name__} declares per-prompt caching without _encode_texts")
 
     def _join_texts(self, items: list[object], prompts: tuple[str, ...]) -> object:
