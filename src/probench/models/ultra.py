@@ -80,7 +80,7 @@ def import_ultralytics() -> Any:
 
 
 # -- the detector ------------------------------------------------------------------------------
-NMS_IOU = 0.7  # ultralytics' predictor default
+NMS_IOU = 0.7  # ultralytics' predictor default (class-agnostic for YOLOE, as YOLOE.predict sets it)
 STRIDE = 32  # ultralytics' AutoBackend: max(model stride, 32)
 
 
@@ -127,6 +127,10 @@ class UltralyticsDetector(BaseDetector):
         self.net.to(self._torch_device).eval()
         if self.half:
             self.net.half()
+        if _channels_last_cpu(self._torch_device):
+            # ultralytics' AutoBackend does this for PyTorch models on x86 CPUs (faster oneDNN
+            # convolutions); the same layout keeps both paths' numbers identical
+            self.net.to(memory_format=torch.channels_last)
         self._param = next(self.net.parameters())
         self.segment = "Segment" in type(self.net.model[-1]).__name__
         self._upload = Uploader(self._torch_device)
@@ -239,7 +243,7 @@ class UltralyticsDetector(BaseDetector):
         if self.segment:
             protos = preds[0][1] if isinstance(preds[0], tuple) else preds[1]
         kept = nms.non_max_suppression(
-            raw, self.conf, NMS_IOU, None, False, max_det=MAX_PER_PROMPT * n_classes,
+            raw, self.conf, NMS_IOU, None, self.kind == "yoloe", max_det=MAX_PER_PROMPT * n_classes,
             nc=n_classes if self.segment else 0, end2end=getattr(self.net, "end2end", False),
         )
         out = []
@@ -266,6 +270,18 @@ class UltralyticsDetector(BaseDetector):
                 mask_arr = np.zeros((len(keep_idx), *hw), dtype=bool)
             out.append((det[keep_idx, :4], det[keep_idx, 4], cls[keep_idx], mask_arr))
         return out
+
+
+def _channels_last_cpu(dev: Any) -> bool:
+    """AutoBackend's rule: channels-last weights on an x86 CPU with oneDNN (Linux/Windows)."""
+    import platform
+
+    import torch
+
+    return (
+        dev.type == "cpu" and platform.machine() in {"AMD64", "x86_64"} and platform.system() != "Darwin"
+        and torch.backends.mkldnn.is_available() and bool(torch.backends.mkldnn.enabled)
+    )
 
 
 def nonempty_masks(protos: Any, coeffs: Any, boxes: Any, shape: tuple[int, int]) -> Any:
