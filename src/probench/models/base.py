@@ -27,6 +27,7 @@ gives hits, misses and evictions (latency.json and the node's diagnostics report
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -83,14 +84,19 @@ def check_prompts(prompts: Sequence[str]) -> tuple[str, ...]:
 
 
 def check_image(image: np.ndarray) -> np.ndarray:
-    """An RGB uint8 ``(H, W, 3)`` array, or a clear :class:`ImageInputError`."""
-    if not isinstance(image, np.ndarray):
+    """An RGB uint8 ``(H, W, 3)`` array, or a clear :class:`ImageInputError`. A torch uint8
+    ``(H, W, 3)`` tensor (a frame decoded on the GPU) is accepted as well: the device
+    preprocessing takes it as it is, the reference path copies it to a numpy array."""
+    torch = sys.modules.get("torch")  # a tensor exists only if torch was imported
+    is_tensor = torch is not None and isinstance(image, torch.Tensor)
+    if not isinstance(image, np.ndarray) and not is_tensor:
         raise ImageInputError(f"image must be a numpy array, got {type(image).__name__}")
-    if image.ndim != 3 or image.shape[2] != 3:
-        raise ImageInputError(f"image must be (H, W, 3) RGB, got shape {image.shape}")
-    if image.shape[0] < 1 or image.shape[1] < 1:
-        raise ImageInputError(f"image has zero size: {image.shape}")
-    if image.dtype != np.uint8:
+    shape = tuple(image.shape)
+    if len(shape) != 3 or shape[2] != 3:
+        raise ImageInputError(f"image must be (H, W, 3) RGB, got shape {shape}")
+    if shape[0] < 1 or shape[1] < 1:
+        raise ImageInputError(f"image has zero size: {shape}")
+    if (image.dtype != torch.uint8) if is_tensor else (image.dtype != np.uint8):
         raise ImageInputError(f"image must be uint8, got {image.dtype}")
     return image
 
@@ -107,6 +113,9 @@ class BaseDetector:
     text_cache: TextCache = "per-set"
     text_cache_size = 512  # entries: prompts (per-prompt) or prompt sets (per-set)
     text_batch: int | None = None  # per-prompt: fixed encoder batch (module doc), None = all misses at once
+    # "device": the image preprocessing runs as torch ops on the model's device;
+    # "reference": the library's own processor (probench.models.preprocess)
+    preprocess: str = "reference"
 
     def __init__(self, device: str = "cpu", score_threshold: float = 0.0) -> None:
         self.device = device

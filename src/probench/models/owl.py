@@ -155,7 +155,7 @@ class OwlDetector(hf.HFDetector):
         with timer.stage("forward"):
             logits, boxes = self._forward(pv, text)
         with timer.stage("postprocess"):
-            sizes = [im.shape[:2] for im in images]
+            sizes = [(int(im.shape[0]), int(im.shape[1])) for im in images]
             outputs = SimpleNamespace(logits=logits.float(), pred_boxes=boxes.float())
             results = self.image_processor.post_process_object_detection(
                 outputs, threshold=0.0, target_sizes=sizes

@@ -250,7 +250,9 @@ class ProcessorPixels:
 
     def __init__(self, processor: Any, dev: Any, dtype: Any) -> None:
         self.proc, self.dev, self.dtype = processor, dev, dtype
-        self.pixel_mask = "pixel_mask" in getattr(processor, "model_input_names", ())
+        # the processors return a mask with their padding (DETR-style ones with do_pad)
+        self.pixel_mask = "pixel_mask" in getattr(processor, "model_input_names", ()) and bool(
+            getattr(processor, "do_pad", False))
 
     def __call__(self, images: Sequence[Any]) -> dict[str, Any]:
         import torch
