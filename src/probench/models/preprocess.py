@@ -193,8 +193,9 @@ class Owlv2Pixels:
         self.shift = (-mean / std).to(dev).view(3, 1, 1)
         self._matrices = _Lru(_MATRIX_CACHE)
 
-    def _axis_matrices(self, h: int, w: int) -> tuple[Any, Any]:
-        """(A_rows (S_h, h), A_cols (S_w, w)) for an ``h x w`` frame: pad, blur, resize."""
+    def _axis_matrices(self, h: int, w: int) -> tuple[Any, Any, tuple[int, int]]:
+        """(A_rows (live S_h, h), A_cols (live S_w, w), (S_h, S_w)) for an ``h x w`` frame:
+        pad, blur, resize; "live" output lines are those that see some of the frame."""
         import torch
 
         ph, pw = (max(h, w), max(h, w)) if self.do_pad else (h, w)
@@ -212,8 +213,12 @@ class Owlv2Pixels:
         if blur:
             rows = rows @ _blur_matrix(ph, sizes[1], sig[1])
             cols = cols @ _blur_matrix(pw, sizes[0], sig[0])
-        # The padding is zeros: only the image's own rows/columns contribute.
-        return self._place(rows[:, :h]), self._place(cols[:, :w])
+        # The padding is zeros: only the image's own rows/columns contribute, and output
+        # rows/columns that see only padding (a bottom/right block) are 0 before normalising.
+        rows, cols = rows[:, :h], cols[:, :w]
+        live_h = int(rows.abs().sum(1).nonzero().max()) + 1
+        live_w = int(cols.abs().sum(1).nonzero().max()) + 1
+        return self._place(rows[:live_h]), self._place(cols[:live_w]), (sh, sw)
 
     def _place(self, mat: Any) -> Any:
         """float32 on the device; sparse (CSR) on CPU, where the banded matrices are mostly zeros."""
@@ -229,18 +234,20 @@ class Owlv2Pixels:
     def __call__(self, images: Sequence[Any]) -> Any:
         import torch
 
-        outs = []
-        for im in images:
+        out = None
+        for i, im in enumerate(images):
             h, w = int(im.shape[0]), int(im.shape[1])
-            rows, cols = self._matrices.get((h, w), lambda h=h, w=w: self._axis_matrices(h, w))
+            rows, cols, (sh, sw) = self._matrices.get((h, w), lambda h=h, w=w: self._axis_matrices(h, w))
+            if out is None:  # every image gives the same (S_h, S_w); all-padding pixels are "shift"
+                out = self.shift.expand(len(images), 3, sh, sw).clone()
             flat = im.reshape(h, w * 3).to(torch.float32)
-            mixed = rows @ flat  # (S_h, W*3): the row pass on the interleaved RGB frame
-            sh = mixed.shape[0]
-            # the column pass with the (sparse) matrix on the left: (S_w, W) @ (W, S_h*3)
-            by_col = mixed.reshape(sh, w, 3).permute(1, 0, 2).reshape(w, sh * 3)
-            pix = (cols @ by_col).reshape(-1, sh, 3).permute(2, 1, 0)  # (3, S_h, S_w)
-            outs.append(pix * self.gain + self.shift)
-        return torch.stack(outs).to(self.dtype)
+            mixed = rows @ flat  # (live S_h, W*3): the row pass on the interleaved RGB frame
+            lh = mixed.shape[0]
+            # the column pass with the (sparse) matrix on the left: (live S_w, W) @ (W, live S_h*3)
+            by_col = mixed.reshape(lh, w, 3).permute(1, 0, 2).reshape(w, lh * 3)
+            pix = (cols @ by_col).reshape(-1, lh, 3).permute(2, 1, 0)  # (3, live S_h, live S_w)
+            out[i, :, :lh, : pix.shape[2]] = pix * self.gain + self.shift
+        return out.to(self.dtype)
 
 
 # -- transformers torchvision-backend processors --------------------------------------------

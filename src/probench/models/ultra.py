@@ -188,6 +188,23 @@ class UltralyticsDetector(BaseDetector):
         """One batched forward for all images (same prompts for all)."""
         return self._run_many(images)
 
+    def pixel_inputs(self, images: Sequence[Any]) -> dict[str, Any]:
+        """The network input for ``images`` by the detector's path: the device letterbox, or
+        ultralytics' own (OpenCV ``LetterBox``, as its predictor prepares a batch)."""
+        import torch
+
+        if self.preprocess == "device":
+            return {"pixel_values": self._letterbox(self._upload(images))}
+        from ultralytics.data.augment import LetterBox
+
+        from probench.models.preprocess import as_numpy_rgb
+
+        frames = [as_numpy_rgb(im) for im in images]
+        box = LetterBox(self.imgsz, auto=len({f.shape for f in frames}) == 1, stride=STRIDE)
+        batch = np.stack([box(image=f) for f in frames])
+        x = torch.from_numpy(batch).to(self._torch_device).permute(0, 3, 1, 2)
+        return {"pixel_values": (x.to(self._param.dtype) / 255.0).contiguous()}
+
     def _run_many(self, images: list[Any]) -> list[Detections]:
         try:
             if self.preprocess == "reference":
