@@ -49,6 +49,15 @@ def test_nonempty_masks_is_the_predictors_filter(seed: int) -> None:
     assert torch.equal(got, want)
 
 
+def test_nonempty_masks_when_no_box_has_a_pixel() -> None:
+    n, shape = 200, (384, 640)
+    boxes = torch.tensor([[10.2, 20.2, 10.6, 20.9]]).repeat(n, 1)  # no pixel centre inside
+    coeffs = torch.randn(n, 32, generator=torch.Generator().manual_seed(4))
+    got = ultra.nonempty_masks(_smooth_protos(4), coeffs, boxes.clone(), shape)
+    assert got.shape == (n,) and not bool(got.any())
+    assert torch.equal(got, _reference_keep(_smooth_protos(4), coeffs, boxes, shape))
+
+
 def test_nonempty_masks_small_or_uneven_uses_the_predictor() -> None:
     protos = _smooth_protos(3, mh=24, mw=40)
     g = torch.Generator().manual_seed(3)
@@ -118,3 +127,26 @@ def test_sam3_box_only_equals_the_mask_path(name: str) -> None:
     np.testing.assert_array_equal(with_masks.xyxy, boxes_only.xyxy)
     np.testing.assert_array_equal(with_masks.scores, boxes_only.scores)
     np.testing.assert_array_equal(with_masks.prompt_index, boxes_only.prompt_index)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("agnostic", [False, True])
+def test_early_stopping_nms_is_ultralytics(seed: int, agnostic: bool) -> None:
+    """Thousands of candidates (as at 0.001 confidence), with and without mask columns,
+    score ties included: the same kept rows as ultralytics' non_max_suppression."""
+    from ultralytics.utils import nms
+
+    g = torch.Generator().manual_seed(seed)
+    nc, extra, n = (3, 32, 5040) if seed % 2 else (5, 0, 3000)
+    pred = torch.rand(2, 4 + nc + extra, n, generator=g)
+    pred[:, :2] *= 640
+    pred[:, 2:4] *= 50 + 100 * seed
+    if seed == 0:
+        pred[:, 4 : 4 + nc] = (pred[:, 4 : 4 + nc] * 20).round() / 20  # many equal scores
+    want = nms.non_max_suppression(pred.clone(), 0.001, 0.7, None, agnostic, max_det=100 * nc,
+                                   nc=nc if extra else 0)
+    got = ultra.non_max_suppression(pred.clone(), 0.001, 0.7, agnostic=agnostic, max_det=100 * nc,
+                                    nc=nc if extra else 0, end2end=False)
+    assert len(got) == len(want) == 2
+    for a, b in zip(got, want, strict=True):
+        assert len(b) > 0 and torch.equal(a, b)

@@ -251,17 +251,16 @@ class UltralyticsDetector(BaseDetector):
         """Raw network output -> per image (boxes in original pixels, scores, prompt index,
         masks or None): ultralytics' predictor's NMS, empty-mask filter and box scaling, with
         no mask built unless ``return_masks`` (module doc)."""
-        import torchvision  # noqa: F401 - ultralytics' NMS uses torchvision's kernel once it is imported
-        from ultralytics.utils import nms, ops
+        from ultralytics.utils import ops
 
         n_classes = len(self._prompts)
         raw = preds[0] if self.segment else preds
         protos = None
         if self.segment:
             protos = preds[0][1] if isinstance(preds[0], tuple) else preds[1]
-        kept = nms.non_max_suppression(
-            raw, self.conf, NMS_IOU, None, self.kind == "yoloe", max_det=MAX_PER_PROMPT * n_classes,
-            nc=n_classes if self.segment else 0, end2end=getattr(self.net, "end2end", False),
+        kept = non_max_suppression(
+            raw, self.conf, NMS_IOU, agnostic=self.kind == "yoloe", max_det=MAX_PER_PROMPT * n_classes,
+            nc=n_classes if self.segment else 0, end2end=bool(getattr(self.net, "end2end", False)),
         )
         out = []
         for i, (pred, hw) in enumerate(zip(kept, sizes, strict=True)):
@@ -287,6 +286,76 @@ class UltralyticsDetector(BaseDetector):
                 mask_arr = np.zeros((len(keep_idx), *hw), dtype=bool)
             out.append((det[keep_idx, :4], det[keep_idx, 4], cls[keep_idx], mask_arr))
         return out
+
+
+NMS_CHUNK = 1024  # candidates per step of non_max_suppression's early-stopping greedy NMS
+
+
+def non_max_suppression(
+    prediction: Any, conf: float, iou: float, *, agnostic: bool, max_det: int, nc: int, end2end: bool,
+) -> list[Any]:
+    """ultralytics' ``non_max_suppression`` (no class filter, best class only, not rotated),
+    with the same result, but the greedy NMS stops once ``max_det`` boxes are kept instead of
+    running over every candidate (at 0.001 confidence, thousands). ``torchvision.ops.nms``
+    does the work on chunks of the candidates in score order; a later chunk's candidates are
+    first suppressed by the boxes kept so far, with torchvision's IoU arithmetic."""
+    import torch
+    import torchvision
+    from ultralytics.utils import nms, ops
+
+    if isinstance(prediction, (list, tuple)):
+        prediction = prediction[0]
+    if prediction.shape[-1] == 6 or end2end:  # end-to-end heads: a top-k, nothing to speed up
+        return nms.non_max_suppression(prediction, conf, iou, None, agnostic, max_det=max_det, nc=nc,
+                                       end2end=end2end)
+    nc = nc or (prediction.shape[1] - 4)
+    extra = prediction.shape[1] - nc - 4
+    candidates = prediction[:, 4 : 4 + nc].amax(1) > conf
+    out = []
+    for x, cand in zip(prediction.transpose(-1, -2), candidates, strict=True):
+        x = x[cand]
+        x[:, :4] = ops.xywh2xyxy(x[:, :4])
+        box, cls, mask = x.split((4, nc, extra), 1)
+        best, j = cls.max(1, keepdim=True)
+        x = torch.cat((box, best, j.float(), mask), 1)[best.view(-1) > conf]
+        if not x.shape[0]:
+            out.append(torch.zeros((0, 6 + extra), device=prediction.device))
+            continue
+        if x.shape[0] > 30000:  # ultralytics' max_nms
+            x = x[x[:, 4].argsort(descending=True)[:30000]]
+        offset = x[:, 5:6] * (0 if agnostic else 7680)  # ultralytics' max_wh: classes apart
+        keep = _greedy_nms(x[:, :4] + offset, x[:, 4], iou, max_det, torchvision.ops.nms)
+        out.append(x[keep])
+    return out
+
+
+def _greedy_nms(boxes: Any, scores: Any, iou: float, limit: int, nms_op: Callable[..., Any]) -> Any:
+    """The first ``limit`` indices ``nms_op(boxes, scores, iou)`` keeps, computed chunk by chunk."""
+    import torch
+
+    order = scores.sort(stable=True, descending=True).indices
+    area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    kept: list[Any] = []
+    n_kept = 0
+    for chunk in order.split(NMS_CHUNK):
+        if kept:  # suppressed by a box kept in an earlier chunk (torchvision's IoU, ">" suppresses)
+            prev = torch.cat(kept)
+            b, p = boxes[chunk], boxes[prev]
+            w = (torch.minimum(p[:, None, 2], b[None, :, 2]) - torch.maximum(p[:, None, 0], b[None, :, 0]))
+            h = (torch.minimum(p[:, None, 3], b[None, :, 3]) - torch.maximum(p[:, None, 1], b[None, :, 1]))
+            inter = w.clamp(min=0) * h.clamp(min=0)
+            overlap = inter / (area[prev][:, None] + area[chunk][None, :] - inter)
+            chunk = chunk[~(overlap > iou).any(0)]
+            if not len(chunk):
+                continue
+        keep = chunk[nms_op(boxes[chunk], scores[chunk], iou)]
+        kept.append(keep)
+        n_kept += len(keep)
+        if n_kept >= limit:
+            break
+    if not kept:
+        return order[:0]
+    return torch.cat(kept)[:limit]
 
 
 def _channels_last_cpu(dev: Any) -> bool:
@@ -354,6 +423,8 @@ def nonempty_masks(protos: Any, coeffs: Any, boxes: Any, shape: tuple[int, int])
     live = live[torch.argsort(win_h[live] * win_w[live])]
     first, last = (s + 1) // 2, (s - 1) // 2  # output phase of a cell's first / last line
     for group in live.split(MASK_GROUP):
+        if not len(group):  # split() of an empty index gives one empty group
+            continue
         hh, ww = int(win_h[group].max()), int(win_w[group].max())
         ar_h, ar_w = torch.arange(hh, device=dev), torch.arange(ww, device=dev)
         rows, cols = k_lo[group, None] + ar_h, l_lo[group, None] + ar_w
