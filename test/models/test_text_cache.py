@@ -55,6 +55,16 @@ def test_per_prompt_cache_encodes_each_prompt_once() -> None:
     assert stats["misses"] == 4 and stats["hits"] == 4 and stats["evictions"] == 0
 
 
+def test_fixed_encoder_batches_are_padded_and_count_one_event() -> None:
+    det = _Counting("per-prompt")
+    det.text_batch = 3
+    det.detect(IMG, ["a", "b", "c", "d"])
+    assert det.encoded == [("a", "b", "c"), ("d", "d", "d")]  # the last batch padded
+    assert det.text_encoder_calls == 1 and det.text_cache_stats()["misses"] == 4
+    assert det.seen_state == ("emb:a", "emb:b", "emb:c", "emb:d")
+    assert len(det._text_lru) == 4  # padding rows are not cached twice
+
+
 def test_per_set_cache_keys_whole_sets() -> None:
     det = _Counting("per-set")
     for prompts in (["a", "b"], ["c"], ["a", "b"], ["c"]):

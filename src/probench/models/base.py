@@ -13,16 +13,19 @@ text side is cached in an LRU (``text_cache_size`` entries):
   ``_encode_texts(prompts) -> one item per prompt`` and ``_join_texts(items, prompts)``
   (which also applies the set where the model holds it, e.g. an ultralytics vocabulary).
   A new combination of prompts already seen costs no encoder call. With ``text_batch``
-  set, missing prompts are encoded in batches of exactly that many rows (the last one
-  padded by repeating its last prompt): a prompt's embedding then does not depend on which
-  other prompts happened to miss with it (matrix kernels may round differently for
-  another batch size), so a resumed run reproduces a fresh one bit for bit.
+  set, missing prompts are encoded in batches of exactly that many rows (a last short
+  batch padded by repeating its last prompt; the adapters use 1): a prompt's embedding
+  then does not depend on which other prompts happened to miss with it (matrix kernels may
+  round differently for another batch size), so a resumed run reproduces a fresh one bit
+  for bit.
 - ``text_cache = "per-set"`` (the prompts are encoded jointly, e.g. one caption for
   Grounding DINO): entries are whole prompt sets; the adapter implements
   ``_encode_prompts(prompts)``.
 
-``text_encoder_calls`` counts encoder invocations; :meth:`BaseDetector.text_cache_stats`
-gives hits, misses and evictions (latency.json and the node's diagnostics report them).
+``text_encoder_calls`` counts text-encoding events: prompt-set changes that ran the text
+encoder (per-prompt: however many prompts, in however many batches, it encoded);
+:meth:`BaseDetector.text_cache_stats` gives hits, misses (prompts or sets encoded) and
+evictions (latency.json and the node's diagnostics report them).
 """
 
 from __future__ import annotations
@@ -42,7 +45,10 @@ from probench.models.spec import ModelRecord, TextCache
 
 MAX_PROMPT_CHARS = 512  # a target description longer than this is almost surely a mistake
 MAX_PROMPTS = 1024
-TEXT_BATCH = 16  # the per-prompt adapters' fixed text-encoder batch (``text_batch``)
+# The per-prompt adapters' fixed text-encoder batch (``text_batch``): one prompt per encoder
+# call. A fixed batch makes a prompt's embedding independent of the prompts it missed with;
+# 1 also keeps a cold prompt's cost its own (a larger fixed batch encodes padding rows).
+TEXT_BATCH = 1
 
 
 @runtime_checkable
@@ -181,22 +187,25 @@ class BaseDetector:
         return state
 
     def _per_prompt_state(self, prompts: tuple[str, ...]) -> object:
+        lru = self._text_lru
         items: dict[str, object] = {}
         missing: list[str] = []
         for p in dict.fromkeys(prompts):  # distinct, in order
-            if p in self._text_lru:
-                self.text_cache_hits += 1
-                self._text_lru.move_to_end(p)
-                items[p] = self._text_lru[p]
-            else:
-                self.text_cache_misses += 1
+            item = lru.get(p)
+            if item is None:
                 missing.append(p)
+            else:
+                lru.move_to_end(p)
+                items[p] = item
+        self.text_cache_hits += len(items)
+        self.text_cache_misses += len(missing)
+        if missing:
+            self.text_encoder_calls += 1  # one encoding event, however many batches it takes
         size = self.text_batch or len(missing) or 1
         for start in range(0, len(missing), size):
             chunk = missing[start : start + size]
             padded = chunk + [chunk[-1]] * (size - len(chunk))
             encoded = self._encode_texts(tuple(padded))
-            self.text_encoder_calls += 1
             if len(encoded) != len(padded):
                 raise RuntimeError(
                     f"{self.name}: text encoder gave {len(encoded)} items for {len(padded)} prompts"

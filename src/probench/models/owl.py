@@ -111,6 +111,9 @@ class OwlDetector(hf.HFDetector):
         self.tokenizer = tokenizer
         self._clip = getattr(model, "owlv2", None) or model.owlvit
         self.max_text_len = int(model.config.text_config.max_position_embeddings)
+        import torch
+
+        self._stack = torch.stack  # bound once: joining is on every prompt-set change
 
     def _encode_texts(self, prompts: tuple[str, ...]) -> list[Any]:
         import torch
@@ -126,9 +129,7 @@ class OwlDetector(hf.HFDetector):
         return list(out.pooler_output.clone())  # one (D,) row per query
 
     def _join_texts(self, items: list[object], prompts: tuple[str, ...]) -> Any:
-        import torch
-
-        return torch.stack(items)[None]  # type: ignore[arg-type]  # (1, Q, D): shared by every image
+        return self._stack(items)[None]  # (1, Q, D): shared by every image
 
     def _forward(self, pixel_values: Any, text: Any) -> tuple[Any, Any]:
         import torch

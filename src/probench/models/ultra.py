@@ -120,8 +120,9 @@ class UltralyticsDetector(BaseDetector):
         self.weights_source = weights_source
         self.conf = max(MIN_CONF, self.score_threshold)
         self.preprocess = check_preprocess(preprocess)
-        # One fused network for both paths: ultralytics' predictor fuses the same module in
-        # place (a no-op once fused) and halves it for FP16, as done here.
+        # Fused once, as ultralytics' predictor fuses its model; the reference path's predictor
+        # deep-copies this fused network (its own fuse is then a no-op), so both paths run
+        # the same weights.
         self.net = model.model
         self.net.fuse(verbose=False)
         self.net.to(self._torch_device).eval()
