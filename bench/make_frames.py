@@ -52,7 +52,7 @@ def make_frames(
         images.append({"id": i + 1, "file_name": name, "width": w, "height": h, "domain": "synthetic"})
         for q in qids:
             x, y = float(rng.uniform(0, w * 0.7)), float(rng.uniform(0, h * 0.7))
-            bw, bh = float(rng.uniform(20, w * 0.3)), float(rng.uniform(20, h * 0.3))
+            bw, bh = float(rng.uniform(0.03 * w, 0.3 * w)), float(rng.uniform(0.03 * h, 0.3 * h))
             annotations.append({"id": len(annotations) + 1, "image_id": i + 1, "category_id": q,
                                 "bbox": [x, y, bw, bh], "area": bw * bh, "iscrowd": 0})
     coco = {"images": images, "categories": categories, "annotations": annotations}
