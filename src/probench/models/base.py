@@ -102,7 +102,7 @@ def check_image(image: np.ndarray) -> np.ndarray:
         raise ImageInputError(f"image must be (H, W, 3) RGB, got shape {shape}")
     if shape[0] < 1 or shape[1] < 1:
         raise ImageInputError(f"image has zero size: {shape}")
-    if (image.dtype != torch.uint8) if is_tensor else (image.dtype != np.uint8):
+    if (image.dtype != torch.uint8) if (torch is not None and is_tensor) else (image.dtype != np.uint8):
         raise ImageInputError(f"image must be uint8, got {image.dtype}")
     return image
 

@@ -120,7 +120,8 @@ class OmDetTurboDetector(hf.HFDetector):
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
         import torch
 
-        tokens, language = text_state  # type: ignore[misc]
+        state: tuple[dict, Any] = text_state  # type: ignore[assignment]
+        tokens, language = state
         h, w = int(image.shape[0]), int(image.shape[1])
         timer = StageTimer(sync=hf.cuda_sync(self.dev))
         with timer.stage("preprocess"):

@@ -36,6 +36,7 @@ import math
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -234,10 +235,10 @@ class Owlv2Pixels:
     def __call__(self, images: Sequence[Any]) -> Any:
         import torch
 
-        out = None
+        out: Any = None
         for i, im in enumerate(images):
             h, w = int(im.shape[0]), int(im.shape[1])
-            rows, cols, (sh, sw) = self._matrices.get((h, w), lambda h=h, w=w: self._axis_matrices(h, w))
+            rows, cols, (sh, sw) = self._matrices.get((h, w), partial(self._axis_matrices, h, w))
             if out is None:  # every image gives the same (S_h, S_w); all-padding pixels are "shift"
                 out = self.shift.expand(len(images), 3, sh, sw).clone()
             flat = im.reshape(h, w * 3).to(torch.float32)
@@ -297,10 +298,10 @@ def letterbox_geometry(
     h, w = shape
     r = min(new_shape[0] / h, new_shape[1] / w)
     new_w, new_h = max(round(w * r), 1), max(round(h * r), 1)
-    dw, dh = new_shape[1] - new_w, new_shape[0] - new_h
+    pad_w, pad_h = new_shape[1] - new_w, new_shape[0] - new_h
     if auto:
-        dw, dh = dw % stride, dh % stride
-    dw, dh = dw / 2, dh / 2
+        pad_w, pad_h = pad_w % stride, pad_h % stride
+    dw, dh = pad_w / 2, pad_h / 2
     top, bottom = round(dh - 0.1), round(dh + 0.1)
     left, right = round(dw - 0.1), round(dw + 0.1)
     return (new_h, new_w), (top, bottom, left, right)

@@ -123,7 +123,8 @@ class Sam3Detector(hf.HFDetector):
         import torch
         from transformers.modeling_outputs import BaseModelOutputWithPooling
 
-        feats, mask = text_state  # type: ignore[misc]
+        state: tuple[Any, Any] = text_state  # type: ignore[assignment]
+        feats, mask = state
         h, w = int(image.shape[0]), int(image.shape[1])
         n = feats.shape[0]
         timer = StageTimer(sync=hf.cuda_sync(self.dev))

@@ -202,7 +202,7 @@ class UltralyticsDetector(BaseDetector):
 
         frames = [as_numpy_rgb(im) for im in images]
         box = LetterBox(self.imgsz, auto=len({f.shape for f in frames}) == 1, stride=STRIDE)
-        batch = np.stack([box(image=f) for f in frames])
+        batch = np.stack([np.asarray(box(image=f)) for f in frames])  # image only: an array
         x = torch.from_numpy(batch).to(self._torch_device).permute(0, 3, 1, 2)
         return {"pixel_values": (x.to(self._param.dtype) / 255.0).contiguous()}
 
