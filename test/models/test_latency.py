@@ -178,3 +178,30 @@ def test_cli_missing_dataset(tmp_path: Path, capsys) -> None:
     rc = main(["latency", "--model", "test-instant", "--dataset", str(tmp_path / "nope"),
                "--out", str(tmp_path / "r")])
     assert rc == 2 and "nope" in capsys.readouterr().err
+
+
+def test_text_split_cache_stats_decode_and_path(ds_path: Path, tmp_path: Path) -> None:
+    """latency.json: cold/warm text samples, the text cache during the timed runs, the
+    decode time per image (not in the samples) and the preprocessing path."""
+    det = load_detector("tiny-owlv2")
+    result = run_latency(det, load_dataset(ds_path), tmp_path / "run", n_images=4, warmup=0, runs=2,
+                         progress=False)
+    text, cache = result["text_ms"], result["text_cache"]
+    assert text["n_cold"] + text["n_warm"] == len(result["samples_ms"]) == 8
+    # no warm-up: the first pass meets new prompts, the second finds them all cached
+    assert 1 <= text["n_cold"] <= 4 and text["n_warm"] >= 4
+    assert text["warm"]["max"] < text["cold"]["max"] and 0.0 <= text["warm_share_of_frame"] < 1.0
+    assert cache["kind"] == "per-prompt" and cache["misses"] == det.text_cache_stats()["misses"] > 0
+    assert cache["hits"] > 0 and cache["evictions"] == 0
+    assert result["text_encoder_calls"] == text["n_cold"]
+    assert result["decode_ms"]["mean"] > 0 and "64x48" in result["frame_sizes"]
+    assert result["preprocess"] == "device"
+
+
+def test_cli_preprocess_reference(ds_path: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run"
+    assert main(["latency", "--model", "tiny-owlv2", "--dataset", str(ds_path), "--out", str(out),
+                 "--no-progress", "--runs", "1", "--images", "2", "--warmup", "0",
+                 "--preprocess", "reference"]) == 0
+    assert json.loads((out / "latency.json").read_text())["preprocess"] == "reference"
+    assert "preprocess path reference" in capsys.readouterr().out

@@ -71,10 +71,13 @@ def test_adapter_logic_with_fake_predictor() -> None:
     img[..., 0] = 255  # red in RGB
     out = det.detect(img, ["cone", "door"])
     det.detect(img, ["cone", "door"])
-    assert calls == [["a cone", "a door"]]  # Detic's demo prompt, encoded once
+    # Detic's demo prompt, each prompt encoded once, in fixed-size batches (one prompt each)
+    assert calls == [["a cone"], ["a door"]] and det.text_batch == 1
     assert resets == [((512, 2), 2)]
     assert all(bp.test_topk_per_image == 200 for bp in pred.model.roi_heads.box_predictor)
     assert pred.seen[0, 0].tolist() == [0, 0, 255]  # handed over as BGR
     assert np.bincount(out.prompt_index).tolist() == [100, 1]
     assert out.xyxy[:, 2].max() == 80  # clipped to the image
     assert set(out.timings_ms) >= {"preprocess", "forward", "postprocess", "total"}
+    det.detect(img, ["door"])  # a known prompt: no encoder call, the vocabulary set again
+    assert len(calls) == 2 and resets[-1] == ((512, 1), 1)

@@ -10,18 +10,27 @@ text side is cached in an LRU (``text_cache_size`` entries):
 
 - ``text_cache = "per-prompt"`` (the text tower encodes each prompt on its own: OWL,
   YOLO-World, YOLOE, SAM3, ...): entries are single prompts; the adapter implements
-  ``_encode_texts(prompts) -> one item per prompt`` and ``_join_texts(items, prompts)``.
-  A new combination of prompts already seen costs no encoder call.
+  ``_encode_texts(prompts) -> one item per prompt`` and ``_join_texts(items, prompts)``
+  (which also applies the set where the model holds it, e.g. an ultralytics vocabulary).
+  A new combination of prompts already seen costs no encoder call. With ``text_batch``
+  set, missing prompts are encoded in batches of exactly that many rows (a last short
+  batch padded by repeating its last prompt; the adapters use 1): a prompt's embedding
+  then does not depend on which other prompts happened to miss with it (matrix kernels may
+  round differently for another batch size), so a resumed run reproduces a fresh one bit
+  for bit.
 - ``text_cache = "per-set"`` (the prompts are encoded jointly, e.g. one caption for
   Grounding DINO): entries are whole prompt sets; the adapter implements
   ``_encode_prompts(prompts)``.
 
-``text_encoder_calls`` counts encoder invocations; :meth:`BaseDetector.text_cache_stats`
-gives hits, misses and evictions (latency.json and the node's diagnostics report them).
+``text_encoder_calls`` counts text-encoding events: prompt-set changes that ran the text
+encoder (per-prompt: however many prompts, in however many batches, it encoded);
+:meth:`BaseDetector.text_cache_stats` gives hits, misses (prompts or sets encoded) and
+evictions (latency.json and the node's diagnostics report them).
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -36,6 +45,10 @@ from probench.models.spec import ModelRecord, TextCache
 
 MAX_PROMPT_CHARS = 512  # a target description longer than this is almost surely a mistake
 MAX_PROMPTS = 1024
+# The per-prompt adapters' fixed text-encoder batch (``text_batch``): one prompt per encoder
+# call. A fixed batch makes a prompt's embedding independent of the prompts it missed with;
+# 1 also keeps a cold prompt's cost its own (a larger fixed batch encodes padding rows).
+TEXT_BATCH = 1
 
 
 @runtime_checkable
@@ -77,14 +90,19 @@ def check_prompts(prompts: Sequence[str]) -> tuple[str, ...]:
 
 
 def check_image(image: np.ndarray) -> np.ndarray:
-    """An RGB uint8 ``(H, W, 3)`` array, or a clear :class:`ImageInputError`."""
-    if not isinstance(image, np.ndarray):
+    """An RGB uint8 ``(H, W, 3)`` array, or a clear :class:`ImageInputError`. A torch uint8
+    ``(H, W, 3)`` tensor (a frame decoded on the GPU) is accepted as well: the device
+    preprocessing takes it as it is, the reference path copies it to a numpy array."""
+    torch = sys.modules.get("torch")  # a tensor exists only if torch was imported
+    is_tensor = torch is not None and isinstance(image, torch.Tensor)
+    if not isinstance(image, np.ndarray) and not is_tensor:
         raise ImageInputError(f"image must be a numpy array, got {type(image).__name__}")
-    if image.ndim != 3 or image.shape[2] != 3:
-        raise ImageInputError(f"image must be (H, W, 3) RGB, got shape {image.shape}")
-    if image.shape[0] < 1 or image.shape[1] < 1:
-        raise ImageInputError(f"image has zero size: {image.shape}")
-    if image.dtype != np.uint8:
+    shape = tuple(image.shape)
+    if len(shape) != 3 or shape[2] != 3:
+        raise ImageInputError(f"image must be (H, W, 3) RGB, got shape {shape}")
+    if shape[0] < 1 or shape[1] < 1:
+        raise ImageInputError(f"image has zero size: {shape}")
+    if (image.dtype != torch.uint8) if (torch is not None and is_tensor) else (image.dtype != np.uint8):
         raise ImageInputError(f"image must be uint8, got {image.dtype}")
     return image
 
@@ -100,6 +118,10 @@ class BaseDetector:
     name = "base"
     text_cache: TextCache = "per-set"
     text_cache_size = 512  # entries: prompts (per-prompt) or prompt sets (per-set)
+    text_batch: int | None = None  # per-prompt: fixed encoder batch (module doc), None = all misses at once
+    # "device": the image preprocessing runs as torch ops on the model's device;
+    # "reference": the library's own processor (probench.models.preprocess)
+    preprocess: str = "reference"
 
     def __init__(self, device: str = "cpu", score_threshold: float = 0.0) -> None:
         self.device = device
@@ -165,24 +187,30 @@ class BaseDetector:
         return state
 
     def _per_prompt_state(self, prompts: tuple[str, ...]) -> object:
+        lru = self._text_lru
         items: dict[str, object] = {}
         missing: list[str] = []
         for p in dict.fromkeys(prompts):  # distinct, in order
-            if p in self._text_lru:
-                self.text_cache_hits += 1
-                self._text_lru.move_to_end(p)
-                items[p] = self._text_lru[p]
-            else:
-                self.text_cache_misses += 1
+            item = lru.get(p)
+            if item is None:
                 missing.append(p)
+            else:
+                lru.move_to_end(p)
+                items[p] = item
+        self.text_cache_hits += len(items)
+        self.text_cache_misses += len(missing)
         if missing:
-            encoded = self._encode_texts(tuple(missing))
-            self.text_encoder_calls += 1
-            if len(encoded) != len(missing):
+            self.text_encoder_calls += 1  # one encoding event, however many batches it takes
+        size = self.text_batch or len(missing) or 1
+        for start in range(0, len(missing), size):
+            chunk = missing[start : start + size]
+            padded = chunk + [chunk[-1]] * (size - len(chunk))
+            encoded = self._encode_texts(tuple(padded))
+            if len(encoded) != len(padded):
                 raise RuntimeError(
-                    f"{self.name}: text encoder gave {len(encoded)} items for {len(missing)} prompts"
+                    f"{self.name}: text encoder gave {len(encoded)} items for {len(padded)} prompts"
                 )
-            for p, item in zip(missing, encoded, strict=True):
+            for p, item in zip(chunk, encoded, strict=False):
                 items[p] = item
                 self._remember(p, item)
         return self._join_texts([items[p] for p in prompts], prompts)
@@ -222,7 +250,8 @@ class BaseDetector:
         return prompts
 
     def _encode_texts(self, prompts: tuple[str, ...]) -> Sequence[object]:
-        """per-prompt: one cached item per prompt (called with the prompts not in the cache)."""
+        """per-prompt: one cached item per prompt (called with the prompts not in the cache,
+        in batches of ``text_batch`` when set)."""
         raise NotImplementedError(f"{type(self).__name__} declares per-prompt caching without _encode_texts")
 
     def _join_texts(self, items: list[object], prompts: tuple[str, ...]) -> object:

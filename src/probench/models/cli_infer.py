@@ -32,6 +32,11 @@ def add_common_model_arguments(parser: argparse.ArgumentParser) -> None:
         "for the models whose capabilities list them, see docs/ACCELERATION.md)",
     )
     parser.add_argument(
+        "--preprocess", default="device", choices=("device", "reference"),
+        help="image preprocessing: torch ops on the model's device (default) or the library's own "
+        "processor (transformers / ultralytics), the reference the device path is tested against",
+    )
+    parser.add_argument(
         "--random-weights", action="store_true",
         help="build the real-size architecture with random weights (no checkpoint needed)",
     )
@@ -87,6 +92,7 @@ def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[
     detector = load_detector(
         args.model, device=args.device, precision=args.precision, score_threshold=score_threshold,
         weights=args.weights, random_weights=args.random_weights, runtime=args.runtime,
+        preprocess=getattr(args, "preprocess", "device"),
     )
     return detector, time.perf_counter() - t0
 

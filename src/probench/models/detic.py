@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from probench.detections import Detections
-from probench.models.base import BaseDetector
+from probench.models.base import TEXT_BATCH, BaseDetector
 from probench.models.errors import BackendUnavailableError, ModelError, WeightsNotFoundError
 
 MAX_PER_PROMPT = 100
@@ -61,6 +61,10 @@ def _find(paths: list[Path], what: str) -> Path:
 class DeticDetector(BaseDetector):
     """Detic with a custom vocabulary (the prompt set) behind the Detector interface."""
 
+    text_cache = "per-prompt"  # CLIP embeds each "a <name>" on its own
+    text_cache_size = 4096
+    text_batch = TEXT_BATCH
+
     def __init__(self, predictor: Any, text_encoder: Any, reset_cls_test: Any, *, device: str,
                  score_threshold: float = 0.0, name: str = "detic", weights_source: str = "") -> None:
         super().__init__(device=device, score_threshold=score_threshold)
@@ -68,12 +72,20 @@ class DeticDetector(BaseDetector):
         self._reset_cls_test = reset_cls_test
         self.weights_source = weights_source
 
-    def _encode_prompts(self, prompts: tuple[str, ...]) -> object:
+    def _encode_texts(self, prompts: tuple[str, ...]) -> list[object]:
         import torch
 
         with torch.inference_mode():
-            # Detic's demo: CLIP text embeddings of "a <name>", (D, n) classifier weights
-            emb = self.text_encoder(["a " + p for p in prompts]).detach().permute(1, 0).contiguous().cpu()
+            # Detic's demo: CLIP text embeddings of "a <name>", one (D,) row per prompt
+            emb = self.text_encoder(["a " + p for p in prompts]).detach().cpu()
+        return list(emb.clone())
+
+    def _join_texts(self, items: list[object], prompts: tuple[str, ...]) -> object:
+        """Stack the rows into (D, n) classifier weights and set them as the vocabulary
+        (``reset_cls_test`` only swaps weights: cheap, done on every prompt-set change)."""
+        import torch
+
+        emb = torch.stack(items).permute(1, 0).contiguous()  # type: ignore[arg-type]
         self._reset_cls_test(self.predictor.model, emb, len(prompts))
         # detectron2 copies TEST.DETECTIONS_PER_IMAGE into each box predictor when it is
         # built: set the per-prompt cap on the live predictors (one per cascade stage).
@@ -109,10 +121,14 @@ class DeticDetector(BaseDetector):
                                       timings_ms=timings)
 
 
-def build(spec: Any, *, device: str = "cpu", precision: str = "fp32", score_threshold: float = 0.0,
-          weights: str | None = None, random_weights: bool = False) -> DeticDetector:
+def build(
+    spec: Any, *, device: str = "cpu", precision: str = "fp32", score_threshold: float = 0.0,
+    weights: str | None = None, random_weights: bool = False, preprocess: str = "device",
+) -> DeticDetector:
     """``weights``: the Detic checkout (``configs/``, ``models/<checkpoint>``; CLIP's
-    ``ViT-B-32.pt`` there or in ~/.cache/clip)."""
+    ``ViT-B-32.pt`` there or in ~/.cache/clip). ``preprocess`` is accepted for the zoo
+    contract; detectron2's ``DefaultPredictor`` always does its own resize (recorded as
+    ``preprocess = "reference"`` on the detector)."""
     from probench.errors import UsageError
     from probench.models.specs_detectron import CONFIG
 
@@ -148,8 +164,10 @@ def build(spec: Any, *, device: str = "cpu", precision: str = "fp32", score_thre
         text_encoder = _local_text_encoder(mods["build_text_encoder"], clip_path, device)
     except (RuntimeError, OSError, KeyError) as exc:
         raise ModelError(f"detic: cannot build the model: {exc}") from exc
-    return DeticDetector(predictor, text_encoder, mods["reset_cls_test"], device=device,
-                         score_threshold=score_threshold, weights_source=str(ckpt))
+    det = DeticDetector(predictor, text_encoder, mods["reset_cls_test"], device=device,
+                        score_threshold=score_threshold, weights_source=str(ckpt))
+    det.preprocess = "reference"  # detectron2's own resize, whatever was asked (docstring)
+    return det
 
 
 def _local_text_encoder(build_text_encoder: Any, clip_path: Path, device: str) -> Any:

@@ -13,11 +13,17 @@ Long prompt lists: prompts are packed greedily, in order, into captions that fit
 limit and each caption is a separate forward pass (their boxes are merged; a single prompt
 longer than the limit is truncated). The per-prompt cap of 100 boxes applies to the merge.
 
-Text cache (text encoder once per prompt set): captions are tokenised once per prompt set
-and the BERT text backbone's output is stored per caption (:class:`TextCache` swaps the
-backbone instance's ``forward``, so the module tree and state dict stay the checkpoint's);
-frames reuse it. The text-image fusion layers (feature enhancer, cross-modality decoder)
-are image-conditioned by design and run every frame.
+Text cache (per prompt set): the prompts are encoded jointly (one caption, phrase-wise
+attention within it), so the cache is keyed by the whole set. Captions are tokenised and
+the BERT text backbone's output is computed once per prompt set and kept in the set's text
+state; frames feed it back through :class:`TextCache` (which swaps the backbone instance's
+``forward``, so the module tree and state dict stay the checkpoint's). A set that comes back
+while still in the detector's LRU runs no BERT. The text-image fusion layers (feature
+enhancer, cross-modality decoder) are image-conditioned by design and run every frame.
+
+Preprocessing: ``device`` (default) runs the processor's own resize / normalise on the
+device tensor (:class:`probench.models.preprocess.ProcessorPixels`); ``reference`` is the
+processor.
 """
 
 from __future__ import annotations
@@ -93,6 +99,11 @@ class _Caption:
     tokens: dict  # tokenizer output (tensors)
     token_phrase: np.ndarray  # (max_text_len,) phrase index (local) per token, -1 elsewhere
     n_phrases: int
+    hidden: Any = None  # the BERT backbone's output for these tokens (1, L, D), on the device
+
+    @property
+    def key(self) -> tuple[int, ...]:
+        return tuple(self.tokens["input_ids"][0].tolist())
 
 
 def _join(phrases: list[str]) -> str:
@@ -101,44 +112,48 @@ def _join(phrases: list[str]) -> str:
 
 
 class TextCache:
-    """Caches the BERT text backbone's output per caption (token ids -> features).
+    """Feeds the BERT text backbone's stored output back to the model (token ids -> features).
 
     It replaces the backbone's ``forward`` on the instance instead of wrapping the module,
-    so the model's module tree and state dict stay those of the checkpoint.
+    so the model's module tree and state dict stay those of the checkpoint. ``active`` holds
+    the captions of the prompt set being run; anything else runs the real backbone.
     """
 
     def __init__(self, backbone: Any) -> None:
         self.backbone = backbone
-        self.store: dict[tuple[int, ...], Any] = {}
+        self.active: dict[tuple[int, ...], Any] = {}
         self.calls = 0  # real BERT runs (tests read it)
         self._forward = backbone.forward
         backbone.forward = self.forward
 
+    def encode(self, input_ids: Any, **kwargs: Any) -> Any:
+        """The real backbone's last hidden state for one caption (1, L, D)."""
+        self.calls += 1
+        out = self._forward(input_ids, **kwargs)
+        return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+
     def forward(self, input_ids: Any, *args: Any, **kwargs: Any) -> Any:
         from transformers.modeling_outputs import BaseModelOutput
 
-        key = tuple(input_ids[0].tolist())
         same_rows = bool((input_ids == input_ids[:1]).all())
-        if same_rows and key in self.store:
-            hidden = self.store[key]
-        else:
+        hidden = self.active.get(tuple(input_ids[0].tolist())) if same_rows else None
+        if hidden is None:
             self.calls += 1
-            out = self._forward(input_ids, *args, **kwargs)
-            if not same_rows:
-                return out
-            hidden = (out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0])[:1]
-            self.store[key] = hidden
+            return self._forward(input_ids, *args, **kwargs)
         return BaseModelOutput(last_hidden_state=hidden.expand(input_ids.shape[0], -1, -1))
 
 
 class GroundingDinoDetector(hf.HFDetector):
+    text_cache = "per-set"  # one joint caption per set (module doc)
+    text_cache_size = 256  # prompt sets (each holds its captions' BERT output)
+
     def __init__(self, model: Any, image_processor: Any, tokenizer: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.model = model
         self.image_processor = image_processor
         self.tokenizer = tokenizer
         self.max_text_len = int(model.config.max_text_len)
-        self.text_cache = TextCache(model.model.text_backbone)
+        self.bert_cache = TextCache(model.model.text_backbone)
 
     # -- text side ------------------------------------------------------------------------
     def captions(self, prompts: Sequence[str]) -> list[_Caption]:
@@ -185,11 +200,11 @@ class GroundingDinoDetector(hf.HFDetector):
         import torch
 
         caps = self.captions(prompts)
-        self.text_cache.store.clear()  # one prompt set at a time: drop the previous set's captions
         with torch.inference_mode():
-            for cap in caps:  # run BERT once per caption now, so frames only hit the cache
+            for cap in caps:  # run BERT once per caption now; frames feed its output back
                 ids = cap.tokens["input_ids"].to(self.dev)
-                self.model.model.text_backbone(ids, **_bert_masks(self.model.model, ids))
+                cap.tokens = {k: v.to(self.dev) for k, v in cap.tokens.items()}
+                cap.hidden = self.bert_cache.encode(ids, **_bert_masks(self.model.model, ids))
         return caps
 
     # -- per frame ------------------------------------------------------------------------
@@ -197,17 +212,16 @@ class GroundingDinoDetector(hf.HFDetector):
         import torch
 
         caps: list[_Caption] = text_state  # type: ignore[assignment]
-        h, w = image.shape[:2]
+        h, w = int(image.shape[0]), int(image.shape[1])
         timer = StageTimer(sync=hf.cuda_sync(self.dev))
         with timer.stage("preprocess"):
-            enc = self.image_processor(images=[image], return_tensors="pt")
-            pv = enc["pixel_values"].to(device=self.dev, dtype=self.dtype)
-            pm = enc["pixel_mask"].to(self.dev) if "pixel_mask" in enc else None
+            enc = self.pixel_inputs([image])
+            pv, pm = enc["pixel_values"], enc.get("pixel_mask")
         outs = []
+        self.bert_cache.active = {cap.key: cap.hidden for cap in caps}
         with timer.stage("forward"), torch.inference_mode():
             for cap in caps:
-                t = {k: v.to(self.dev) for k, v in cap.tokens.items()}
-                out = self.model(pixel_values=pv, pixel_mask=pm, **t)
+                out = self.model(pixel_values=pv, pixel_mask=pm, **cap.tokens)
                 outs.append((out.logits[0].float(), out.pred_boxes[0].float()))
         with timer.stage("postprocess"):
             boxes_all, scores_all, labels_all = [], [], []
@@ -269,7 +283,7 @@ def _with_vocab(cfg: dict[str, Any], tokenizer: Any, vocab_size: int = 0) -> dic
 
 def build(
     spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
-    weights: str | None, random_weights: bool,
+    weights: str | None, random_weights: bool, preprocess: str = "device",
 ) -> GroundingDinoDetector:
     dev, dtype = hf.resolve_device(device, precision)
     config_cls, model_cls = _classes(spec)
@@ -287,14 +301,14 @@ def build(
         )
     det = GroundingDinoDetector(
         hf.finish_model(model, dev, dtype), image_processor, tokenizer,
-        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
+        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold, preprocess=preprocess,
     )
     det.weights_source = source
     return det
 
 
 def build_tiny(
-    spec: ModelSpec, *, device: str, precision: str, score_threshold: float
+    spec: ModelSpec, *, device: str, precision: str, score_threshold: float, preprocess: str = "device"
 ) -> GroundingDinoDetector:
     from probench.models.tiny_tokenizers import bert_tokenizer
 
@@ -306,4 +320,5 @@ def build_tiny(
     return GroundingDinoDetector(
         hf.finish_model(model, dev, dtype), _image_processor(spec, dict(TINY_IMAGE)), tokenizer,
         name="tiny-" + spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
+        preprocess=preprocess,
     )

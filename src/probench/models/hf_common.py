@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -144,12 +144,53 @@ def cap_per_prompt(scores: Any, labels: Any, max_per_prompt: int = MAX_PER_PROMP
     return np.asarray(keep, dtype=np.int64)
 
 
-class HFDetector(BaseDetector):
-    """BaseDetector plus the torch device and dtype every transformers adapter needs."""
+def device_pixels(processor: Any, dev: Any, dtype: Any) -> Callable[[Sequence[Any]], dict[str, Any]]:
+    """The device-path twin of a transformers image processor (:mod:`probench.models.preprocess`)."""
+    from transformers.image_processing_backends import TorchvisionBackend
 
-    def __init__(self, *, name: str, dev: Any, dtype: Any, score_threshold: float = 0.0) -> None:
+    from probench.models import preprocess as prep
+
+    if not isinstance(processor, TorchvisionBackend):
+        raise ModelError(
+            f"no device preprocessing for {type(processor).__name__} (a torchvision-backend "
+            "processor is expected); use --preprocess reference"
+        )
+    if type(processor).__name__.startswith("Owlv2ImageProcessor"):
+        owl = prep.Owlv2Pixels(processor, dev, dtype)
+        return lambda images: {"pixel_values": owl(images)}
+    return prep.ProcessorPixels(processor, dev, dtype)
+
+
+class HFDetector(BaseDetector):
+    """BaseDetector plus the torch device and dtype every transformers adapter needs, and the
+    two preprocessing paths (``preprocess``: "device" or "reference")."""
+
+    def __init__(
+        self, *, name: str, dev: Any, dtype: Any, score_threshold: float = 0.0, preprocess: str = "device"
+    ) -> None:
+        from probench.models.preprocess import Uploader, check_preprocess
+
         super().__init__(device=str(dev), score_threshold=score_threshold)
         self.name = name
         self.dev = dev
         self.dtype = dtype
         self.weights_source: str | None = None
+        self.preprocess = check_preprocess(preprocess)
+        self._upload = Uploader(dev)
+        self._device_pixels: Callable[[Sequence[Any]], dict[str, Any]] | None = None
+
+    def pixel_inputs(self, images: Sequence[Any]) -> dict[str, Any]:
+        """The model's image inputs (``pixel_values``, and ``pixel_mask`` where the processor
+        makes one) on the device, by the detector's preprocessing path."""
+        image_processor: Any = self.image_processor  # type: ignore[attr-defined]  # set by each adapter
+        if self.preprocess == "reference":
+            from probench.models.preprocess import as_numpy_rgb
+
+            enc = image_processor(images=[as_numpy_rgb(im) for im in images], return_tensors="pt")
+            out = {"pixel_values": enc["pixel_values"].to(device=self.dev, dtype=self.dtype)}
+            if "pixel_mask" in enc:
+                out["pixel_mask"] = enc["pixel_mask"].to(self.dev)
+            return out
+        if self._device_pixels is None:
+            self._device_pixels = device_pixels(image_processor, self.dev, self.dtype)
+        return self._device_pixels(self._upload(images))

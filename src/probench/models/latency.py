@@ -5,7 +5,8 @@ Protocol, as implemented:
   empty (an image with nothing to ask has no workload), all of them if fewer;
 - the query workload held constant: each image's label space under ``orig``, identical
   prompt texts asked once (exactly what ``probench infer`` asks);
-- images are decoded once before timing: **decoding is excluded**, the model's own
+- images are decoded once before timing: **decoding is excluded** from the end-to-end
+  figure (its time per image is reported beside it, ``decode_ms``), the model's own
   pre-processing (resize, normalise, tokenise) is included;
 - ``warmup`` (3) warm-up inferences (the first images of the subset, in order) run and are
   excluded; then ``runs`` (10) timed passes over the whole subset, so
@@ -16,7 +17,10 @@ Protocol, as implemented:
 - on CUDA, ``torch.cuda.synchronize()`` before and after each inference.
 
 Reported: mean, std (population, ddof=0), p50/p95/p99 (linear interpolation) and max over
-all timed inferences, plus per-stage means from each detection's ``timings_ms``.
+all timed inferences, plus per-stage means from each detection's ``timings_ms``; the text
+stage split into ``cold`` (the text encoder ran) and ``warm`` (everything from the cache)
+samples with the warm share of the frame; the text cache's hits, misses and evictions
+during the timed runs; the preprocessing path (``device`` or ``reference``).
 """
 
 from __future__ import annotations
@@ -94,6 +98,7 @@ def measure_latency(
         raise UsageError("no images to time")
     samples: list[float] = []
     stages: dict[str, list[float]] = {k: [] for k in STAGE_KEYS}
+    cold: list[bool] = []  # per timed sample: did the text encoder run
     calls0 = getattr(detector, "text_encoder_calls", None)
     with tqdm(
         total=warmup + runs * len(workload), desc=f"latency {getattr(detector, 'name', '')}",
@@ -104,9 +109,12 @@ def measure_latency(
             _timed_call(detector, image_id, image, prompts, sync)
             bar.update(1)
         calls0 = getattr(detector, "text_encoder_calls", None)
+        cache0 = _cache_stats(detector)
         for _ in range(runs):
             for image_id, image, prompts in workload:
+                before = getattr(detector, "text_encoder_calls", 0)
                 total_ms, text_ms, timings = _timed_call(detector, image_id, image, prompts, sync)
+                cold.append(getattr(detector, "text_encoder_calls", 0) != before)
                 samples.append(total_ms)
                 stages["text"].append(text_ms)
                 for k in STAGE_KEYS[1:]:
@@ -114,11 +122,35 @@ def measure_latency(
                         stages[k].append(timings[k])
                 bar.update(1)
     calls1 = getattr(detector, "text_encoder_calls", None)
+    cache1 = _cache_stats(detector)
     return {
         "samples_ms": samples,
         "stages": stages,
+        "text_cold": cold,
         "text_encoder_calls": None if calls0 is None or calls1 is None else int(calls1 - calls0),
+        "text_cache": None if cache0 is None or cache1 is None else {
+            "kind": cache1["kind"], "capacity": cache1["capacity"], "entries": cache1["entries"],
+            **{k: int(cache1[k]) - int(cache0[k]) for k in ("hits", "misses", "evictions")},
+        },
     }
+
+
+def _cache_stats(detector: Any) -> dict[str, Any] | None:
+    stats = getattr(detector, "text_cache_stats", None)
+    return dict(stats()) if callable(stats) else None
+
+
+def text_split(samples_ms: Sequence[float], text_ms: Sequence[float], cold: Sequence[bool]) -> dict[str, Any]:
+    """The text stage of cold samples (the encoder ran) and warm ones (all from the cache),
+    and the warm samples' text share of their frames (sum of text / sum of end-to-end)."""
+    out: dict[str, Any] = {"n_cold": int(sum(cold)), "n_warm": int(len(cold) - sum(cold))}
+    for key, want in (("cold", True), ("warm", False)):
+        part = [t for t, c in zip(text_ms, cold, strict=True) if c is want]
+        out[key] = summarize(part) if part else None
+    warm_total = sum(s for s, c in zip(samples_ms, cold, strict=True) if not c)
+    warm_text = sum(t for t, c in zip(text_ms, cold, strict=True) if not c)
+    out["warm_share_of_frame"] = round(warm_text / warm_total, 6) if warm_total > 0 else None
+    return out
 
 
 def _timed_call(
@@ -145,13 +177,20 @@ def _timed_call(
     return (t2 - t0) * 1000.0, (t1 - t0) * 1000.0, dict(dets.timings_ms)
 
 
-def load_workload(dataset: Dataset, image_ids: Sequence[int]) -> list[tuple[int, np.ndarray, list[str]]]:
-    """Decode the subset once (decoding is not part of the measured latency)."""
+def load_workload(
+    dataset: Dataset, image_ids: Sequence[int], decode_ms: list[float] | None = None
+) -> list[tuple[int, np.ndarray, list[str]]]:
+    """Decode the subset once (decoding is not part of the measured latency; its time per
+    image is appended to ``decode_ms`` when given)."""
     workload = []
     for image_id in image_ids:
         qids, prompts = dataset.prompts_for(image_id, "orig")
         texts, _groups = unique_prompts(qids, prompts)
-        workload.append((image_id, dataset.read_image(image_id), texts))
+        t0 = time.perf_counter()
+        image = dataset.read_image(image_id)
+        if decode_ms is not None:
+            decode_ms.append((time.perf_counter() - t0) * 1000.0)
+        workload.append((image_id, image, texts))
     return workload
 
 
@@ -187,11 +226,13 @@ def run_latency(
         clear_run(run_dir)
     check_folder(run_dir.path, identity, shared_only=True)
     image_ids = latency_subset(dataset, n_images)
-    workload = load_workload(dataset, image_ids)
+    decode_ms: list[float] = []
+    workload = load_workload(dataset, image_ids, decode_ms)
     sync = cuda_sync(device)
     measured = measure_latency(detector, workload, warmup=warmup, runs=runs, sync=sync, progress=progress)
     samples = measured["samples_ms"]
     stages_ms = {k: summarize(v) for k, v in measured["stages"].items() if len(v) == len(samples)}
+    frame_sizes = sorted({f"{im.shape[1]}x{im.shape[0]}" for _, im, _ in workload})
     result = {
         "protocol": {
             "warmup": warmup,
@@ -205,6 +246,8 @@ def run_latency(
             "prompts_per_image": "label space of each image (orig)",
             "text_encoding": "included when the prompt set differs from the previous image's "
                              "(the detector's text cache); stage 'text'",
+            "decode": "timed once per image while loading (file -> RGB), reported in decode_ms, "
+                      "not part of samples_ms",
             "std": "population (ddof=0)",
         },
         **identity.record(),
@@ -212,6 +255,11 @@ def run_latency(
         "image_ids": image_ids,
         "summary_ms": summarize(samples),
         "stages_ms": stages_ms,
+        "preprocess": str(getattr(detector, "preprocess", "reference")),
+        "frame_sizes": frame_sizes,
+        "decode_ms": summarize(decode_ms),
+        "text_ms": text_split(samples, measured["stages"]["text"], measured["text_cold"]),
+        "text_cache": measured["text_cache"],
         "text_encoder_calls": measured["text_encoder_calls"],
         "samples_ms": [round(s, 4) for s in samples],
         "created": utc_now(),
@@ -226,11 +274,21 @@ def run_latency(
 def format_summary(result: dict[str, Any]) -> str:
     s, p = result["summary_ms"], result["protocol"]
     stages = ", ".join(f"{k} {v['mean']:.2f}" for k, v in result["stages_ms"].items())
+    text, cache = result.get("text_ms") or {}, result.get("text_cache")
+    warm, cold = text.get("warm"), text.get("cold")
+    text_line = (
+        f"; text cold {cold['mean']:.2f} ms x{text['n_cold']}" if cold else "; text cold -"
+    ) + (f", warm {warm['mean']:.3f} ms x{text['n_warm']} ({100 * text['warm_share_of_frame']:.2f}% of "
+         "the frame)" if warm and text.get("warm_share_of_frame") is not None else ", warm -")
+    if cache:
+        text_line += f"; text cache {cache['kind']}: {cache['hits']} hits, {cache['misses']} misses, " \
+                     f"{cache['evictions']} evictions"
     return (
         f"{result['model']['name']} on {result['device']} ({result['precision']}"
         f"{', random weights' if result['random_weights'] else ''}): "
         f"{s['mean']:.2f} ± {s['std']:.2f} ms (p50 {s['p50']:.2f}, p95 {s['p95']:.2f}, "
         f"p99 {s['p99']:.2f}, max {s['max']:.2f}) over {p['n_samples']} timed inferences "
         f"({p['n_images']} images x {p['runs']} runs, {p['warmup']} warm-up excluded"
-        f"{', CUDA-synchronised' if p['cuda_synchronized'] else ''}); stage means ms: {stages}"
+        f"{', CUDA-synchronised' if p['cuda_synchronized'] else ''}); stage means ms: {stages}; "
+        f"preprocess path {result.get('preprocess', '?')}{text_line}"
     )

@@ -7,11 +7,17 @@ queries gets one sigmoid logit per class; the processor's post-processing takes 
 queries x classes, runs class-wise NMS (IoU 0.5, its default) and rescales the normalised
 boxes to the image (the 640x640 input is a plain resize).
 
-Text cache (full): the model keeps LRU caches of class and task embeddings keyed by token
-ids (``language_cache_class`` / ``language_cache_prompt``). Prompts are tokenised once per
-prompt set and the caches are primed then, so frames never run the text encoder while the
-prompt set is unchanged (size 100 entries by default: prompt sets up to that size stay
-cached; a larger set re-encodes what the LRU evicted).
+Text cache (per prompt set): OmDet-Turbo's text side is not per prompt. Each class name is
+encoded on its own (cached per class by the model's own LRU, enlarged here to
+``CLASS_CACHE`` entries), but the task prompt ``"Detect {c1}, {c2}, ...."`` is one sentence
+whose token features (attended to by the decoder) depend on the whole set, so a new
+combination of known classes still needs one text-encoder pass for its task sentence. The
+detector's cache is therefore keyed by the prompt set (``Capabilities.text_cache =
+"per-set"``); its state holds the class and task embeddings, fed to the forward pass
+directly so frames run no text encoder and no token-keyed cache lookup.
+
+Preprocessing: ``device`` (default) runs the processor's own resize / normalise on the
+device tensor; ``reference`` is the processor.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from probench.models.spec import ModelSpec
 
 NMS_IOU = 0.5  # the processor's default
 TEXT_LEN = 77  # the processor's text max_length
+CLASS_CACHE = 4096  # class embeddings kept by the model's own LRU (transformers' default is 100)
 TINY_IMAGE = 64
 CLIP_PAD = "<|endoftext|>"  # OmDet's CLIP tokenizer pads with end-of-text
 
@@ -66,11 +73,27 @@ def _real_config(vocab: int, pad_id: int, bos: int, eos: int) -> dict:
 
 
 class OmDetTurboDetector(hf.HFDetector):
+    text_cache = "per-set"  # the task sentence is joint (module doc)
+    text_cache_size = 256
+
     def __init__(self, model: Any, image_processor: Any, tokenizer: Any, **kwargs: Any) -> None:
+        from transformers.models.omdet_turbo.modeling_omdet_turbo import OmDetTurboLRUCache
+
         super().__init__(**kwargs)
         self.model = model
         self.image_processor = image_processor
         self.tokenizer = tokenizer
+        model.language_cache_class = OmDetTurboLRUCache(CLASS_CACHE)
+        self._embed_language = type(model).get_language_embedding.__get__(model)
+        self._active_language: Any = None
+        # Instance attribute, not a module change: the forward pass asks this for its text
+        # features and gets the active set's stored ones.
+        model.get_language_embedding = self._language_embedding
+
+    def _language_embedding(self, *args: Any, **kwargs: Any) -> Any:
+        if self._active_language is not None:
+            return self._active_language
+        return self._embed_language(*args, **kwargs)
 
     def _tokens(self, prompts: tuple[str, ...]) -> dict:
         import torch
@@ -86,25 +109,29 @@ class OmDetTurboDetector(hf.HFDetector):
             "classes_structure": torch.tensor([len(prompts)], dtype=torch.long, device=self.dev),
         }
 
-    def _encode_prompts(self, prompts: tuple[str, ...]) -> dict:
+    def _encode_prompts(self, prompts: tuple[str, ...]) -> tuple[dict, Any]:
         import torch
 
         tokens = self._tokens(prompts)
-        with torch.inference_mode():  # prime the model's own language caches
-            self.model.get_language_embedding(**tokens)
-        return tokens
+        with torch.inference_mode():  # class embeddings come from the model's per-class LRU
+            language = self._embed_language(**tokens)
+        return tokens, language
 
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
         import torch
 
-        tokens: dict = text_state  # type: ignore[assignment]
-        h, w = image.shape[:2]
+        state: tuple[dict, Any] = text_state  # type: ignore[assignment]
+        tokens, language = state
+        h, w = int(image.shape[0]), int(image.shape[1])
         timer = StageTimer(sync=hf.cuda_sync(self.dev))
         with timer.stage("preprocess"):
-            pv = self.image_processor(images=[image], return_tensors="pt")["pixel_values"]
-            pv = pv.to(device=self.dev, dtype=self.dtype)
-        with timer.stage("forward"), torch.inference_mode():
-            out = self.model(pixel_values=pv, **tokens)
+            pv = self.pixel_inputs([image])["pixel_values"]
+        self._active_language = language
+        try:
+            with timer.stage("forward"), torch.inference_mode():
+                out = self.model(pixel_values=pv, **tokens)
+        finally:
+            self._active_language = None
         with timer.stage("postprocess"):
             res = _post_process(out, (h, w), len(self._prompts))
             keep = hf.cap_per_prompt(res["scores"], res["labels"])
@@ -140,7 +167,7 @@ def _tok_ids(tokenizer: Any) -> tuple[int, int, int, int]:
 
 def build(
     spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
-    weights: str | None, random_weights: bool,
+    weights: str | None, random_weights: bool, preprocess: str = "device",
 ) -> OmDetTurboDetector:
     import transformers as tf
 
@@ -159,15 +186,14 @@ def build(
         )
     det = OmDetTurboDetector(
         hf.finish_model(model, dev, dtype), image_processor, tokenizer,
-        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
+        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold, preprocess=preprocess,
     )
     det.weights_source = source
     return det
 
 
-
 def build_tiny(
-    spec: ModelSpec, *, device: str, precision: str, score_threshold: float
+    spec: ModelSpec, *, device: str, precision: str, score_threshold: float, preprocess: str = "device"
 ) -> OmDetTurboDetector:
     import transformers as tf
 
@@ -183,4 +209,5 @@ def build_tiny(
     return OmDetTurboDetector(
         hf.finish_model(model, dev, dtype), _image_processor(TINY_IMAGE), tokenizer,
         name="tiny-" + spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
+        preprocess=preprocess,
     )

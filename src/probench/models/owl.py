@@ -3,9 +3,15 @@
 Native interface: a list of text queries, one sigmoid logit per (patch box, query); the
 processor's ``post_process_object_detection`` keeps, per box, its best query.
 
-Text cache (full): the text tower runs once per prompt set (``get_text_features``); each
-frame then runs only ``image_embedder`` + ``class_predictor`` + ``box_predictor`` — exactly
-the computation of the model's ``forward`` minus the text tower.
+Text cache (per prompt): the text tower encodes each query on its own (``get_text_features``
+with a per-query attention mask), so its output is cached per prompt text and a prompt set is
+the stack of its prompts' rows: a new combination of known prompts runs no text tower. Each
+frame runs only ``image_embedder`` + ``class_predictor`` + ``box_predictor`` — exactly the
+computation of the model's ``forward`` minus the text tower.
+
+Preprocessing: ``device`` (default) is :class:`probench.models.preprocess.Owlv2Pixels` for
+OWLv2 (pad, anti-aliasing blur and resize as two matrix products per frame) and the
+processor's own ops on the device tensor for OWL-ViT; ``reference`` is the processor.
 
 Geometry: OWL-ViT resizes the image to a square (aspect not kept); OWLv2 pads it to a
 square at the bottom/right, then resizes. The processors' post-processing undoes each
@@ -22,7 +28,7 @@ import numpy as np
 
 from probench.detections import Detections
 from probench.models import hf_common as hf
-from probench.models.base import StageTimer
+from probench.models.base import TEXT_BATCH, StageTimer
 from probench.models.spec import ModelSpec
 
 # Real-size configs (from the checkpoints' config.json), used for random_weights builds.
@@ -94,6 +100,10 @@ def _vocab_config(cfg: dict[str, Any], tokenizer: Any, vocab_size: int | None = 
 class OwlDetector(hf.HFDetector):
     """One adapter for both OWL generations (their detection heads are the same code)."""
 
+    text_cache = "per-prompt"
+    text_cache_size = 4096  # query embeddings (D floats each); Pro-Bench asks ~1.5k distinct texts
+    text_batch = TEXT_BATCH  # misses encoded in fixed-size batches: bit-reproducible (base.py)
+
     def __init__(self, model: Any, image_processor: Any, tokenizer: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.model = model
@@ -101,8 +111,11 @@ class OwlDetector(hf.HFDetector):
         self.tokenizer = tokenizer
         self._clip = getattr(model, "owlv2", None) or model.owlvit
         self.max_text_len = int(model.config.text_config.max_position_embeddings)
+        import torch
 
-    def _encode_prompts(self, prompts: tuple[str, ...]) -> Any:
+        self._stack = torch.stack  # bound once: joining is on every prompt-set change
+
+    def _encode_texts(self, prompts: tuple[str, ...]) -> list[Any]:
         import torch
 
         tok = self.tokenizer(
@@ -113,7 +126,10 @@ class OwlDetector(hf.HFDetector):
             out = self._clip.get_text_features(
                 input_ids=tok["input_ids"].to(self.dev), attention_mask=tok["attention_mask"].to(self.dev)
             )
-        return out.pooler_output[None]  # (1, Q, D): one query set shared by every image
+        return list(out.pooler_output.clone())  # one (D,) row per query
+
+    def _join_texts(self, items: list[object], prompts: tuple[str, ...]) -> Any:
+        return self._stack(items)[None]  # type: ignore[arg-type]  # (1, Q, D): shared by every image
 
     def _forward(self, pixel_values: Any, text: Any) -> tuple[Any, Any]:
         import torch
@@ -136,12 +152,11 @@ class OwlDetector(hf.HFDetector):
     def _run_many(self, images: list[np.ndarray], text: Any) -> list[Detections]:
         timer = StageTimer(sync=hf.cuda_sync(self.dev))
         with timer.stage("preprocess"):
-            pv = self.image_processor(images=list(images), return_tensors="pt")["pixel_values"]
-            pv = pv.to(device=self.dev, dtype=self.dtype)
+            pv = self.pixel_inputs(images)["pixel_values"]
         with timer.stage("forward"):
             logits, boxes = self._forward(pv, text)
         with timer.stage("postprocess"):
-            sizes = [im.shape[:2] for im in images]
+            sizes = [(int(im.shape[0]), int(im.shape[1])) for im in images]
             outputs = SimpleNamespace(logits=logits.float(), pred_boxes=boxes.float())
             results = self.image_processor.post_process_object_detection(
                 outputs, threshold=0.0, target_sizes=sizes
@@ -160,7 +175,7 @@ class OwlDetector(hf.HFDetector):
 
 def build(
     spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
-    weights: str | None, random_weights: bool,
+    weights: str | None, random_weights: bool, preprocess: str = "device",
 ) -> OwlDetector:
     dev, dtype = hf.resolve_device(device, precision)
     config_cls, model_cls, _ = _classes(spec)
@@ -180,7 +195,7 @@ def build(
         )
     det = OwlDetector(
         hf.finish_model(model, dev, dtype), image_processor, tokenizer,
-        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
+        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold, preprocess=preprocess,
     )
     det.weights_source = source
     return det
@@ -199,7 +214,9 @@ def _tame(model: Any) -> Any:
     return model
 
 
-def build_tiny(spec: ModelSpec, *, device: str, precision: str, score_threshold: float) -> OwlDetector:
+def build_tiny(
+    spec: ModelSpec, *, device: str, precision: str, score_threshold: float, preprocess: str = "device"
+) -> OwlDetector:
     from probench.models.tiny_tokenizers import clip_tokenizer
 
     dev, dtype = hf.resolve_device(device, precision)
@@ -211,4 +228,5 @@ def build_tiny(spec: ModelSpec, *, device: str, precision: str, score_threshold:
     return OwlDetector(
         hf.finish_model(model, dev, dtype), _image_processor(spec, TINY_IMAGE), tokenizer,
         name="tiny-" + spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
+        preprocess=preprocess,
     )

@@ -10,9 +10,14 @@ sigmoid(presence), the processor's ``post_process_object_detection`` (or
 ``post_process_instance_segmentation`` when masks are requested). The 1008x1008 input is
 a plain resize, undone by the post-processing.
 
-Text cache (full): ``get_text_features`` runs once per prompt set and its output is passed
-as ``text_embeds`` on every frame. Text is tokenised as the processor does (CLIP BPE,
+Text cache (per prompt): each concept is tokenised and encoded on its own (one row of
+``get_text_features``, with its own attention mask), so the cache holds one (features,
+mask) pair per prompt text and a prompt set stacks its rows: a new combination of known
+prompts runs no text encoder. Text is tokenised as the processor does (CLIP BPE,
 ``max_length=32``), with truncation so a long prompt cannot overflow the 32 positions.
+
+Preprocessing: ``device`` (default) runs the processor's own resize / normalise on the
+device tensor; ``reference`` is the processor.
 
 Masks: returned only when ``return_masks=True`` on the detector (bool, original image
 size): at 100 boxes per prompt they cost prompts x 100 x H x W bytes per frame, and the
@@ -27,7 +32,7 @@ import numpy as np
 
 from probench.detections import Detections
 from probench.models import hf_common as hf
-from probench.models.base import StageTimer
+from probench.models.base import TEXT_BATCH, StageTimer
 from probench.models.spec import ModelSpec
 
 TEXT_LEN = 32  # Sam3Processor's max_length
@@ -86,6 +91,10 @@ def _real_config(spec: ModelSpec, tokenizer: Any) -> dict[str, Any]:
 
 
 class Sam3Detector(hf.HFDetector):
+    text_cache = "per-prompt"
+    text_cache_size = 2048  # (32 x D) token features per prompt
+    text_batch = TEXT_BATCH  # misses encoded in fixed-size batches: bit-reproducible (base.py)
+
     def __init__(self, model: Any, image_processor: Any, tokenizer: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.model = model
@@ -93,7 +102,7 @@ class Sam3Detector(hf.HFDetector):
         self.tokenizer = tokenizer
         self.return_masks = False
 
-    def _encode_prompts(self, prompts: tuple[str, ...]) -> tuple[Any, Any]:
+    def _encode_texts(self, prompts: tuple[str, ...]) -> list[tuple[Any, Any]]:
         import torch
 
         tok = self.tokenizer(
@@ -101,20 +110,26 @@ class Sam3Detector(hf.HFDetector):
         )
         ids, mask = tok["input_ids"].to(self.dev), tok["attention_mask"].to(self.dev)
         with torch.inference_mode():
-            text = self.model.get_text_features(input_ids=ids, attention_mask=mask)
-        return text.pooler_output, mask
+            feats = self.model.get_text_features(input_ids=ids, attention_mask=mask).pooler_output.clone()
+        return [(feats[i], mask[i]) for i in range(len(prompts))]
+
+    def _join_texts(self, items: list[object], prompts: tuple[str, ...]) -> tuple[Any, Any]:
+        import torch
+
+        pairs: list[tuple[Any, Any]] = items  # type: ignore[assignment]
+        return torch.stack([f for f, _ in pairs]), torch.stack([m for _, m in pairs])
 
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
         import torch
         from transformers.modeling_outputs import BaseModelOutputWithPooling
 
-        feats, mask = text_state  # type: ignore[misc]
-        h, w = image.shape[:2]
+        state: tuple[Any, Any] = text_state  # type: ignore[assignment]
+        feats, mask = state
+        h, w = int(image.shape[0]), int(image.shape[1])
         n = feats.shape[0]
         timer = StageTimer(sync=hf.cuda_sync(self.dev))
         with timer.stage("preprocess"):
-            pv = self.image_processor(images=[image], return_tensors="pt")["pixel_values"]
-            pv = pv.to(device=self.dev, dtype=self.dtype)
+            pv = self.pixel_inputs([image])["pixel_values"]
         outs = []
         with timer.stage("forward"), torch.inference_mode():
             vision = self.model.get_vision_features(pv)
@@ -178,7 +193,7 @@ def _image_processor(side: int) -> Any:
 
 def build(
     spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
-    weights: str | None, random_weights: bool,
+    weights: str | None, random_weights: bool, preprocess: str = "device",
 ) -> Sam3Detector:
     dev, dtype = hf.resolve_device(device, precision)
     config_cls, model_cls = _classes(spec)
@@ -196,13 +211,15 @@ def build(
         )
     det = Sam3Detector(
         hf.finish_model(model, dev, dtype), image_processor, tokenizer,
-        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
+        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold, preprocess=preprocess,
     )
     det.weights_source = source
     return det
 
 
-def build_tiny(spec: ModelSpec, *, device: str, precision: str, score_threshold: float) -> Sam3Detector:
+def build_tiny(
+    spec: ModelSpec, *, device: str, precision: str, score_threshold: float, preprocess: str = "device"
+) -> Sam3Detector:
     from probench.models.tiny_tokenizers import clip_tokenizer
 
     dev, dtype = hf.resolve_device(device, precision)
@@ -213,4 +230,5 @@ def build_tiny(spec: ModelSpec, *, device: str, precision: str, score_threshold:
     return Sam3Detector(
         hf.finish_model(model, dev, dtype), _image_processor(TINY_IMAGE), tokenizer,
         name="tiny-" + spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
+        preprocess=preprocess,
     )

@@ -50,10 +50,11 @@ class ModelSpec:
     checkpoint: str  # hub id / weights file name of the published weights
     capabilities: Capabilities = field(default_factory=Capabilities)
     # "module:function" building the real model:
-    #   factory(spec, *, device, precision, score_threshold, weights, random_weights) -> detector
+    #   factory(spec, *, device, precision, score_threshold, weights, random_weights, preprocess)
     factory: str | None = None
     # "module:function" building the tiny variant (random, deterministic weights), or None:
-    #   tiny_factory(spec, *, device, precision, score_threshold) -> detector
+    #   tiny_factory(spec, *, device, precision, score_threshold, preprocess) -> detector
+    # (preprocess: "device" or "reference", probench.models.preprocess)
     tiny_factory: str | None = None
     notes: str = ""  # checkpoint mapping, uncertainty, what is not supported
     install_hint: str = ""  # how to make the backend available where it is not

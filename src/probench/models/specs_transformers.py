@@ -64,8 +64,11 @@ SPECS: list[ModelSpec] = [
         "gated checkpoint (accept the licence on the hub before `hf download`).",
     ),
     _spec(
-        "omdet-turbo", "OmDet-T", "omdet", "omlab/omdet-turbo-swin-tiny-hf", "omdet", _caps(batched=False),
-        "OmDet-Turbo Swin-T, classes + task prompt 'Detect {classes}.'",
+        "omdet-turbo", "OmDet-T", "omdet", "omlab/omdet-turbo-swin-tiny-hf", "omdet",
+        _caps(batched=False, text_cache="per-set"),
+        "OmDet-Turbo Swin-T, classes + task prompt 'Detect {classes}.' Text cache per prompt set: "
+        "class names are encoded one by one (and cached per class), but the task sentence, whose "
+        "token features the decoder attends to, depends on the whole set.",
     ),
     _spec(
         "owlvit", "OWL-ViT", "owl", "google/owlvit-base-patch32", "owl", _caps(export=True),

@@ -1,15 +1,26 @@
 """Ultralytics adapters: YOLO-World v2 and YOLOE (Table II rows YOLO-W-S/X, YOLOE-S/X).
 
 Native prompt interface: a class vocabulary. The prompts are embedded by a text encoder
-(CLIP ViT-B/32 for YOLO-World, MobileCLIP(2) for YOLOE) and set as the model's classes; the
-image side then runs ultralytics' own predictor (letterbox, forward, NMS or the end-to-end
-head, boxes scaled back to the original image). Ultralytics is imported here only, forced
-offline (no downloads, no pip auto-install).
+(CLIP ViT-B/32 for YOLO-World, MobileCLIP(2) for YOLOE) and the embeddings are the model's
+classes. Ultralytics is imported here only, forced offline (no downloads, no auto-install).
 
-Text cache: ``set_prompts`` embeds the prompt set once and prepares ultralytics' predictor
-(rebuilt for YOLOE, which fuses the text embeddings into its head; updated in place for
-YOLO-World, which reads them at every forward), so a prompt change costs nothing in
-``detect``.
+Text cache (per prompt): each prompt is embedded on its own (YOLOE's RepRTA adapter is
+applied per row too), so the cache holds one embedding per prompt text; a prompt set is
+the stack of its rows. Applying a vocabulary is separate from encoding and cheap: the
+stacked embeddings are set on the fused model (YOLO-World ``txt_feats``, YOLOE ``pe``) and
+the head's class count follows; no predictor rebuild, no dummy prediction.
+
+Per frame, two paths (``preprocess``):
+
+- ``device`` (default): :class:`probench.models.preprocess.Letterbox` on the model's
+  device, the model's forward, and box-only post-processing: ultralytics' own NMS and box
+  scaling. For the -seg models (YOLOE) no mask is built unless ``return_masks`` is set;
+  ultralytics' segment predictor also drops every box whose mask is empty, and
+  :func:`nonempty_masks` reproduces that decision from the prototype masks at their own
+  resolution (exact; the full-size masks are built only for the rare boxes the cheap tests
+  cannot decide), so boxes and scores are the predictor's.
+- ``reference``: ultralytics' predictor as published (letterbox with OpenCV, NMS, masks
+  at 0.001 confidence and the empty-mask filter).
 
 Tiny variants (``tiny-yolo-world-s`` ...): the real architecture from its YAML, seeded random
 weights, a small inference size, and a deterministic stand-in text encoder
@@ -31,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from probench.detections import Detections
-from probench.models.base import BaseDetector
+from probench.models.base import TEXT_BATCH, BaseDetector
 from probench.models.errors import BackendUnavailableError, ModelError, WeightsNotFoundError
 from probench.models.ultra_text import (  # re-exported: the adapter's text side
     TINY_SEED,
@@ -69,13 +80,16 @@ def import_ultralytics() -> Any:
 
 
 # -- the detector ------------------------------------------------------------------------------
+NMS_IOU = 0.7  # ultralytics' predictor default (class-agnostic for YOLOE, as YOLOE.predict sets it)
+STRIDE = 32  # ultralytics' AutoBackend: max(model stride, 32)
+
+
 class UltralyticsDetector(BaseDetector):
     """A YOLO-World or YOLOE model behind the probench Detector interface."""
 
-    # _encode_prompts sets the vocabulary on the model itself (a side effect), so a cached
-    # state cannot be switched back to without it: keep one set until the vocabulary swap
-    # is separated from the encoding.
-    text_cache_size = 1
+    text_cache = "per-prompt"
+    text_cache_size = 4096  # prompt embeddings (D floats each)
+    text_batch = TEXT_BATCH  # misses encoded in fixed-size batches: bit-reproducible (base.py)
 
     def __init__(
         self,
@@ -90,55 +104,76 @@ class UltralyticsDetector(BaseDetector):
         score_threshold: float = 0.0,
         masks: bool = False,
         weights_source: str = "",
+        preprocess: str = "device",
     ) -> None:
+        import torch
+
+        from probench.models.preprocess import Letterbox, Uploader, check_preprocess
+
         super().__init__(device=str(device), score_threshold=score_threshold)
         if kind not in ("world", "yoloe"):
             raise ModelError(f"unknown ultralytics model kind {kind!r}")
         self.name, self.model, self.kind = name, model, kind
         self.text_encoder = text_encoder
         self.imgsz, self.half, self.return_masks = int(imgsz), bool(half), bool(masks)
-        self._torch_device = device
+        self._torch_device = torch.device(device)
         self.weights_source = weights_source
         self.conf = max(MIN_CONF, self.score_threshold)
+        self.preprocess = check_preprocess(preprocess)
+        # Fused once, as ultralytics' predictor fuses its model; the reference path's predictor
+        # deep-copies this fused network (its own fuse is then a no-op), so both paths run
+        # the same weights.
+        self.net = model.model
+        self.net.fuse(verbose=False)
+        self.net.to(self._torch_device).eval()
+        if self.half:
+            self.net.half()
+        if _channels_last_cpu(self._torch_device):
+            # ultralytics' AutoBackend does this for PyTorch models on x86 CPUs (faster oneDNN
+            # convolutions); the same layout keeps both paths' numbers identical
+            self.net.to(memory_format=torch.channels_last)
+        self._param = next(self.net.parameters())
+        self.segment = "Segment" in type(self.net.model[-1]).__name__
+        self._upload = Uploader(self._torch_device)
+        self._letterbox = Letterbox(self.imgsz, STRIDE, self._torch_device, self._param.dtype)
 
-    # text side: embed, set as the vocabulary, rebuild the predictor (fuses YOLOE's head)
-    def _encode_prompts(self, prompts: tuple[str, ...]) -> object:
+    # -- text side: encode per prompt (cached), apply a vocabulary per switch (cheap) ---------
+    def _encode_texts(self, prompts: tuple[str, ...]) -> list[Any]:
         import torch
 
-        feats = self.text_encoder(prompts).to(self._torch_device)
-        inner = self.model.model
         with torch.inference_mode():
-            if self.kind == "world":
-                inner.txt_feats = feats
-                inner.model[-1].nc = len(prompts)
-                inner.names = list(prompts)
-                state = feats
-                if self._swap_world_vocabulary(feats, prompts):
-                    return state
-                self.model.predictor = None
-            else:
-                param = next(inner.parameters())
-                state = inner.model[-1].get_tpe(feats.to(param.dtype))
-                self.model.set_classes(list(prompts), state)
-        self._predict([np.zeros((32, 32, 3), np.uint8)], len(prompts))  # build predictor now
-        return state
+            feats = self.text_encoder(prompts).to(self._torch_device)  # (1, n, D)
+            if self.kind == "yoloe":  # the RepRTA adapter + L2 norm, row-wise
+                feats = self.net.model[-1].get_tpe(feats.to(self._param.dtype))
+        return list(feats[0].clone())
 
-    def _swap_world_vocabulary(self, feats: Any, prompts: tuple[str, ...]) -> bool:
-        """YOLO-World reads its text features at every forward (nothing is fused from them),
-        so the live predictor's model copy takes the new vocabulary in place instead of
-        ultralytics' rebuild (deep copy + fuse) on each prompt change. False when there is
-        no predictor yet or it does not look as expected (then it is rebuilt)."""
-        predictor = getattr(self.model, "predictor", None)
-        backend = getattr(predictor, "model", None)
-        live = getattr(backend, "model", None)
-        if live is None or not hasattr(live, "txt_feats") or not hasattr(backend, "names"):
-            return False
-        live.txt_feats = feats.to(next(live.parameters()).dtype)
-        live.model[-1].nc = len(prompts)
+    def _join_texts(self, items: list[object], prompts: tuple[str, ...]) -> Any:
+        import torch
+
+        feats = torch.stack(items)[None].to(self._param.dtype)  # type: ignore[arg-type]  # (1, n, D)
+        self._apply_vocabulary(feats, prompts)
+        return feats
+
+    def _apply_vocabulary(self, feats: Any, prompts: tuple[str, ...]) -> None:
+        """The prompt set's embeddings become the model's classes (the head reads them at
+        every forward). ultralytics' predictor, if the reference path built one, runs its own
+        fused copy of the network: that copy gets the same vocabulary in place."""
         names = dict(enumerate(prompts))
-        live.names = backend.names = names
-        return True
+        backend = getattr(getattr(self.model, "predictor", None), "model", None)
+        live = getattr(backend, "model", None)
+        for net in (self.net, live):
+            if net is None:
+                continue
+            if self.kind == "world":
+                net.txt_feats = feats
+            else:
+                net.pe = feats
+            net.model[-1].nc = len(prompts)
+            net.names = names
+        if backend is not None:
+            backend.names = names
 
+    # -- per frame ---------------------------------------------------------------------------
     def _predict(self, images_bgr: list[np.ndarray], n_prompts: int) -> list:
         return self.model.predict(
             images_bgr if len(images_bgr) > 1 else images_bgr[0],
@@ -151,22 +186,320 @@ class UltralyticsDetector(BaseDetector):
         return self._run_many([image])[0]
 
     def _run_batch(self, images: list[np.ndarray], text_state: object) -> list[Detections]:
-        """One batched ultralytics call for all images (same prompts for all)."""
+        """One batched forward for all images (same prompts for all)."""
         return self._run_many(images)
 
-    def _run_many(self, images: list[np.ndarray]) -> list[Detections]:
-        t0 = time.perf_counter()
-        # ultralytics reads numpy images as BGR (OpenCV convention); ours are RGB.
-        bgr = [np.ascontiguousarray(im[..., ::-1]) for im in images]
+    def pixel_inputs(self, images: Sequence[Any]) -> dict[str, Any]:
+        """The network input for ``images`` by the detector's path: the device letterbox, or
+        ultralytics' own (OpenCV ``LetterBox``, as its predictor prepares a batch)."""
+        import torch
+
+        if self.preprocess == "device":
+            return {"pixel_values": self._letterbox(self._upload(images))}
+        from ultralytics.data.augment import LetterBox
+
+        from probench.models.preprocess import as_numpy_rgb
+
+        frames = [as_numpy_rgb(im) for im in images]
+        box = LetterBox(self.imgsz, auto=len({f.shape for f in frames}) == 1, stride=STRIDE)
+        batch = np.stack([np.asarray(box(image=f)) for f in frames])  # image only: an array
+        x = torch.from_numpy(batch).to(self._torch_device).permute(0, 3, 1, 2)
+        return {"pixel_values": (x.to(self._param.dtype) / 255.0).contiguous()}
+
+    def _run_many(self, images: list[Any]) -> list[Detections]:
         try:
-            results = self._predict(bgr, len(self._prompts))
+            if self.preprocess == "reference":
+                return self._run_reference(images)
+            return self._run_device(images)
         except (RuntimeError, ValueError) as exc:
             raise ModelError(f"{self.name}: ultralytics inference failed: {exc}") from exc
+
+    def _run_reference(self, images: list[Any]) -> list[Detections]:
+        from probench.models.preprocess import as_numpy_rgb
+
+        t0 = time.perf_counter()
+        # ultralytics reads numpy images as BGR (OpenCV convention); ours are RGB.
+        bgr = [np.ascontiguousarray(as_numpy_rgb(im)[..., ::-1]) for im in images]
+        results = self._predict(bgr, len(self._prompts))
         wall_ms = (time.perf_counter() - t0) * 1000.0 / len(images)
         return [
-            results_to_detections(r, im.shape[:2], wall_ms, self.return_masks)
+            results_to_detections(r, (int(im.shape[0]), int(im.shape[1])), wall_ms, self.return_masks)
             for r, im in zip(results, images, strict=True)
         ]
+
+    def _run_device(self, images: list[Any]) -> list[Detections]:
+        import torch
+
+        from probench.models.base import StageTimer
+
+        timer = StageTimer(sync=torch.cuda.synchronize if self._torch_device.type == "cuda" else None)
+        with timer.stage("preprocess"):
+            x = self._letterbox(self._upload(images))
+        with timer.stage("forward"), torch.inference_mode():
+            preds = self.net(x)
+        with timer.stage("postprocess"):
+            sizes = [(int(im.shape[0]), int(im.shape[1])) for im in images]
+            parts = self.postprocess(preds, tuple(x.shape[2:]), sizes)
+        share = {k: v / len(images) for k, v in timer.timings_ms.items()}
+        return [
+            Detections.from_arrays(b, s, c, image_size=hw, masks=m, timings_ms=share)
+            for (b, s, c, m), hw in zip(parts, sizes, strict=True)
+        ]
+
+    def postprocess(
+        self, preds: Any, input_hw: tuple[int, int], sizes: list[tuple[int, int]]
+    ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]:
+        """Raw network output -> per image (boxes in original pixels, scores, prompt index,
+        masks or None): ultralytics' predictor's NMS, empty-mask filter and box scaling, with
+        no mask built unless ``return_masks`` (module doc)."""
+        from ultralytics.utils import ops
+
+        n_classes = len(self._prompts)
+        raw = preds[0] if self.segment else preds
+        protos = None
+        if self.segment:
+            protos = preds[0][1] if isinstance(preds[0], tuple) else preds[1]
+        kept = non_max_suppression(
+            raw, self.conf, NMS_IOU, agnostic=self.kind == "yoloe", max_det=MAX_PER_PROMPT * n_classes,
+            nc=n_classes if self.segment else 0, end2end=bool(getattr(self.net, "end2end", False)),
+        )
+        out = []
+        for i, (pred, hw) in enumerate(zip(kept, sizes, strict=True)):
+            masks = None
+            if protos is not None and len(pred):
+                if self.return_masks:
+                    pred[:, :4] = ops.scale_boxes(input_hw, pred[:, :4], hw)
+                    full = ops.process_mask_native(protos[i], pred[:, 6:], pred[:, :4], hw)
+                    keep = full.amax((-2, -1)) > 0
+                    pred, masks = pred[keep], full[keep]
+                else:
+                    pred = pred[nonempty_masks(protos[i], pred[:, 6:], pred[:, :4], input_hw)]
+                    pred[:, :4] = ops.scale_boxes(input_hw, pred[:, :4], hw)
+            else:
+                pred[:, :4] = ops.scale_boxes(input_hw, pred[:, :4], hw)
+            det = pred[:, :6].float().cpu().numpy()
+            cls = det[:, 5].astype(np.int64)
+            keep_idx = cap_per_prompt(det[:, 4], cls, MAX_PER_PROMPT)
+            mask_arr = None
+            if masks is not None:
+                mask_arr = masks.cpu().numpy()[keep_idx] > 0
+            elif self.return_masks and protos is not None:
+                mask_arr = np.zeros((len(keep_idx), *hw), dtype=bool)
+            out.append((det[keep_idx, :4], det[keep_idx, 4], cls[keep_idx], mask_arr))
+        return out
+
+
+NMS_CHUNK = 1024  # candidates per step of non_max_suppression's early-stopping greedy NMS
+
+
+def non_max_suppression(
+    prediction: Any, conf: float, iou: float, *, agnostic: bool, max_det: int, nc: int, end2end: bool,
+) -> list[Any]:
+    """ultralytics' ``non_max_suppression`` (no class filter, best class only, not rotated),
+    with the same result, but the greedy NMS stops once ``max_det`` boxes are kept instead of
+    running over every candidate (at 0.001 confidence, thousands). ``torchvision.ops.nms``
+    does the work on chunks of the candidates in score order; a later chunk's candidates are
+    first suppressed by the boxes kept so far, with torchvision's IoU arithmetic."""
+    import torch
+    import torchvision
+    from ultralytics.utils import nms, ops
+
+    if isinstance(prediction, (list, tuple)):
+        prediction = prediction[0]
+    if prediction.shape[-1] == 6 or end2end:  # end-to-end heads: a top-k, nothing to speed up
+        return nms.non_max_suppression(prediction, conf, iou, None, agnostic, max_det=max_det, nc=nc,
+                                       end2end=end2end)
+    nc = nc or (prediction.shape[1] - 4)
+    extra = prediction.shape[1] - nc - 4
+    candidates = prediction[:, 4 : 4 + nc].amax(1) > conf
+    out = []
+    for x, cand in zip(prediction.transpose(-1, -2), candidates, strict=True):
+        x = x[cand]
+        x[:, :4] = ops.xywh2xyxy(x[:, :4])
+        box, cls, mask = x.split((4, nc, extra), 1)
+        best, j = cls.max(1, keepdim=True)
+        x = torch.cat((box, best, j.float(), mask), 1)[best.view(-1) > conf]
+        if not x.shape[0]:
+            out.append(torch.zeros((0, 6 + extra), device=prediction.device))
+            continue
+        if x.shape[0] > 30000:  # ultralytics' max_nms
+            x = x[x[:, 4].argsort(descending=True)[:30000]]
+        offset = x[:, 5:6] * (0 if agnostic else 7680)  # ultralytics' max_wh: classes apart
+        keep = _greedy_nms(x[:, :4] + offset, x[:, 4], iou, max_det, torchvision.ops.nms)
+        out.append(x[keep])
+    return out
+
+
+def _greedy_nms(boxes: Any, scores: Any, iou: float, limit: int, nms_op: Callable[..., Any]) -> Any:
+    """The first ``limit`` indices ``nms_op(boxes, scores, iou)`` keeps, computed chunk by chunk."""
+    import torch
+
+    order = scores.sort(stable=True, descending=True).indices
+    area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    kept: list[Any] = []
+    n_kept = 0
+    for chunk in order.split(NMS_CHUNK):
+        if kept:  # suppressed by a box kept in an earlier chunk (torchvision's IoU, ">" suppresses)
+            prev = torch.cat(kept)
+            b, p = boxes[chunk], boxes[prev]
+            w = (torch.minimum(p[:, None, 2], b[None, :, 2]) - torch.maximum(p[:, None, 0], b[None, :, 0]))
+            h = (torch.minimum(p[:, None, 3], b[None, :, 3]) - torch.maximum(p[:, None, 1], b[None, :, 1]))
+            inter = w.clamp(min=0) * h.clamp(min=0)
+            overlap = inter / (area[prev][:, None] + area[chunk][None, :] - inter)
+            chunk = chunk[~(overlap > iou).any(0)]
+            if not len(chunk):
+                continue
+        keep = chunk[nms_op(boxes[chunk], scores[chunk], iou)]
+        kept.append(keep)
+        n_kept += len(keep)
+        if n_kept >= limit:
+            break
+    if not kept:
+        return order[:0]
+    return torch.cat(kept)[:limit]
+
+
+def _channels_last_cpu(dev: Any) -> bool:
+    """AutoBackend's rule: channels-last weights on an x86 CPU with oneDNN (Linux/Windows)."""
+    import platform
+
+    import torch
+
+    return (
+        dev.type == "cpu" and platform.machine() in {"AMD64", "x86_64"} and platform.system() != "Darwin"
+        and torch.backends.mkldnn.is_available() and bool(torch.backends.mkldnn.enabled)
+    )
+
+
+def nonempty_masks(protos: Any, coeffs: Any, boxes: Any, shape: tuple[int, int]) -> Any:
+    """``process_mask(protos, coeffs, boxes, shape, upsample=True).amax((-2, -1)) > 0`` —
+    whether each box's mask has a pixel inside the box (ultralytics' segment predictor keeps
+    only those boxes) — without building the upsampled masks.
+
+    The predictor's mask is the bilinear upsampling, by the integer factor ``s`` = input /
+    prototype grid, of ``coeffs @ protos`` (computed here as the predictor computes it).
+    Per box, on the window of prototype pixels its output pixels read:
+
+    1. no positive value in the window -> empty (a bilinear value is a convex combination
+       of window values);
+    2. a cell of four positive neighbours whose output pixels meet the box -> not empty;
+    3. otherwise the upsampled values are evaluated, but only where the largest one over
+       the box can be: within a cell the upsampling is bilinear in the output position,
+       so on the first or last output row (column) of a cell or on a box edge.
+
+    A box whose step-3 peak lies within rounding distance of 0 (``MASK_RTOL`` of the
+    largest possible term) is decided by the predictor's own code, so the answer is
+    always the predictor's.
+    """
+    import torch
+    from ultralytics.utils import ops
+
+    n = coeffs.shape[0]
+    c, mh, mw = protos.shape
+    h, w = shape
+    if n == 0:
+        return torch.zeros(0, dtype=torch.bool, device=coeffs.device)
+    if n * h * w <= DIRECT_MASK_PIXELS or h % mh or w % mw or h // mh != w // mw:
+        # small, or not an integer upsampling: the predictor's own computation
+        return ops.process_mask(protos, coeffs, boxes, shape, upsample=True).amax((-2, -1)) > 0
+    s = h // mh
+    dev = coeffs.device
+    flat = protos.float().view(c, -1)
+    masks = coeffs @ flat  # (n, mh * mw), as process_mask computes them
+    scale = coeffs.float().abs() @ flat.abs().amax(1)  # the largest sum of |terms|: rounding margin
+    # output pixels inside each box: ceil(a) <= r < b, clipped to the input
+    x0 = boxes[:, 0].ceil().clamp(0, w).long()
+    y0 = boxes[:, 1].ceil().clamp(0, h).long()
+    x1 = (boxes[:, 2].ceil() - 1).clamp(-1, w - 1).long()
+    y1 = (boxes[:, 3].ceil() - 1).clamp(-1, h - 1).long()
+    # the prototype rows/cols those pixels read: floor((y + 0.5) / s - 0.5) and the next
+    k_lo = torch.div(2 * y0 + 1 - s, 2 * s, rounding_mode="floor").clamp(0, mh - 1)
+    k_hi = (torch.div(2 * y1 + 1 - s, 2 * s, rounding_mode="floor") + 1).clamp(0, mh - 1)
+    l_lo = torch.div(2 * x0 + 1 - s, 2 * s, rounding_mode="floor").clamp(0, mw - 1)
+    l_hi = (torch.div(2 * x1 + 1 - s, 2 * s, rounding_mode="floor") + 1).clamp(0, mw - 1)
+    result = torch.zeros(n, dtype=torch.bool, device=dev)
+    unsure = torch.zeros(n, dtype=torch.bool, device=dev)
+    live = ((x1 >= x0) & (y1 >= y0)).nonzero()[:, 0]  # a box with no pixel has an empty mask
+    win_h, win_w = k_hi - k_lo + 1, l_hi - l_lo + 1
+    live = live[torch.argsort(win_h[live] * win_w[live])]
+    first, last = (s + 1) // 2, (s - 1) // 2  # output phase of a cell's first / last line
+    for group in live.split(MASK_GROUP):
+        if not len(group):  # split() of an empty index gives one empty group
+            continue
+        hh, ww = int(win_h[group].max()), int(win_w[group].max())
+        ar_h, ar_w = torch.arange(hh, device=dev), torch.arange(ww, device=dev)
+        rows, cols = k_lo[group, None] + ar_h, l_lo[group, None] + ar_w
+        in_h, in_w = rows <= k_hi[group, None], cols <= l_hi[group, None]  # the group pads windows
+        pix = rows.clamp(max=mh - 1)[:, :, None] * mw + cols.clamp(max=mw - 1)[:, None, :]
+        win = masks[group].gather(1, pix.view(len(group), -1)).view(len(group), hh, ww)
+        pos = (win > 0) & in_h[:, :, None] & in_w[:, None, :]
+        has_pos = pos.flatten(1).any(1)
+        # cells (k, k+1) x (l, l+1) whose output lines meet the box: s*k + first <= y1 and
+        # s*(k+1) + last >= y0
+        ck = rows[:, :-1]
+        cell_h = (s * ck + first <= y1[group, None]) & (s * (ck + 1) + last >= y0[group, None])
+        cl = cols[:, :-1]
+        cell_w = (s * cl + first <= x1[group, None]) & (s * (cl + 1) + last >= x0[group, None])
+        quad = pos[:, :-1, :-1] & pos[:, 1:, :-1] & pos[:, :-1, 1:] & pos[:, 1:, 1:]
+        sure = (quad & cell_h[:, :, None] & cell_w[:, None, :]).flatten(1).any(1)
+        result[group] = has_pos & sure
+        todo = (has_pos & ~sure).nonzero()[:, 0]
+        if len(todo):
+            peak = _window_peak(win[todo], group[todo], (y0, y1, k_lo), (x0, x1, l_lo), s, (mh, mw))
+            result[group[todo]] = peak > 0
+            unsure[group[todo]] = peak.abs() <= MASK_RTOL * scale[group[todo]]
+    if bool(unsure.any()):
+        idx = unsure.nonzero()[:, 0]
+        exact = ops.process_mask(protos, coeffs[idx], boxes[idx], shape, upsample=True)
+        result[idx] = exact.amax((-2, -1)) > 0
+    return result
+
+
+def _window_peak(
+    win: Any, boxes: Any, ys: tuple[Any, Any, Any], xs: tuple[Any, Any, Any], s: int, grid: tuple[int, int]
+) -> Any:
+    """The largest upsampled mask value inside each box, from its prototype window ``win``:
+    evaluated on the candidate lines of :func:`_corner_lines` only."""
+    (y0, y1, k_lo), (x0, x1, l_lo) = ys, xs
+    ok_y, ky0, ky1, ly = _corner_lines(y0[boxes], y1[boxes], s, grid[0])
+    ok_x, kx0, kx1, lx = _corner_lines(x0[boxes], x1[boxes], s, grid[1])
+    ky0, ky1 = ky0 - k_lo[boxes, None], ky1 - k_lo[boxes, None]  # window coordinates
+    kx0, kx1 = kx0 - l_lo[boxes, None], kx1 - l_lo[boxes, None]
+    ww = win.shape[2]
+    top = win.gather(1, ky0[:, :, None].expand(-1, -1, ww))
+    lines = top + (win.gather(1, ky1[:, :, None].expand(-1, -1, ww)) - top) * ly[..., None]
+    left = lines.gather(2, kx0[:, None].expand(-1, lines.shape[1], -1))
+    right = lines.gather(2, kx1[:, None].expand(-1, lines.shape[1], -1))
+    values = left + (right - left) * lx[:, None]
+    values.masked_fill_(~(ok_y[:, :, None] & ok_x[:, None, :]), float("-inf"))
+    return values.amax((1, 2))
+
+
+def _corner_lines(lo: Any, hi: Any, s: int, size: int) -> tuple[Any, Any, Any, Any]:
+    """Per box (output range [lo, hi] along one axis): the candidate output lines (the
+    first and last line of every bilinear cell in range, and the two ends): whether each is
+    in range, and its two source indices and weight, as ``interpolate`` computes them
+    (align_corners=False: source = (y + 0.5) / s - 0.5, clamped at 0; the far neighbour
+    clamped to the last prototype line)."""
+    import torch
+
+    first = (s + 1) // 2  # phase of a cell's first output line (source offset >= 0)
+    last = (s - 1) // 2  # phase of a cell's last line (in the next prototype line's block)
+    cells = int(((hi - lo) // s).max()) + 3
+    k = (lo[:, None] // s) - 1 + torch.arange(cells, device=lo.device)[None]
+    lines = torch.cat([s * k + first, s * (k + 1) + last, lo[:, None], hi[:, None]], dim=1)
+    ok = (lines >= lo[:, None]) & (lines <= hi[:, None])
+    lines = torch.minimum(torch.maximum(lines, lo[:, None]), hi[:, None])
+    src = ((lines.double() + 0.5) / s - 0.5).clamp(min=0)
+    k0 = src.floor().long().clamp(max=size - 1)
+    k1 = (k0 + 1).clamp(max=size - 1)
+    weight = (src - k0.double()).clamp(0, 1).float()
+    return ok, k0, k1, weight
+
+
+MASK_GROUP = 32  # boxes evaluated together (sorted by size, padded to the group's largest)
+MASK_RTOL = 1e-5  # |peak| below this x (sum of |terms|) goes to the exact step (float32: ~1e-6)
+DIRECT_MASK_PIXELS = 1 << 22  # below this many mask pixels (boxes x H x W) the masks are just built
 
 
 def results_to_detections(r: Any, hw: tuple[int, int], wall_ms: float, masks: bool = False) -> Detections:
@@ -279,7 +612,8 @@ def _embed_dim(model: Any, kind: str) -> int:
 
 
 def build_tiny(
-    spec: Any, *, device: str = "cpu", precision: str = "fp32", score_threshold: float = 0.0
+    spec: Any, *, device: str = "cpu", precision: str = "fp32", score_threshold: float = 0.0,
+    preprocess: str = "device",
 ) -> Any:
     """``tiny-<name>``: real architecture, seeded random weights, small input, hash text encoder."""
     from probench.models.hf_common import resolve_device
@@ -293,7 +627,7 @@ def build_tiny(
     return UltralyticsDetector(
         f"tiny-{spec.name}", model, arch["kind"], HashTextEncoder(_embed_dim(model, arch["kind"])),
         imgsz=arch["tiny_imgsz"], device=dev, half=precision == "fp16", score_threshold=score_threshold,
-        weights_source="tiny config, random init (deterministic seed)",
+        weights_source="tiny config, random init (deterministic seed)", preprocess=preprocess,
     )
 
 
@@ -305,6 +639,7 @@ def build(
     score_threshold: float = 0.0,
     weights: str | None = None,
     random_weights: bool = False,
+    preprocess: str = "device",
 ) -> Any:
     """The real model from local files (``weights``: the checkpoint file or a folder holding
     it and its text encoder), or the real-size architecture with random weights."""
@@ -338,6 +673,7 @@ def build(
     return UltralyticsDetector(
         spec.name, model, arch["kind"], encoder, imgsz=arch["imgsz"], device=dev,
         half=precision == "fp16", score_threshold=score_threshold, weights_source=source,
+        preprocess=preprocess,
     )
 
 

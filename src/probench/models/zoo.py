@@ -159,11 +159,17 @@ def load_detector(
     random_weights: bool = False,
     runtime: str = "torch",
     engine_cache: str | None = None,
+    preprocess: str = "device",
 ) -> BaseDetector:
     """Build a detector by zoo name. Never downloads: real weights come from ``weights``
     (a local folder) or the local Hugging Face / ultralytics cache. ``runtime``
     ("torch", "onnxruntime", "tensorrt"): the PyTorch detector is built first, then handed
-    to :mod:`probench.models.accel`. The detector's ``model_info`` is :func:`model_record`."""
+    to :mod:`probench.models.accel`. ``preprocess``: "device" (torch ops on the model's
+    device, default) or "reference" (the library's own processor;
+    :mod:`probench.models.preprocess`). The detector's ``model_info`` is :func:`model_record`."""
+    from probench.models.preprocess import check_preprocess
+
+    check_preprocess(preprocess)
     record = model_record(name, weights=weights, random_weights=random_weights, runtime=runtime)
     scripted = scripted_detector(name, device=device, score_threshold=score_threshold)
     if scripted is not None:
@@ -190,12 +196,12 @@ def load_detector(
 
             raise UsageError(f"{name} is a tiny test model: it takes neither weights nor random_weights")
         det = _import_factory(spec.tiny_factory or "")(
-            spec, device=device, precision=precision, score_threshold=score_threshold
+            spec, device=device, precision=precision, score_threshold=score_threshold, preprocess=preprocess
         )
     else:
         det = _import_factory(spec.factory or "")(
             spec, device=device, precision=precision, score_threshold=score_threshold,
-            weights=weights, random_weights=random_weights,
+            weights=weights, random_weights=random_weights, preprocess=preprocess,
         )
     if runtime != "torch":
         from probench.models.accel import wrap

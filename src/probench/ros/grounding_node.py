@@ -280,6 +280,7 @@ class GroundingNode(LifecycleNode):
             self._detector = load_detector(
                 name, device=device, precision=self._cfg.precision,
                 score_threshold=float(self._cfg.score_threshold), weights=self._cfg.weights or None,
+                preprocess=self._cfg.preprocess,
             )
         except ProbenchError as exc:
             return self._fail(f"cannot load model {name!r}: {exc}")

@@ -41,6 +41,9 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
     Param("precision", "string", "fp32", "model precision (fp32, fp16, ... as the model allows)",
           "configure", nonempty=True),
     Param("weights", "string", "", "local weights folder/file; empty = the model's default", "configure"),
+    Param("preprocess", "string", "device",
+          "image preprocessing: torch ops on the model's device, or the library's reference processor",
+          "configure", choices=("device", "reference")),
     Param("score_threshold", "double", 0.3,
           "minimum score kept (0.3 for display; the evaluator uses 0.0)", "configure", low=0.0, high=1.0),
     Param("prompts", "string_array", [], "active target descriptions (also set via the `prompt` topic)",
@@ -73,6 +76,7 @@ class GroundingConfig:
     device: str
     precision: str
     weights: str
+    preprocess: str
     score_threshold: float
     autostart: bool
     image_reliability: str

@@ -1,8 +1,8 @@
 """The OWL detector with its image path on another runtime (ONNX Runtime, TensorRT).
 
-Only ``_forward`` (image + cached text embeddings -> logits, boxes) changes; the processor,
-the text tower and the post-processing stay the PyTorch detector's, so outputs are
-comparable box for box.
+Only ``_forward`` (image + cached text embeddings -> logits, boxes) changes; the
+preprocessing (device or reference path, as the base detector), the text tower and the
+post-processing stay the PyTorch detector's, so outputs are comparable box for box.
 """
 
 from __future__ import annotations
@@ -17,5 +17,6 @@ class ExportedOwlDetector(OwlDetector):
         super().__init__(
             base.model, base.image_processor, base.tokenizer, name=f"{base.name}@{self.runtime}",
             dev=base.dev, dtype=base.dtype, score_threshold=base.score_threshold,
+            preprocess=base.preprocess,
         )
         self.weights_source = getattr(base, "weights_source", None)

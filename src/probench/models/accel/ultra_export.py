@@ -117,9 +117,11 @@ class UltralyticsExportedDetector(BaseDetector):
         return self.loader(self.artifact, self.base)
 
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
+        from probench.models.preprocess import as_numpy_rgb
+
         t0 = time.perf_counter()
-        results = text_state.predict(
-            np.ascontiguousarray(image[..., ::-1]), imgsz=self.base.imgsz, conf=self.base.conf,
+        results = text_state.predict(  # ultralytics' own preprocessing (the reference path)
+            np.ascontiguousarray(as_numpy_rgb(image)[..., ::-1]), imgsz=self.base.imgsz, conf=self.base.conf,
             max_det=MAX_PER_PROMPT * len(self._prompts), device=self.device, verbose=False,
         )
         wall_ms = (time.perf_counter() - t0) * 1000.0

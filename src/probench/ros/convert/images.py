@@ -105,12 +105,8 @@ def image_to_rgb(msg: Any) -> np.ndarray:
     return cv2.cvtColor(np.ascontiguousarray(gray), cv2.COLOR_GRAY2RGB)
 
 
-def compressed_to_rgb(msg: Any) -> np.ndarray:
-    """A ``sensor_msgs/CompressedImage``-like message (jpeg or png) as RGB uint8.
-
-    ``format`` may be plain (``"jpeg"``) or image_transport's (``"rgb8; jpeg compressed
-    bgr8"``); empty means "guess from the bytes". Depth formats are refused.
-    """
+def _compressed_payload(msg: Any) -> tuple[np.ndarray, str]:
+    """The checked byte buffer and lower-case format of a CompressedImage-like message."""
     try:
         fmt = str(msg.format).strip().lower()
         data = msg.data
@@ -121,14 +117,61 @@ def compressed_to_rgb(msg: Any) -> np.ndarray:
     buf = _buffer(data)
     if buf.size == 0:
         raise CompressedImageError("compressed image has no data")
+    return buf, fmt
+
+
+def _undecodable(buf: np.ndarray, fmt: str) -> CompressedImageError:
+    return CompressedImageError(f"compressed image ({buf.size} bytes, format {fmt!r}) does not decode")
+
+
+def compressed_to_rgb(msg: Any) -> np.ndarray:
+    """A ``sensor_msgs/CompressedImage``-like message (jpeg or png) as RGB uint8.
+
+    ``format`` may be plain (``"jpeg"``) or image_transport's (``"rgb8; jpeg compressed
+    bgr8"``); empty means "guess from the bytes". Depth formats are refused.
+
+    Decoded by OpenCV straight to RGB (``IMREAD_COLOR_RGB``): measured against the
+    alternatives installed here (OpenCV to BGR + ``cvtColor``, PIL, torchvision's
+    ``decode_image``), it is the fastest or tied (libjpeg-turbo) for JPEG and the fastest
+    for PNG, and gives the same pixels (``bench/bench_decode.py``, docs/ACCELERATION.md).
+    """
+    buf, _fmt = _compressed_payload(msg)
     import cv2
 
+    rgb_flag = getattr(cv2, "IMREAD_COLOR_RGB", None)  # OpenCV >= 4.10
+    if rgb_flag is not None:
+        rgb = cv2.imdecode(buf, rgb_flag)
+        if rgb is None or rgb.size == 0:
+            raise _undecodable(buf, msg.format)
+        return rgb
     bgr = cv2.imdecode(buf, cv2.IMREAD_COLOR)
     if bgr is None or bgr.size == 0:
-        raise CompressedImageError(
-            f"compressed image ({buf.size} bytes, format {msg.format!r}) does not decode"
-        )
+        raise _undecodable(buf, msg.format)
     return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+
+def is_jpeg(buf: np.ndarray) -> bool:
+    return buf.size > 3 and bool(buf[0] == 0xFF and buf[1] == 0xD8 and buf[2] == 0xFF)
+
+
+def compressed_to_device(msg: Any, device: str) -> Any:
+    """The frame of a CompressedImage-like message for a model on ``device``: on CUDA a JPEG
+    is decoded by the GPU (``torchvision.io.decode_jpeg``, nvJPEG) into an RGB uint8
+    ``(H, W, 3)`` tensor there, which the detectors' device preprocessing takes as is;
+    anything else is :func:`compressed_to_rgb` (a numpy array). UNTESTED on a GPU here."""
+    buf, fmt = _compressed_payload(msg)
+    if not str(device).startswith("cuda") or not is_jpeg(buf):
+        return compressed_to_rgb(msg)
+    import torch
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    data = torch.from_numpy(buf if buf.flags.writeable else buf.copy())
+    try:
+        chw = decode_jpeg(data, mode=ImageReadMode.RGB, device=device)
+    except RuntimeError as exc:
+        raise CompressedImageError(f"compressed image ({buf.size} bytes, format {fmt!r}) does not decode: "
+                                   f"{exc}") from exc
+    return chw.permute(1, 2, 0)
 
 
 def rgb_to_fields(rgb: np.ndarray, encoding: str = "rgb8") -> SimpleNamespace:

@@ -1,0 +1,254 @@
+"""Where a frame's time goes, per model: decode / preprocess / text (cold, warm) / forward /
+postprocess, on the device path beside the reference path and beside the floor of any
+preprocessing (one bilinear ``interpolate`` of the uploaded frame to the model's input size).
+
+    python bench/bench_stages.py                              # every tiny model, 640x480 + 1280x720
+    python bench/bench_stages.py --real --runs 2              # real-size random-weight builds
+    python bench/bench_stages.py --models tiny-owlv2 --sizes 1280x720 --device cuda --precision fp16
+
+Per model and frame size (one synthetic frame, JPEG-encoded once):
+
+- ``decode``: the frame's JPEG -> RGB as the grounding node decodes it
+  (:func:`probench.ros.convert.images.compressed_to_device`: OpenCV on CPU, nvJPEG on CUDA);
+- ``text cold``: a prompt set never seen (every prompt encoded); ``text warm``: the mean
+  text stage over a stream of frames whose prompt sets are new combinations of known
+  prompts (per-prompt caches answer them; per-set caches encode each new set), and its
+  share of those frames' end-to-end time (``text %``);
+- ``preprocess`` / ``forward`` / ``postprocess``: medians over ``--runs`` frames of the
+  detector's own stage timings, device path (``dev``) then reference path (``ref``), each
+  after its own warm-up (interleaving them frame by frame let the reference's large
+  allocations and cache misses land on the device path's frames);
+- ``floor``: upload + one ``interpolate`` to the model's input size.
+
+Times are medians in ms. ``--json FILE`` also writes every number. Nothing is downloaded:
+tiny models and ``--real`` (``--random-weights``) builds come from code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("YOLO_OFFLINE", "1")
+
+REAL = ("owlvit", "owlv2-b", "omdet-turbo", "yolo-world-s", "yoloe-s")
+SIZES = ((480, 640), (720, 1280))
+VOCABULARY = (
+    "a person", "the red fire extinguisher", "an open door", "a chair next to the table", "a car",
+    "a backpack on the floor", "the exit sign", "a laptop", "a cup of coffee", "a staircase",
+    "a window", "a trash can", "a potted plant", "a bicycle", "a traffic cone", "a fire hose",
+)
+COLD = ("a yellow forklift", "the emergency stop button", "a wooden pallet")
+STAGES = ("preprocess", "forward", "postprocess")
+
+
+def tiny_models() -> list[str]:
+    from probench.models.zoo import tiny_names
+
+    return sorted(set(tiny_names()) - {"tiny-owlv2"})  # tiny-owlv2 is an alias of tiny-owlv2-b
+
+
+def synthetic_frame(h: int, w: int, seed: int = 0) -> Any:
+    """A camera-like frame (smooth shapes + a little noise): JPEG sizes like a real camera's."""
+    import cv2
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    coarse = rng.integers(0, 256, (max(h // 32, 2), max(w // 32, 2), 3), dtype=np.uint8)
+    frame = cv2.resize(coarse, (w, h), interpolation=cv2.INTER_CUBIC).astype(np.int16)
+    frame += rng.integers(-6, 7, (h, w, 3), dtype=np.int16)
+    return np.clip(frame, 0, 255).astype(np.uint8)
+
+
+def jpeg_message(frame: Any) -> Any:
+    """A CompressedImage-like message holding the frame as JPEG (quality 90)."""
+    from types import SimpleNamespace
+
+    import cv2
+
+    ok, enc = cv2.imencode(".jpg", frame[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 90])
+    if not ok:
+        raise RuntimeError("JPEG encoding failed")
+    return SimpleNamespace(format="jpeg", data=enc.tobytes())
+
+
+def _timed(fn: Callable[[], Any], sync: Callable[[], None] | None) -> tuple[float, Any]:
+    if sync:
+        sync()
+    t0 = time.perf_counter()
+    out = fn()
+    if sync:
+        sync()
+    return (time.perf_counter() - t0) * 1000.0, out
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def text_stream(det: Any, frame: Any, n_frames: int, seed: int = 0) -> dict[str, float]:
+    """Warm the text cache with every vocabulary prompt once, then run ``n_frames`` frames
+    whose prompt sets are new combinations of them; the text stage's mean, its share of
+    the frames' end-to-end time and the encoder calls during the stream."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    for start in range(0, len(VOCABULARY), 4):
+        det.set_prompts(list(VOCABULARY[start : start + 4]))
+    calls0 = det.text_encoder_calls
+    seen: set[tuple[str, ...]] = set()
+    text, total = [], []
+    while len(text) < n_frames:
+        k = int(rng.integers(3, 7))
+        prompts = tuple(VOCABULARY[i] for i in rng.choice(len(VOCABULARY), k, replace=False))
+        if prompts in seen:
+            continue
+        seen.add(prompts)
+        dets = det.detect(frame, list(prompts))
+        text.append(dets.timings_ms["text"])
+        total.append(sum(dets.timings_ms.get(s, 0.0) for s in ("text", *STAGES)))
+    return {"text_warm_ms": float(np.mean(text)), "text_share": float(np.sum(text) / np.sum(total)),
+            "stream_encoder_calls": det.text_encoder_calls - calls0}
+
+
+def model_input_size(det: Any, frame: Any) -> tuple[int, int]:
+    """The network input's (H, W) for this frame (the device path's pixel values)."""
+    pv = det.pixel_inputs([frame])["pixel_values"]
+    return int(pv.shape[-2]), int(pv.shape[-1])
+
+
+def floor_ms(det: Any, frame: Any, runs: int, sync: Callable[[], None] | None) -> float:
+    import torch
+
+    from probench.models.preprocess import Uploader, interpolate_floor
+
+    size = model_input_size(det, frame)
+    upload = Uploader(torch.device(det.device))
+    times = [_timed(lambda: interpolate_floor(upload([frame])[0], size), sync)[0] for _ in range(runs + 1)]
+    return statistics.median(times[1:])
+
+
+def bench_model(
+    name: str, size: tuple[int, int], *, device: str, precision: str, runtime: str, random_weights: bool,
+    runs: int, warmup: int, stream: int,
+) -> dict[str, Any]:
+    import torch
+
+    from probench.models.zoo import load_detector
+    from probench.ros.convert.images import compressed_to_device
+
+    sync = torch.cuda.synchronize if device.startswith("cuda") else None
+    h, w = size
+    frame = synthetic_frame(h, w)
+    msg = jpeg_message(frame)
+    row: dict[str, Any] = {"model": name, "frame": f"{w}x{h}", "device": device, "precision": precision,
+                           "runtime": runtime}
+    t0 = time.perf_counter()
+    det = load_detector(name, device=device, precision=precision, runtime=runtime,
+                        random_weights=random_weights)
+    row["build_s"] = time.perf_counter() - t0
+    row["text_cache"] = det.text_cache
+    row["decode_ms"] = statistics.median(
+        [_timed(lambda: compressed_to_device(msg, device), sync)[0] for _ in range(max(runs, 3))])
+    row["text_cold_ms"], _ = _timed(lambda: det.set_prompts(list(COLD)), sync)
+    det.set_prompts(list(VOCABULARY[:5]))
+    paths = ["device", "reference"] if getattr(det, "preprocess", None) == "device" else [det.preprocess]
+    stages: dict[str, dict[str, list[float]]] = {p: {s: [] for s in (*STAGES, "total")} for p in paths}
+    for path in paths:  # one path at a time: the reference's large allocations and cache misses
+        det.preprocess = path  # would otherwise land on the device path's next frame
+        for i in range(warmup + runs):
+            ms, dets = _timed(lambda: det.detect(frame), sync)
+            if i >= warmup:
+                for s in STAGES:
+                    stages[path][s].append(dets.timings_ms.get(s, 0.0))
+                stages[path]["total"].append(ms)
+    det.preprocess = paths[0]
+    for path, per_stage in stages.items():
+        tag = "dev" if path == "device" else "ref"
+        for s, values in per_stage.items():
+            row[f"{s}_{tag}_ms"] = _median(values)
+    row["floor_ms"] = floor_ms(det, frame, max(runs, 3), sync) if hasattr(det, "pixel_inputs") else None
+    row.update(text_stream(det, frame, stream))
+    row["text_cache_stats"] = det.text_cache_stats()
+    return row
+
+
+def _fmt(v: Any, digits: int = 1) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+COLUMNS = (
+    ("model", "model", 0), ("frame", "frame", 0), ("decode", "decode_ms", 1), ("floor", "floor_ms", 2),
+    ("pre dev", "preprocess_dev_ms", 1), ("pre ref", "preprocess_ref_ms", 1),
+    ("text cold", "text_cold_ms", 1), ("text warm", "text_warm_ms", 3), ("text %", "text_share_pct", 2),
+    ("fwd dev", "forward_dev_ms", 1), ("fwd ref", "forward_ref_ms", 1),
+    ("post dev", "postprocess_dev_ms", 1), ("post ref", "postprocess_ref_ms", 1),
+    ("total dev", "total_dev_ms", 1), ("total ref", "total_ref_ms", 1),
+)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The rows as a markdown table (the docs take it as is)."""
+    out = ["| " + " | ".join(c[0] for c in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for r in rows:
+        r = {**r, "text_share_pct": None if r.get("text_share") is None else 100 * r["text_share"]}
+        out.append("| " + " | ".join(_fmt(r.get(key), d) for _, key, d in COLUMNS) + " |")
+    return "\n".join(out)
+
+
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    sizes = []
+    for item in text.split(","):
+        w, _, h = item.strip().partition("x")
+        sizes.append((int(h), int(w)))
+    return sizes
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="", help="comma-separated zoo names (default: every tiny model)")
+    ap.add_argument("--real", action="store_true", help=f"real-size random-weight builds: {', '.join(REAL)}")
+    ap.add_argument("--sizes", default="640x480,1280x720", help="frame sizes WxH (default 640x480,1280x720)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--runtime", default="torch")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--stream", type=int, default=10, help="frames of the new-combination prompt stream")
+    ap.add_argument("--json", default=None, help="also write the rows to this file")
+    args = ap.parse_args(argv)
+    if args.models:
+        names = [n.strip() for n in args.models.split(",") if n.strip()]
+    else:
+        names = list(REAL) if args.real else tiny_models()
+    rows = []
+    for name in names:
+        for size in parse_sizes(args.sizes):
+            row = bench_model(name, size, device=args.device, precision=args.precision, runtime=args.runtime,
+                              random_weights=args.real and not name.startswith("tiny-"), runs=args.runs,
+                              warmup=args.warmup, stream=args.stream)
+            rows.append(row)
+            print(table([row]).splitlines()[-1] if len(rows) > 1 else table([row]))
+            sys.stdout.flush()
+    print()
+    print(table(rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
