@@ -18,17 +18,15 @@ step=${1:-}
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 YOLO_OFFLINE=1
 case "$step" in
   prepare)
-    PY=${PYTHON:-/work/main/.venv/bin/python}
+    PY=${PYTHON:-$PWD/.venv/bin/python}  # the project venv (make setup)
     PYTHONPATH=$PWD/src "$PY" bench/gpu_check.py prepare "$DATA"
-    exclude=$(git rev-parse --git-path info/exclude)
-    for p in /.whl/ /bench/gpu_check_data/; do grep -qx "$p" "$exclude" 2>/dev/null || echo "$p" >> "$exclude"; done
     mkdir -p .whl
     ver=$("$PY" -c 'import ultralytics; print(ultralytics.__version__)')
     "$PY" -m pip download -q --no-deps --only-binary=:all: -d .whl "ultralytics==$ver"
     ls -l .whl "$DATA"
     ;;
   dry-run)
-    PY=${PYTHON:-/work/main/.venv/bin/python}
+    PY=${PYTHON:-$PWD/.venv/bin/python}  # the project venv (make setup)
     PYTHONPATH=$PWD/src "$PY" bench/gpu_check.py run "$DATA" "${2:-/tmp/gpu_check_dry}" --dry-run --budget 1800
     ;;
   run)

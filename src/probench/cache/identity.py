@@ -51,6 +51,7 @@ SHARED_FIELDS: tuple[tuple[str, ...], ...] = (
     ("model", "random_weights"),
     ("model", "weights_source"),
     ("model", "runtime"),
+    ("model", "preprocess"),
     ("dataset", "hash"),
     ("device",),
     ("precision",),

@@ -81,7 +81,7 @@ def requested_model(args: argparse.Namespace) -> dict[str, Any]:
     from probench.models.zoo import model_record
 
     return dict(model_record(args.model, weights=args.weights, random_weights=args.random_weights,
-                             runtime=args.runtime))
+                             runtime=args.runtime, preprocess=args.preprocess))
 
 
 def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[Any, float]:

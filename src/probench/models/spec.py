@@ -84,3 +84,4 @@ class ModelRecord(TypedDict):
     random_weights: bool
     weights_source: str  # "tiny: random init", "random init (real-size config)", a path, a hub id
     runtime: str  # one of RUNTIMES
+    preprocess: str  # "device" (torch ops on the model's device) or "reference" (the library's processor)

@@ -107,7 +107,8 @@ def weights_present(spec: ModelSpec) -> bool:
 
 
 def model_record(
-    name: str, *, weights: str | None = None, random_weights: bool = False, runtime: str = "torch"
+    name: str, *, weights: str | None = None, random_weights: bool = False, runtime: str = "torch",
+    preprocess: str = "device",
 ) -> ModelRecord:
     """run.json's ``model`` for a model asked for by these arguments. Built from the
     arguments and the spec alone, so the same call gives the same record before the model
@@ -119,7 +120,7 @@ def model_record(
     if scripted_detector(name) is not None:
         return ModelRecord(
             name=name, paper_name=name, family="scripted", backend="scripted", checkpoint="",
-            random_weights=False, weights_source="scripted", runtime=runtime,
+            random_weights=False, weights_source="scripted", runtime=runtime, preprocess=preprocess,
         )
     spec, tiny = resolve(name)
     if tiny:
@@ -133,7 +134,7 @@ def model_record(
     return ModelRecord(
         name=name, paper_name=spec.paper_name, family=spec.family, backend=spec.backend,
         checkpoint=spec.checkpoint, random_weights=bool(tiny or random_weights),
-        weights_source=source, runtime=runtime,
+        weights_source=source, runtime=runtime, preprocess=preprocess,
     )
 
 
@@ -170,7 +171,8 @@ def load_detector(
     from probench.models.preprocess import check_preprocess
 
     check_preprocess(preprocess)
-    record = model_record(name, weights=weights, random_weights=random_weights, runtime=runtime)
+    record = model_record(name, weights=weights, random_weights=random_weights, runtime=runtime,
+                          preprocess=preprocess)
     scripted = scripted_detector(name, device=device, score_threshold=score_threshold)
     if scripted is not None:
         if runtime != "torch":

@@ -79,7 +79,8 @@ def ros_identity(
         "prompts": "per frame: its label space, stamped (frame_prompts)",
     }
     return RunIdentity(
-        source="ros", model=model_record(str(grounding.get("model") or ""), weights=weights),
+        source="ros", model=model_record(str(grounding.get("model") or ""), weights=weights,
+                                         preprocess=str(grounding.get("preprocess") or "device")),
         # the dataset came embedded in the bag: no folder path, the bag instead
         dataset={**dataset, "path": None, "bag": str(Path(bag).resolve())},
         device=str(grounding.get("device")), precision=str(grounding.get("precision")), settings=settings,

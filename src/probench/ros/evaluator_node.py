@@ -35,7 +35,7 @@ from probench.ros.node_spec import EVALUATOR_NAME, EVALUATOR_PARAMS, EvaluatorCo
 
 NODE_NAME = EVALUATOR_NAME
 _GROUNDING_PARAMS = ("model", "device", "precision", "weights", "score_threshold", "max_detections",
-                     "image_reliability")
+                     "image_reliability", "preprocess")
 # A prompt set that binds to no frame (stamp 1 ns): sent once, acknowledged, before the
 # stream, so that the first frame's set does not travel while discovery is still settling.
 _HANDSHAKE = ("probench evaluator: link check",)

@@ -45,19 +45,21 @@ class ModelArgs:
     weights: str | None = None
     random_weights: bool = False
     runtime: str = "torch"
+    preprocess: str = "device"
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, score_threshold: float = 0.0) -> ModelArgs:
         """From ``probench infer``-style flags."""
         return cls(name=args.model, device=args.device, precision=args.precision,
                    score_threshold=float(score_threshold), weights=args.weights,
-                   random_weights=bool(args.random_weights), runtime=args.runtime)  # fmt: skip
+                   random_weights=bool(args.random_weights), runtime=args.runtime,
+                   preprocess=args.preprocess)  # fmt: skip
 
     def record(self) -> dict[str, Any]:
         from probench.models.zoo import model_record
 
         return dict(model_record(self.name, weights=self.weights, random_weights=self.random_weights,
-                                 runtime=self.runtime))  # fmt: skip
+                                 runtime=self.runtime, preprocess=self.preprocess))  # fmt: skip
 
     def load(self) -> BaseDetector:
         from probench.models.zoo import load_detector
