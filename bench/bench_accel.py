@@ -10,7 +10,7 @@ faster) and the largest box / score difference between the two outputs (parity).
 
 Ultralytics models are exported with a square input (the PyTorch path letterboxes to a
 multiple of 32), so their parity numbers on this non-square image are not a parity check
-(test/models/test_accel_ultra.py checks parity on a square image). TensorRT is not
+(test/models/test_models_accel_ultra.py checks parity on a square image). TensorRT is not
 measured here: it needs an NVIDIA GPU.
 """
 

@@ -34,9 +34,9 @@ from pathlib import Path
 
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"  # DDS stays on loopback
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "test" / "console"))
+sys.path.insert(0, str(REPO / "test"))
 
-from live_console import LiveConsole, launch_chromium, ros_env, wait_until  # noqa: E402
+from helpers.live_console import LiveConsole, launch_chromium, ros_env, wait_until  # noqa: E402
 
 PICTURE = REPO / "datasets" / "probench-sample" / "images" / "coffee.jpg"
 PROMPTS = "['a cup']"
@@ -98,7 +98,7 @@ def console_start_s(env: dict[str, str], runs: int = 3,
     """Medians over ``runs`` fresh ``probench console`` processes: seconds from spawning until
     the page answers (HTTP 200), and (``with_node``) until its state shows the running node
     (present, active, its LabelInfo)."""
-    from live_console import Proc
+    from helpers.live_console import Proc
 
     answer, node = [], []
     for _ in range(runs):

@@ -11,7 +11,7 @@ A generated region in README.md or docs/*.md is
     <!-- END generated: NAME -->
 
 where NAME is a key of :func:`tables`. A region may sit in any page (and in several); the
-text between the markers is owned by this script. test/infra/test_docs.py fails when a
+text between the markers is owned by this script. test/infra/test_infra_docs.py fails when a
 region differs from what this script would write, so the docs cannot drift from the nodes'
 declarations.
 """

@@ -2,7 +2,7 @@
 
 The environment below is set at import time, before any test module can import rclpy:
 DDS must stay on loopback on these machines, and no model hub is reachable (fail fast,
-never wait on a network timeout). test/infra/test_discovery_range.py checks it.
+never wait on a network timeout). test/infra/test_infra_discovery_range.py checks it.
 
 Fixtures for every room:
 - ``repo_root``: the repository root (Path).

@@ -17,7 +17,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-from live_console import CHROMIUM, LiveConsole, launch_chromium, wait_until
+
+from helpers.live_console import CHROMIUM, LiveConsole, launch_chromium, wait_until
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.timeout(600)]
 WAIT_MS = 90_000  # generous: 2 loaded cores

@@ -1,4 +1,4 @@
-"""``ground``: the ``probench ground`` command run in this process (helpers: ground_helpers.py)."""
+"""``ground``: the ``probench ground`` command run in this process (helpers: helpers/camera_bags.py)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-from ground_helpers import CAMERA, PERIOD, STAMP_OFFSET, T0, read_output, write_camera_bag
+
+from helpers.camera_bags import CAMERA, PERIOD, STAMP_OFFSET, T0, read_output, write_camera_bag
 
 PROMPTS = ["a red backpack", "a door handle"]
 

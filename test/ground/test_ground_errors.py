@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from ground_helpers import CAMERA, write_camera_bag
+
+from helpers.camera_bags import CAMERA, write_camera_bag
 
 
 def _fails(result: tuple[int, str, str], code: int, *words: str) -> str:

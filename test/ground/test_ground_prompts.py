@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from ground_helpers import PERIOD, T0, read_output, write_camera_bag
 
+from helpers.camera_bags import PERIOD, T0, read_output, write_camera_bag
 from probench.ground.errors import GroundUsageError
 from probench.ground.prompts import read_schedule, recorded_event
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ground_helpers import PERIOD, STAMP_OFFSET, T0, read_output, write_camera_bag
-
+from helpers.camera_bags import PERIOD, STAMP_OFFSET, T0, read_output, write_camera_bag
 from probench.ground.replay import PROMPT_CHANGE, REPLACED, MailboxReplay
 
 

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from ground_helpers import write_camera_bag
+
+from helpers.camera_bags import write_camera_bag
 
 pytestmark = [pytest.mark.ros, pytest.mark.usefixtures("requires_vision_msgs")]
 

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 import pytest
-from scoring_helpers import cocoeval, hard_coco, hard_predictions, ref_map
 
+from helpers.scoring_data import cocoeval, hard_coco, hard_predictions, ref_map
 from probench.data.dataset import Dataset
 from probench.scoring import score
 from probench.scoring.constants import COCO_IOUS, SWEEP_IOUS

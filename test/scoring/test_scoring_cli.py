@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from scoring_helpers import ONE_TARGET, example_predictions, write_run
 
+from helpers.scoring_data import ONE_TARGET, example_predictions, write_run
 from probench.cli import main
 from probench.data.dataset import Dataset
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from scoring_helpers import ONE_TARGET, example_predictions
 
+from helpers.scoring_data import ONE_TARGET, example_predictions
 from probench.data.dataset import Dataset
 from probench.scoring import score
 

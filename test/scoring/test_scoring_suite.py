@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 
 import pytest
-from scoring_helpers import write_run
 
+from helpers.scoring_data import write_run
 from probench.cache.run import sort_results
 from probench.cli import main
 from probench.data.dataset import Dataset

@@ -1,0 +1,136 @@
+"""`probench eval` and `evaluator_node` refuse bad input in one line, before any waiting."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers.grounding_harness import fresh_domain
+from probench.ros.cli_eval import child_environment
+
+
+def _run(cmd: list[str], env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+
+
+def _eval(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return _run([sys.executable, "-m", "probench", "eval", *args], env)
+
+
+def _one_line(text: str) -> bool:
+    return text.strip().count("\n") == 0 and "Traceback" not in text
+
+
+def test_bad_bag_model_and_flags(repo_root: Path, tmp_path: Path, ros_env: dict) -> None:
+    bag = str(repo_root / "bags" / "probench-sample")
+    out = str(tmp_path / "r")
+    r = _eval(ros_env, "--model", "test-instant", "--bag", str(tmp_path / "nope"), "--out", out)
+    assert r.returncode == 1 and "no such bag" in r.stderr and _one_line(r.stderr)
+    (tmp_path / "notabag").mkdir()
+    r = _eval(ros_env, "--model", "test-instant", "--bag", str(tmp_path / "notabag"), "--out", out)
+    assert r.returncode == 1 and "not a readable rosbag2" in r.stderr and _one_line(r.stderr)
+    r = _eval(ros_env, "--model", "no-such-model", "--bag", bag, "--out", str(tmp_path / "r"))
+    assert r.returncode == 2 and "unknown model" in r.stderr and _one_line(r.stderr)
+    r = _eval(ros_env, "--model", "test-instant", "--bag", bag, "--out", str(tmp_path / "r"), "--rate", "0")
+    assert r.returncode == 2 and "--rate must be positive" in r.stderr
+    r = _eval(ros_env, "--model", "test-instant", "--bag", bag, "--out", str(tmp_path / "r"),
+              "--formulations", "orig,nope")
+    assert r.returncode == 2 and "formulations" in r.stderr and _one_line(r.stderr)
+    assert not (tmp_path / "r").exists()  # nothing started, nothing written
+
+
+@pytest.mark.ros
+@pytest.mark.usefixtures("requires_vision_msgs")
+def test_evaluator_node_bad_parameters(repo_root: Path, tmp_path: Path, ros_env: dict) -> None:
+    env = {**ros_env, "ROS_DOMAIN_ID": str(fresh_domain())}
+    exe = str(Path(sys.executable).parent / "evaluator_node")
+    bag = str(repo_root / "bags" / "probench-sample")
+    out = f"out:={tmp_path / 'r'}"
+    r = _run([exe, "--ros-args", "-p", f"bag:={bag}", "-p", out, "-p", "mode:=fast"], env)
+    assert r.returncode == 2 and "mode must be one of" in r.stderr, r.stderr
+    r = _run([exe, "--ros-args", "-p", f"bag:={bag}", "-p", out, "-p", "rate_hz:=30"], env)
+    assert r.returncode == 2 and "bad parameter" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = _run([exe, "--ros-args", "-p", f"out:={tmp_path / 'r'}"], env)
+    assert r.returncode == 2 and "'bag' is required" in r.stderr
+    r = _run([exe, "--ros-args", "-p", f"bag:={tmp_path}", "-p", f"out:={tmp_path / 'r'}"], env)
+    assert r.returncode == 1 and "not a readable rosbag2" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_child_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ROS_AUTOMATIC_DISCOVERY_RANGE", raising=False)
+    monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
+    env = child_environment()
+    assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"  # DDS stays on loopback
+    assert 1 <= int(env["ROS_DOMAIN_ID"]) <= 101  # a random domain: no crosstalk
+    assert child_environment(42)["ROS_DOMAIN_ID"] == "42"
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "SUBNET")  # on a robot the user chooses
+    monkeypatch.setenv("ROS_DOMAIN_ID", "7")
+    env = child_environment()
+    assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET" and env["ROS_DOMAIN_ID"] == "7"
+
+
+def test_out_that_is_a_file_is_one_line(repo_root: Path, tmp_path: Path, ros_env: dict) -> None:
+    (tmp_path / "afile").write_text("x")
+    bag = str(repo_root / "bags" / "probench-sample")
+    r = _eval(ros_env, "--model", "test-instant", "--bag", bag, "--out", str(tmp_path / "afile"))
+    assert r.returncode == 2 and "exists and is not a folder" in r.stderr and _one_line(r.stderr), r.stderr
+    assert (tmp_path / "afile").read_text() == "x"
+
+
+def _existing_ros_run(repo_root: Path, out: Path) -> None:
+    """A run folder as the evaluator leaves it, for test-slow-5ms in camera-rate mode."""
+    from probench.bags.reader import ProbenchBag
+    from probench.cache.identity import open_run
+    from probench.ros.eval_run import ros_identity
+    from probench.ros.node_spec import EVALUATOR_PARAMS, GROUNDING_PARAMS
+
+    bag = repo_root / "bags" / "probench-sample"
+    grounding = {**GROUNDING_PARAMS.defaults(), "model": "test-slow-5ms", "score_threshold": 0.0,
+                 "max_detections": 10000, "image_reliability": "reliable"}
+    with ProbenchBag(bag) as b:
+        identity = ros_identity(EVALUATOR_PARAMS.defaults(), grounding, b.dataset.summary(), bag=str(bag),
+                                compressed=b.compressed)
+    open_run(out, identity, formulations=["orig"])
+
+
+@pytest.mark.ros
+@pytest.mark.usefixtures("requires_vision_msgs")
+def test_a_run_folder_of_another_experiment_is_refused_before_any_node_starts(
+        repo_root: Path, tmp_path: Path, ros_env: dict) -> None:
+    bag = str(repo_root / "bags" / "probench-sample")
+    out = tmp_path / "run"
+    _existing_ros_run(repo_root, out)
+    before = (out / "run.json").read_text()
+    r = _eval(ros_env, "--model", "test-instant", "--bag", bag, "--out", str(out))
+    assert r.returncode == 1 and _one_line(r.stderr), r.stderr
+    assert "model.name='test-slow-5ms'" in r.stderr and "--overwrite" in r.stderr
+    assert "ROS_DOMAIN_ID" not in r.stderr  # refused before the graph was started
+    r = _eval(ros_env, "--model", "test-slow-5ms", "--bag", bag, "--out", str(out), "--mode",
+              "as-fast-as-answered")
+    assert r.returncode == 1 and "settings.mode='camera-rate'" in r.stderr and _one_line(r.stderr), r.stderr
+    assert (out / "run.json").read_text() == before  # nothing written
+    r = _eval(ros_env, "--model", "test-instant", "--bag", bag, "--out", str(out), "--formulations", "orig",
+              "--mode", "as-fast-as-answered", "--overwrite", "--domain-id", str(fresh_domain()))
+    assert r.returncode == 0, r.stderr[-3000:]
+    info = json.loads((out / "run.json").read_text())
+    assert info["model"]["name"] == "test-instant" and info["status"] == "complete" and "resumed" not in info
+
+
+def test_resolved_parameters_follow_rcl_wildcards(tmp_path: Path) -> None:
+    from probench.ros.graph import resolved_parameters
+
+    params = tmp_path / "p.yaml"
+    params.write_text(
+        "/**:\n  ros__parameters: {model: a, device: cpu}\n"
+        "/**/grounding_node:\n  ros__parameters: {model: b}\n"
+        "/other_node:\n  ros__parameters: {model: c}\n"
+        "/*/grounding_node:\n  ros__parameters: {device: cuda}\n"  # one namespace token: not ours
+    )
+    desc = {"name": "grounding_node", "namespace": "", "parameters": [str(params), {"precision": "fp16"}]}
+    assert resolved_parameters(desc) == {"model": "b", "device": "cpu", "precision": "fp16"}
+    assert resolved_parameters({**desc, "namespace": "/robot"})["device"] == "cuda"

@@ -1,0 +1,339 @@
+"""The evaluator's core without DDS (issue 9): collect's attribution rules, the stream, and
+whole runs (plan, stream, collect, finish) against an in-process grounding node
+(fake_link.FakeGroundingLink) for missed, stray, late, misattributed and resumed frames."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers.fake_link import FakeGroundingLink
+from probench.cache.trace import frame_record, latest_frames
+from probench.ros.eval_plan import FramePlan
+from probench.ros.eval_realtime import realtime_summary
+from probench.ros.eval_stream import Answer, Collector, Interrupted, stream
+from probench.ros.node_spec import EvaluatorConfig
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _fp(image_id: int, texts: tuple[str, ...] = ("a cup", "the door")) -> FramePlan:
+    return FramePlan(
+        "orig", image_id, image_id, 0, texts, tuple((10 * image_id + k,) for k in range(len(texts)))
+    )
+
+
+def _answer(stamp: int, class_ids: list[str], received_ns: int = 0) -> Answer:
+    n = len(class_ids)
+    return Answer(
+        stamp,
+        received_ns or time.time_ns(),
+        np.tile([1.0, 2.0, 11.0, 12.0], (n, 1)),
+        np.full(n, 0.5),
+        class_ids,
+    )
+
+
+class Emitted:
+    def __init__(self) -> None:
+        self.frames: list[dict] = []
+        self.strays: list[dict] = []
+        self.results: dict[int, list] = {}
+
+    def __call__(self, frame, record, results) -> None:
+        if frame is None:
+            self.strays.append(record)
+        else:
+            self.frames.append(record)
+            self.results[frame.image_id] = results
+
+    def status(self) -> dict[int, str]:
+        return {r["image_id"]: r["status"] for r in self.frames}
+
+
+# -- collect ------------------------------------------------------------------------------------
+def test_an_answer_is_credited_only_to_its_frame_and_only_with_its_set() -> None:
+    out = Emitted()
+    c = Collector(out, answer_timeout_s=5.0, warmup_frames=1)
+    now = time.time_ns()
+    for i in range(1, 5):
+        c.expect(_fp(i), stamp_ns=100 + i, scheduled_ns=now, sent_ns=now)
+    assert c.collect(_answer(103, ["the door", "a cup"])) == "answered"
+    # frames 1 and 2 were passed over by the node (it answers in arrival order): missed at once
+    assert out.status() == {1: "missed", 2: "missed", 3: "answered"}
+    assert sorted(r["category_id"] for r in out.results[3]) == [30, 31]
+    assert out.results[1] == out.results[2] == []
+    assert c.collect(_answer(103, ["a cup"])) == "stray"  # a repeat is never credited twice
+    assert c.collect(_answer(102, ["a cup"])) == "stray"  # given up already
+    assert c.collect(_answer(999, ["a cup"])) == "stray"  # a stamp nobody sent
+    assert c.collect(_answer(104, ["a cup", "a chair"])) == "misattributed"  # "a chair" was not asked
+    assert out.status()[4] == "misattributed" and out.results[4] == []
+    assert (c.stray, c.misattributed, c.pending()) == (3, 1, 0) and len(out.strays) == 3
+    assert [r["warmup"] for r in out.frames] == [True, False, False, False]
+    assert [r["image_id"] for r in out.frames] == [1, 2, 3, 4]  # resolved in send order
+
+
+def test_a_late_answer_after_the_timeout_is_stray() -> None:
+    out = Emitted()
+    c = Collector(out, answer_timeout_s=0.5)
+    sent = time.time_ns()
+    c.expect(_fp(1), 201, sent, sent)
+    assert c.expire(now_ns=sent + 100_000_000) == 0  # not yet
+    assert c.expire(now_ns=sent + 600_000_000) == 1
+    assert out.status() == {1: "missed"}
+    assert c.collect(_answer(201, ["a cup"])) == "stray" and out.results[1] == []
+
+
+# -- stream -------------------------------------------------------------------------------------
+def _frames(n: int) -> list[FramePlan]:
+    return [_fp(i, (f"prompt {i}", "a cup")) for i in range(1, n + 1)]
+
+
+def _images(n: int):
+    return iter([np.full((24, 32, 3), i, dtype=np.uint8) for i in range(n)])
+
+
+def _stream(
+    n: int, model_s: float, mode: str, warmup_frames: int = 0
+) -> tuple[Emitted, Collector, FakeGroundingLink]:
+    """n frames streamed at 30 Hz (or as answered) into a fake node taking ``model_s`` a frame."""
+    link = FakeGroundingLink(model_s=model_s)
+    link.wait_ready(False, 1.0)
+    out = Emitted()
+    c = Collector(out, answer_timeout_s=3.0, warmup_frames=warmup_frames)
+    link.set_answer_handler(c.collect)
+    try:
+        stream(link, _frames(n), _images(n), c, mode=mode, rate_hz=30.0, answer_timeout_s=3.0)
+    finally:
+        link.close()
+    return out, c, link
+
+
+def test_camera_rate_stream_with_a_slow_node_misses_what_the_mailbox_drops() -> None:
+    n = 15
+    out, c, link = _stream(n, 0.1, "camera-rate")
+    status = out.status()
+    assert len(out.frames) == n and c.pending() == 0  # every frame resolved exactly once
+    answered = [r for r in out.frames if r["status"] == "answered"]
+    assert 2 <= len(answered) < n
+    assert sum(1 for s in status.values() if s == "missed") == link.skipped  # what the node dropped
+    assert all(r["latency_ms"] >= 100.0 for r in answered)  # the model alone takes 100 ms
+    assert [r["stamp_ns"] for r in out.frames] == sorted(link.sent)
+    # each frame went out with its own prompt set, and was answered with it
+    assert all(out.results[r["image_id"]] for r in answered)
+    rt = realtime_summary(out.frames, budget_ms=33.3, rate_hz=30.0, mode="camera-rate", warmup_frames=0)
+    assert 25.0 < rt["achieved_send_rate_hz"] < 35.0  # the replay clock kept 30 Hz (loaded machine: margin)
+
+
+def test_warmup_frames_go_one_at_a_time_then_the_stream_runs_at_rate() -> None:
+    out, _, _ = _stream(8, 0.06, "camera-rate", warmup_frames=3)
+    warm = [r for r in out.frames if r["warmup"]]
+    assert [r["status"] for r in warm] == ["answered"] * 3  # a slow node drops no warm-up frame
+    assert len(out.frames) == 8 and any(r["status"] == "missed" for r in out.frames if not r["warmup"])
+
+
+def test_as_fast_as_answered_drops_nothing_even_with_a_slow_node() -> None:
+    out, _, link = _stream(6, 0.05, "as-fast-as-answered")
+    assert [r["status"] for r in out.frames] == ["answered"] * 6 and link.skipped == 0
+
+
+# -- whole runs (plan, stream, collect, finish) ----------------------------------------------
+def _dataset(root: Path, n: int) -> Path:
+    """n small images, each with its own label space (as in Pro-Bench)."""
+    import cv2
+
+    (root / "images").mkdir(parents=True)
+    names = ["red valve", "rusty pipe", "door handle", "fire extinguisher", "ladder", "gauge"]
+    cats = [
+        {"id": k + 1, "name": nm.split()[-1], "prompts": {"orig": f"the {nm}"}} for k, nm in enumerate(names)
+    ]
+    images, anns = [], []
+    for i in range(1, n + 1):
+        yy, xx = np.mgrid[0:36, 0:48]
+        rgb = np.stack([xx * 5, yy * 7, np.full_like(xx, 11 * i)], axis=2).astype(np.uint8)
+        cv2.imwrite(str(root / f"images/{i}.png"), rgb[:, :, ::-1])
+        qids = sorted({1 + i % 6, 1 + (i * 2) % 6, 1 + (i * 5) % 6})
+        images.append({"id": i, "file_name": f"images/{i}.png", "width": 48, "height": 36, "query_ids": qids})
+        anns.append(
+            {
+                "id": i,
+                "image_id": i,
+                "category_id": qids[0],
+                "bbox": [4.0, 4.0, 20.0, 16.0],
+                "area": 320.0,
+                "iscrowd": 0,
+            }
+        )
+    (root / "annotations.json").write_text(
+        json.dumps({"images": images, "categories": cats, "annotations": anns})
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def bag(tmp_path_factory) -> tuple[Path, Path]:
+    from probench.bags.writer import write_bag
+    from probench.data.dataset import load_dataset
+
+    root = tmp_path_factory.mktemp("evcore")
+    ds = _dataset(root / "ds", 9)
+    write_bag(load_dataset(ds), root / "bag", progress=False)
+    return ds, root / "bag"
+
+
+def _cfg(bag: Path, out: Path, **kw) -> EvaluatorConfig:
+    values = {
+        "bag": str(bag),
+        "out": str(out),
+        "mode": "as-fast-as-answered",
+        "rate_hz": 30.0,
+        "formulations": ["orig", "cat"],
+        "answer_timeout": 3.0,
+        "startup_timeout": 10.0,
+        "budget_ms": 33.3,
+        "warmup_frames": 2,
+        "grounding_node": "/grounding_node",
+        "overwrite": False,
+    }
+    values.update(kw)
+    return EvaluatorConfig(**values)
+
+
+def _run(cfg: EvaluatorConfig, link: FakeGroundingLink) -> dict:
+    from probench.ros.eval_run import run_evaluation
+
+    try:
+        return run_evaluation(link, cfg)
+    finally:
+        link.close()
+
+
+def _preds(run: Path, f: str) -> bytes:
+    return (run / "predictions" / f"{f}.json").read_bytes()
+
+
+def test_run_through_the_fake_node_equals_offline_inference(bag, tmp_path: Path) -> None:
+    from probench.cli import main
+
+    ds, bag_path = bag
+    metrics = _run(_cfg(bag_path, tmp_path / "ros"), FakeGroundingLink())
+    # the real command line, so every flag the command has is there with its default
+    assert main(["infer", "--model", "test-instant", "--dataset", str(ds), "--out", str(tmp_path / "off"),
+                 "--formulations", "orig,cat", "--no-progress"]) == 0
+    for f in ("orig", "cat"):
+        assert _preds(tmp_path / "ros", f) == _preds(tmp_path / "off", f)
+    rt = metrics["realtime"]
+    assert rt["frames_sent"] == 18 and rt["frames_missed"] == 0 and rt["stray_messages"] == 0
+    assert set(rt["by_formulation"]) == {"orig", "cat"} and rt["by_formulation"]["cat"]["frames_sent"] == 9
+    assert rt["warmup"]["frames"] == 2 and rt["latency_ms"]["p50"] is not None
+    info = json.loads((tmp_path / "ros" / "run.json").read_text())
+    assert info["status"] == "complete" and info["settings"]["warmup_frames"] == 2
+    trace = [
+        json.loads(line) for line in (tmp_path / "ros" / "realtime_frames.jsonl").read_text().splitlines()
+    ]
+    assert len(latest_frames(trace)) == 18 and all(r["n_prompts"] >= 1 for r in trace)
+
+
+def test_an_interrupted_run_resumes_to_the_same_predictions(bag, tmp_path: Path) -> None:
+    _, bag_path = bag
+    cfg = _cfg(bag_path, tmp_path / "run")
+    with pytest.raises(Interrupted):
+        _run(cfg, FakeGroundingLink(stop_after=5))
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["status"] == "interrupted"
+    assert not (tmp_path / "run" / "predictions" / "orig.json").exists()
+    second = FakeGroundingLink()
+    _run(cfg, second)
+    assert 18 - 5 <= len(second.sent) < 18  # what was recorded is not sent again
+    _run(_cfg(bag_path, tmp_path / "fresh"), FakeGroundingLink())
+    for f in ("orig", "cat"):
+        assert _preds(tmp_path / "run", f) == _preds(tmp_path / "fresh", f)
+    a = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    b = json.loads((tmp_path / "fresh" / "metrics.json").read_text())
+    assert a.pop("realtime")["frames_sent"] == b.pop("realtime")["frames_sent"] == 18
+    assert a == b
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["status"] == "complete" and info["resumed"] == 1
+
+
+def test_stray_repeated_and_misattributed_answers_are_counted_never_credited(bag, tmp_path: Path) -> None:
+    _, bag_path = bag
+    cfg = _cfg(bag_path, tmp_path / "run", formulations=["orig"])
+    metrics = _run(cfg, FakeGroundingLink(wrong_class=[3], duplicate=[5], stray_after=[6]))
+    rt = metrics["realtime"]
+    assert rt["misattributed"] == 1 and rt["stray_messages"] == 2
+    assert rt["frames_sent"] == 9 and rt["frames_missed"] == 1 and rt["frames_received"] == 8
+    trace = [
+        json.loads(line) for line in (tmp_path / "run" / "realtime_frames.jsonl").read_text().splitlines()
+    ]
+    bad = next(r for r in trace if r.get("status") == "misattributed")
+    preds = json.loads(_preds(tmp_path / "run", "orig"))
+    assert bad["image_id"] not in {p["image_id"] for p in preds}  # nothing credited to it
+
+
+def test_a_late_answer_is_missed_then_stray(bag, tmp_path: Path) -> None:
+    _, bag_path = bag
+    # frame 4 is answered 0.8 s late: given up at 0.5 s, its answer then comes as a stray;
+    # frame 5, sent at 0.5 s into the busy node, is answered at ~0.8 s, within its timeout
+    cfg = _cfg(bag_path, tmp_path / "run", formulations=["orig"], answer_timeout=0.5)
+    metrics = _run(cfg, FakeGroundingLink(late={4: 0.8}))
+    rt = metrics["realtime"]
+    assert rt["frames_missed"] == 1 and rt["stray_messages"] == 1 and rt["frames_received"] == 8
+
+
+# -- realtime figures ---------------------------------------------------------------------------
+def _rec(
+    f: str, image_id: int, sent_ms: float, recv_ms: float | None, session: int = 0, warmup: bool = False
+) -> dict:
+    return frame_record(
+        f,
+        image_id,
+        sent_ns=int(sent_ms * 1e6),
+        received_ns=None if recv_ms is None else int(recv_ms * 1e6),
+        status="missed" if recv_ms is None else "answered",
+        session=session,
+        warmup=warmup,
+    )
+
+
+def test_realtime_figures() -> None:
+    recs = [
+        _rec("orig", 1, 0, 200, warmup=True),  # warm-up: apart
+        _rec("orig", 2, 1000, 1010),
+        _rec("orig", 3, 1034, None),
+        _rec("orig", 4, 1066, 1086),
+        _rec("orig", 5, 1100, 1140),
+        _rec("cat", 1, 3000, 3005, session=1),  # a second session (resumed): its own stream
+        _rec("cat", 2, 3033, 3043, session=1),
+        {"kind": "stray", "session": 1, "stamp_ns": 5, "received_ns": 3050},
+    ]
+    rt = realtime_summary(recs, budget_ms=33.3, rate_hz=30.0, mode="camera-rate", warmup_frames=1)
+    assert (rt["frames_sent"], rt["frames_received"], rt["frames_missed"]) == (7, 6, 1)
+    assert rt["first_latency_ms"] == 200 and rt["warmup"] == {
+        "frames": 1,
+        "received": 1,
+        "latency_ms": [200.0],
+    }
+    assert rt["latency_ms"]["max"] == 40 and rt["latency_ms"]["p50"] == 10  # 10, 20, 40, 5, 10
+    assert rt["within_budget"] == pytest.approx(4 / 6)  # 4 of the 6 measured frames
+    # send: (3 + 1) intervals over (100 + 33) ms; replay jitter |interval - 33.33|: 34, 32, 34, 33
+    assert rt["achieved_send_rate_hz"] == pytest.approx(4 / 0.133, rel=1e-3)
+    assert rt["replay_jitter_ms"]["max"] == pytest.approx(1.3333, abs=1e-3)
+    # output: arrivals 1010, 1086, 1140 | 3005, 3043: intervals 76, 54 | 38; jitter |54 - 76| = 22
+    assert rt["output_rate_hz"] == pytest.approx(3 / 0.168, rel=1e-3)
+    assert rt["output_jitter_ms"]["max"] == 22 and rt["jitter_ms"] == rt["output_jitter_ms"]
+    assert rt["stray_messages"] == 1 and rt["by_formulation"]["cat"]["frames_sent"] == 2
+    again = realtime_summary(
+        [*recs, _rec("orig", 3, 4000, 4010, session=2)],
+        budget_ms=33.3,
+        rate_hz=30.0,
+        mode="camera-rate",
+        warmup_frames=1,
+    )
+    assert again["frames_missed"] == 0  # a frame sent again after a resume counts by its last record
+    fast = realtime_summary(recs, budget_ms=33.3, rate_hz=30.0, mode="as-fast-as-answered", warmup_frames=1)
+    assert fast["replay_jitter_ms"]["p50"] is None  # no intended period to compare with
