@@ -2,7 +2,7 @@
 
 from glob import glob
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 
 PACKAGE = "probench"
 
@@ -10,7 +10,9 @@ setup(
     name=PACKAGE,
     version="0.1.0",
     package_dir={"": "src"},
-    packages=find_packages("src"),
+    # namespace packages too, so the data folders (report/data, console/static) are packages
+    # setuptools knows about rather than "importable but ignored" ones
+    packages=find_namespace_packages("src", include=["probench*"], exclude=["*.__pycache__"]),
     include_package_data=True,
     package_data={"probench.report": ["data/*.csv"], "probench.console": ["static/*"]},
     data_files=[
