@@ -54,10 +54,10 @@ def decode(frame: Frame) -> tuple[Any, np.ndarray]:
 
     try:
         if frame.msgtype == COMPRESSED_MSGTYPE:
-            msg = convert.compressed_from_cdr(frame.raw)
-            return msg.header, convert.compressed_to_rgb(msg)
-        msg = convert.image_from_cdr(frame.raw)
-        return msg.header, convert.image_to_rgb(msg)
+            compressed = convert.compressed_from_cdr(frame.raw)
+            return compressed.header, convert.compressed_to_rgb(compressed)
+        image = convert.image_from_cdr(frame.raw)
+        return image.header, convert.image_to_rgb(image)
     except ProbenchError as exc:
         raise GroundError(f"{frame.topic} frame {frame.index} (t={frame.t_ns} ns): {exc}") from exc
 

@@ -4,7 +4,8 @@ Importing this package is cheap: adapters import torch/transformers/ultralytics 
 """
 
 from probench.models.base import BaseDetector, Detector, check_image, check_prompts
-from probench.models.zoo import ZOO, ModelSpec, list_models, load_detector
+from probench.models.spec import ModelSpec
+from probench.models.zoo import ZOO, list_models, load_detector
 
 __all__ = [
     "ZOO",

@@ -35,7 +35,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 
@@ -49,6 +49,18 @@ MAX_PROMPTS = 1024
 # call. A fixed batch makes a prompt's embedding independent of the prompts it missed with;
 # 1 also keeps a cold prompt's cost its own (a larger fixed batch encodes padding rows).
 TEXT_BATCH = 1
+
+
+class TextCacheStats(TypedDict):
+    """:meth:`BaseDetector.text_cache_stats` (latency.json's ``text_cache``, the node's diagnostics)."""
+
+    kind: TextCache
+    entries: int
+    capacity: int
+    hits: int
+    misses: int
+    evictions: int
+    encoder_calls: int
 
 
 @runtime_checkable
@@ -157,7 +169,7 @@ class BaseDetector:
         self._prompts = prompts
         self.last_text_ms = (time.perf_counter() - t0) * 1000.0
 
-    def text_cache_stats(self) -> dict[str, object]:
+    def text_cache_stats(self) -> TextCacheStats:
         return {
             "kind": self.text_cache, "entries": len(self._text_lru), "capacity": self.text_cache_size,
             "hits": self.text_cache_hits, "misses": self.text_cache_misses,

@@ -11,9 +11,12 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probench.errors import UsageError
+
+if TYPE_CHECKING:
+    from probench.models.base import BaseDetector
 
 
 def add_common_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,7 +87,7 @@ def requested_model(args: argparse.Namespace) -> dict[str, Any]:
                              runtime=args.runtime, preprocess=args.preprocess))
 
 
-def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[Any, float]:
+def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[BaseDetector, float]:
     """The detector the flags name, and the seconds it took to build."""
     from probench.models.zoo import load_detector
 
@@ -92,7 +95,7 @@ def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[
     detector = load_detector(
         args.model, device=args.device, precision=args.precision, score_threshold=score_threshold,
         weights=args.weights, random_weights=args.random_weights, runtime=args.runtime,
-        preprocess=getattr(args, "preprocess", "device"),
+        preprocess=args.preprocess,
     )
     return detector, time.perf_counter() - t0
 

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+from typing import Any
 
 from probench.models.spec import ModelSpec
 from probench.models.zoo import ZOO, tiny_names, weights_present
@@ -19,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def _row(spec: ModelSpec) -> dict:
+def _row(spec: ModelSpec) -> dict[str, Any]:
     return {
         "name": spec.name,
         "paper_name": spec.paper_name,

@@ -85,7 +85,7 @@ class DeticDetector(BaseDetector):
         (``reset_cls_test`` only swaps weights: cheap, done on every prompt-set change)."""
         import torch
 
-        emb = torch.stack(items).permute(1, 0).contiguous()  # type: ignore[arg-type]
+        emb = torch.stack(items).permute(1, 0).contiguous()
         self._reset_cls_test(self.predictor.model, emb, len(prompts))
         # detectron2 copies TEST.DETECTIONS_PER_IMAGE into each box predictor when it is
         # built: set the per-prompt cap on the live predictors (one per cascade stage).

@@ -96,7 +96,7 @@ class _Caption:
     """One forward pass worth of prompts."""
 
     first: int  # index of its first prompt in the prompt set
-    tokens: dict  # tokenizer output (tensors)
+    tokens: dict[str, Any]  # tokenizer output (tensors)
     token_phrase: np.ndarray  # (max_text_len,) phrase index (local) per token, -1 elsewhere
     n_phrases: int
     hidden: Any = None  # the BERT backbone's output for these tokens (1, L, D), on the device
@@ -248,7 +248,7 @@ class GroundingDinoDetector(hf.HFDetector):
         )
 
 
-def _bert_masks(gd_model: Any, input_ids: Any) -> dict:
+def _bert_masks(gd_model: Any, input_ids: Any) -> dict[str, Any]:
     """The arguments GroundingDinoModel passes to its text backbone (phrase-wise attention)."""
     import importlib
 
@@ -268,7 +268,7 @@ def _bert_masks(gd_model: Any, input_ids: Any) -> dict:
     }
 
 
-def _image_processor(spec: ModelSpec, size: dict) -> Any:
+def _image_processor(spec: ModelSpec, size: dict[str, int]) -> Any:
     import transformers as tf
 
     return tf.GroundingDinoImageProcessor(size=size)

@@ -165,6 +165,8 @@ class HFDetector(BaseDetector):
     """BaseDetector plus the torch device and dtype every transformers adapter needs, and the
     two preprocessing paths (``preprocess``: "device" or "reference")."""
 
+    image_processor: Any  # the transformers image processor: set by each adapter's __init__
+
     def __init__(
         self, *, name: str, dev: Any, dtype: Any, score_threshold: float = 0.0, preprocess: str = "device"
     ) -> None:
@@ -174,7 +176,6 @@ class HFDetector(BaseDetector):
         self.name = name
         self.dev = dev
         self.dtype = dtype
-        self.weights_source: str | None = None
         self.preprocess = check_preprocess(preprocess)
         self._upload = Uploader(dev)
         self._device_pixels: Callable[[Sequence[Any]], dict[str, Any]] | None = None
@@ -182,7 +183,7 @@ class HFDetector(BaseDetector):
     def pixel_inputs(self, images: Sequence[Any]) -> dict[str, Any]:
         """The model's image inputs (``pixel_values``, and ``pixel_mask`` where the processor
         makes one) on the device, by the detector's preprocessing path."""
-        image_processor: Any = self.image_processor  # type: ignore[attr-defined]  # set by each adapter
+        image_processor = self.image_processor
         if self.preprocess == "reference":
             from probench.models.preprocess import as_numpy_rgb
 

@@ -27,6 +27,7 @@ from probench.cache.identity import RunIdentity, RunSession, open_run
 from probench.cache.run import PredictionWriter, RunDir
 from probench.data.dataset import Dataset
 from probench.errors import ProbenchError, UsageError
+from probench.models.base import BaseDetector
 from probench.models.errors import InferenceError
 from probench.vocabulary import (
     FORMULATIONS,
@@ -82,7 +83,7 @@ def check_something_to_ask(dataset: Dataset, image_ids: Sequence[int]) -> list[i
 
 
 def run_inference(
-    detector: Any,
+    detector: BaseDetector,
     dataset: Dataset,
     run_dir: RunDir | str | Path,
     formulations: Sequence[str] = FORMULATIONS,
@@ -124,7 +125,7 @@ def run_inference(
 
 
 def _infer_all(
-    detector: Any,
+    detector: BaseDetector,
     dataset: Dataset,
     session: RunSession,
     formulations: list[str],
@@ -190,7 +191,7 @@ def _decoded(dataset: Dataset, image_ids: list[int], prefetch: bool) -> Generato
 
 
 def _infer_image(
-    detector: Any, dataset: Dataset, image_id: int, got_id: int, image: np.ndarray, formulation: str
+    detector: BaseDetector, dataset: Dataset, image_id: int, got_id: int, image: np.ndarray, formulation: str
 ) -> list[CocoResult]:
     if got_id != image_id:  # the decode queue and the loop must walk the same ids
         raise InferenceError(f"internal: decoded image {got_id} where {image_id} was due")
@@ -198,7 +199,7 @@ def _infer_image(
 
 
 def infer_image(
-    detector: Any, dataset: Dataset, image_id: int, image: np.ndarray, formulation: str
+    detector: BaseDetector, dataset: Dataset, image_id: int, image: np.ndarray, formulation: str
 ) -> list[CocoResult]:
     """The COCO results of one decoded image under one formulation (the unit of work a
     single process and a Ray worker both do)."""
@@ -210,7 +211,7 @@ def infer_image(
         raise
     except Exception as exc:  # any backend failure, reported with its context
         raise InferenceError(
-            f"{getattr(detector, 'name', 'model')} failed on image {image_id} "
+            f"{detector.name} failed on image {image_id} "
             f"({dataset.images[image_id].file_name}, {formulation}): {type(exc).__name__}: {exc}"
         ) from exc
     return detections_to_results(dets, image_id, groups)

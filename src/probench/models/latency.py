@@ -37,6 +37,7 @@ from probench.cache.identity import RunIdentity, check_folder, clear_run, librar
 from probench.cache.run import RunDir
 from probench.data.dataset import Dataset
 from probench.errors import ProbenchError, UsageError
+from probench.models.base import BaseDetector, TextCacheStats
 from probench.models.errors import InferenceError
 from probench.stats import summarize as summary_stats
 from probench.vocabulary import unique_prompts
@@ -65,18 +66,20 @@ def cuda_sync(device: str) -> Callable[[], None] | None:
         return None
     import torch
 
-    return torch.cuda.synchronize
+    synchronize: Callable[[], None] = torch.cuda.synchronize
+    return synchronize
 
 
 def summarize(samples_ms: Sequence[float]) -> dict[str, float]:
     """mean, std (ddof=0), p50, p95, p99, max of a list of times in ms."""
     if len(samples_ms) == 0:
         raise ValueError("no samples to summarize")
-    return summary_stats(samples_ms)
+    # the statistics of one sample or more are all numbers (None only stands for no sample)
+    return {k: v for k, v in summary_stats(samples_ms).items() if v is not None}
 
 
 def measure_latency(
-    detector: Any,
+    detector: BaseDetector,
     workload: Sequence[tuple[int, np.ndarray, list[str]]],
     *,
     warmup: int = 3,
@@ -99,45 +102,44 @@ def measure_latency(
     samples: list[float] = []
     stages: dict[str, list[float]] = {k: [] for k in STAGE_KEYS}
     cold: list[bool] = []  # per timed sample: did the text encoder run
-    calls0 = getattr(detector, "text_encoder_calls", None)
     with tqdm(
-        total=warmup + runs * len(workload), desc=f"latency {getattr(detector, 'name', '')}",
+        total=warmup + runs * len(workload), desc=f"latency {detector.name}",
         unit="inf", disable=not progress, dynamic_ncols=True,
     ) as bar:
         for i in range(warmup):
             image_id, image, prompts = workload[i % len(workload)]
             _timed_call(detector, image_id, image, prompts, sync)
             bar.update(1)
-        calls0 = getattr(detector, "text_encoder_calls", None)
-        cache0 = _cache_stats(detector)
+        calls0 = detector.text_encoder_calls
+        cache0 = detector.text_cache_stats()
         for _ in range(runs):
             for image_id, image, prompts in workload:
-                before = getattr(detector, "text_encoder_calls", 0)
+                before = detector.text_encoder_calls
                 total_ms, text_ms, timings = _timed_call(detector, image_id, image, prompts, sync)
-                cold.append(getattr(detector, "text_encoder_calls", 0) != before)
+                cold.append(detector.text_encoder_calls != before)
                 samples.append(total_ms)
                 stages["text"].append(text_ms)
                 for k in STAGE_KEYS[1:]:
                     if k in timings:
                         stages[k].append(timings[k])
                 bar.update(1)
-    calls1 = getattr(detector, "text_encoder_calls", None)
-    cache1 = _cache_stats(detector)
     return {
         "samples_ms": samples,
         "stages": stages,
         "text_cold": cold,
-        "text_encoder_calls": None if calls0 is None or calls1 is None else int(calls1 - calls0),
-        "text_cache": None if cache0 is None or cache1 is None else {
-            "kind": cache1["kind"], "capacity": cache1["capacity"], "entries": cache1["entries"],
-            **{k: int(cache1[k]) - int(cache0[k]) for k in ("hits", "misses", "evictions")},
-        },
+        "text_encoder_calls": detector.text_encoder_calls - calls0,
+        "text_cache": _cache_delta(cache0, detector.text_cache_stats()),
     }
 
 
-def _cache_stats(detector: Any) -> dict[str, Any] | None:
-    stats = getattr(detector, "text_cache_stats", None)
-    return dict(stats()) if callable(stats) else None
+def _cache_delta(before: TextCacheStats, after: TextCacheStats) -> dict[str, object]:
+    """latency.json's ``text_cache``: the cache as it ends, with the hits, misses and
+    evictions of the timed runs."""
+    return {
+        "kind": after["kind"], "capacity": after["capacity"], "entries": after["entries"],
+        "hits": after["hits"] - before["hits"], "misses": after["misses"] - before["misses"],
+        "evictions": after["evictions"] - before["evictions"],
+    }
 
 
 def text_split(samples_ms: Sequence[float], text_ms: Sequence[float], cold: Sequence[bool]) -> dict[str, Any]:
@@ -154,7 +156,8 @@ def text_split(samples_ms: Sequence[float], text_ms: Sequence[float], cold: Sequ
 
 
 def _timed_call(
-    detector: Any, image_id: int, image: np.ndarray, prompts: list[str], sync: Callable[[], None] | None
+    detector: BaseDetector, image_id: int, image: np.ndarray, prompts: list[str],
+    sync: Callable[[], None] | None,
 ) -> tuple[float, float, dict[str, float]]:
     try:
         if sync is not None:
@@ -172,7 +175,7 @@ def _timed_call(
         raise
     except Exception as exc:  # any backend failure, reported with its context
         raise InferenceError(
-            f"{getattr(detector, 'name', 'model')} failed on image {image_id}: {type(exc).__name__}: {exc}"
+            f"{detector.name} failed on image {image_id}: {type(exc).__name__}: {exc}"
         ) from exc
     return (t2 - t0) * 1000.0, (t1 - t0) * 1000.0, dict(dets.timings_ms)
 
@@ -201,7 +204,7 @@ def latency_identity(model: dict[str, Any], dataset: Dataset, *, device: str, pr
 
 
 def run_latency(
-    detector: Any,
+    detector: BaseDetector,
     dataset: Dataset,
     run_dir: RunDir | str | Path,
     *,
@@ -255,7 +258,7 @@ def run_latency(
         "image_ids": image_ids,
         "summary_ms": summarize(samples),
         "stages_ms": stages_ms,
-        "preprocess": str(getattr(detector, "preprocess", "reference")),
+        "preprocess": detector.preprocess,
         "frame_sizes": frame_sizes,
         "decode_ms": summarize(decode_ms),
         "text_ms": text_split(samples, measured["stages"]["text"], measured["text_cold"]),

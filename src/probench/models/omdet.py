@@ -43,7 +43,7 @@ def task_prompt(prompts: tuple[str, ...]) -> str:
     return f"Detect {', '.join(prompts)}."
 
 
-def _tiny_config(vocab: int, pad_id: int, bos: int, eos: int) -> tuple[dict, dict]:
+def _tiny_config(vocab: int, pad_id: int, bos: int, eos: int) -> tuple[dict[str, Any], dict[str, Any]]:
     # The text width must equal class_embed_dim and differ from the decoder width (32), as in
     # the real model (512 vs 256): transformers only builds the task projection then.
     text = {"model_type": "clip_text_model", "hidden_size": 48, "intermediate_size": 37,
@@ -64,7 +64,7 @@ def _tiny_config(vocab: int, pad_id: int, bos: int, eos: int) -> tuple[dict, dic
     return cfg, timm_kwargs
 
 
-def _real_config(vocab: int, pad_id: int, bos: int, eos: int) -> dict:
+def _real_config(vocab: int, pad_id: int, bos: int, eos: int) -> dict[str, Any]:
     # The checkpoint's config.json: transformers' defaults are this checkpoint (Swin-T timm
     # backbone, CLIP ViT-B/32-size text tower, 900 queries, 640 px).
     text = {"model_type": "clip_text_model", "vocab_size": max(vocab, 49408), "pad_token_id": pad_id,
@@ -95,7 +95,7 @@ class OmDetTurboDetector(hf.HFDetector):
             return self._active_language
         return self._embed_language(*args, **kwargs)
 
-    def _tokens(self, prompts: tuple[str, ...]) -> dict:
+    def _tokens(self, prompts: tuple[str, ...]) -> dict[str, Any]:
         import torch
 
         kw = {"padding": "max_length", "truncation": True, "max_length": TEXT_LEN, "return_tensors": "pt"}
@@ -109,7 +109,7 @@ class OmDetTurboDetector(hf.HFDetector):
             "classes_structure": torch.tensor([len(prompts)], dtype=torch.long, device=self.dev),
         }
 
-    def _encode_prompts(self, prompts: tuple[str, ...]) -> tuple[dict, Any]:
+    def _encode_prompts(self, prompts: tuple[str, ...]) -> tuple[dict[str, Any], Any]:
         import torch
 
         tokens = self._tokens(prompts)
@@ -120,7 +120,7 @@ class OmDetTurboDetector(hf.HFDetector):
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
         import torch
 
-        state: tuple[dict, Any] = text_state  # type: ignore[assignment]
+        state: tuple[dict[str, Any], Any] = text_state  # type: ignore[assignment]
         tokens, language = state
         h, w = int(image.shape[0]), int(image.shape[1])
         timer = StageTimer(sync=hf.cuda_sync(self.dev))
@@ -141,7 +141,7 @@ class OmDetTurboDetector(hf.HFDetector):
         )
 
 
-def _post_process(out: Any, size: tuple[int, int], n_classes: int) -> dict:
+def _post_process(out: Any, size: tuple[int, int], n_classes: int) -> dict[str, np.ndarray]:
     """The processor's post-processing (threshold 0, NMS 0.5), as numpy."""
     from transformers.models.omdet_turbo import processing_omdet_turbo as pp
 

@@ -129,7 +129,7 @@ class OwlDetector(hf.HFDetector):
         return list(out.pooler_output.clone())  # one (D,) row per query
 
     def _join_texts(self, items: list[object], prompts: tuple[str, ...]) -> Any:
-        return self._stack(items)[None]  # type: ignore[arg-type]  # (1, Q, D): shared by every image
+        return self._stack(items)[None]  # (1, Q, D): shared by every image
 
     def _forward(self, pixel_values: Any, text: Any) -> tuple[Any, Any]:
         import torch

@@ -13,6 +13,8 @@ Checkpoint mapping (paper row -> ultralytics asset):
 
 from __future__ import annotations
 
+from typing import Literal, TypedDict
+
 from probench.models.spec import Capabilities, ModelSpec
 
 _MODULE = "probench.models.ultra"
@@ -22,9 +24,19 @@ _HINT = (
     "and its text encoder in a folder (see docs/ACCELERATION.md) and pass --weights DIR"
 )
 
-# Per zoo name: the ultralytics class, the architecture YAML of the checkpoint, the
-# inference size of the real model and the one of the tiny variant. Read by ultra.py.
-ARCH: dict[str, dict] = {
+
+class UltraArch(TypedDict):
+    """The ultralytics class (``world``: YOLOWorld, ``yoloe``: YOLOE), the architecture YAML
+    of the checkpoint, the inference size of the real model and the one of the tiny variant."""
+
+    kind: Literal["world", "yoloe"]
+    yaml: str
+    imgsz: int
+    tiny_imgsz: int
+
+
+# Per zoo name; read by ultra.py.
+ARCH: dict[str, UltraArch] = {
     "yolo-world-s": {"kind": "world", "yaml": "yolov8s-worldv2.yaml", "imgsz": 640, "tiny_imgsz": 128},
     "yolo-world-x": {"kind": "world", "yaml": "yolov8x-worldv2.yaml", "imgsz": 640, "tiny_imgsz": 64},
     "yoloe-s": {"kind": "yoloe", "yaml": "yoloe-26s-seg.yaml", "imgsz": 640, "tiny_imgsz": 128},

@@ -25,8 +25,11 @@ def _unit(text: str, salt: str) -> float:
 
 
 class ScriptedDetector(BaseDetector):
-    def __init__(self, name: str = "test-instant", delay_s: float = 0.0, **kwargs: object) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self, name: str = "test-instant", delay_s: float = 0.0, *, device: str = "cpu",
+        score_threshold: float = 0.0,
+    ) -> None:
+        super().__init__(device=device, score_threshold=score_threshold)
         self.name = name
         self.delay_s = float(delay_s)
 
@@ -48,11 +51,14 @@ class ScriptedDetector(BaseDetector):
         )
 
 
-def scripted_detector(name: str, **kwargs: object) -> ScriptedDetector | None:
+def scripted_detector(
+    name: str, *, device: str = "cpu", score_threshold: float = 0.0
+) -> ScriptedDetector | None:
     """The scripted detector a ``test-*`` name denotes, or None."""
     if name == "test-instant":
-        return ScriptedDetector(name, 0.0, **kwargs)
-    m = _SLOW.match(name)
-    if m:
-        return ScriptedDetector(name, int(m.group(1)) / 1000.0, **kwargs)
-    return None
+        delay_s = 0.0
+    elif m := _SLOW.match(name):
+        delay_s = int(m.group(1)) / 1000.0
+    else:
+        return None
+    return ScriptedDetector(name, delay_s, device=device, score_threshold=score_threshold)

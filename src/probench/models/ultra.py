@@ -44,6 +44,8 @@ import numpy as np
 from probench.detections import Detections
 from probench.models.base import TEXT_BATCH, BaseDetector
 from probench.models.errors import BackendUnavailableError, ModelError, WeightsNotFoundError
+from probench.models.spec import ModelSpec
+from probench.models.specs_ultralytics import UltraArch
 from probench.models.ultra_text import (  # re-exported: the adapter's text side
     TINY_SEED,
     ClipTextEncoder,
@@ -54,6 +56,8 @@ from probench.models.ultra_text import (  # re-exported: the adapter's text side
 MAX_PER_PROMPT = 100  # COCO maxDets (DESIGN.md detector contract)
 MIN_CONF = 0.001  # what "keep what the native post-processing keeps" means for ultralytics
 TINY_HEAD_BIAS = -4.0  # ultralytics' training init is -10: random tiny models would keep ~no box
+# prompts -> (1, n, D) embeddings (a torch tensor): the encoders of probench.models.ultra_text
+TextEncoder = Callable[[Sequence[str]], Any]
 
 
 def import_ultralytics() -> Any:
@@ -96,7 +100,7 @@ class UltralyticsDetector(BaseDetector):
         name: str,
         model: Any,
         kind: str,
-        text_encoder: Callable[[Sequence[str]], Any],
+        text_encoder: TextEncoder,
         *,
         imgsz: int,
         device: Any,
@@ -150,7 +154,7 @@ class UltralyticsDetector(BaseDetector):
     def _join_texts(self, items: list[object], prompts: tuple[str, ...]) -> Any:
         import torch
 
-        feats = torch.stack(items)[None].to(self._param.dtype)  # type: ignore[arg-type]  # (1, n, D)
+        feats = torch.stack(items)[None].to(self._param.dtype)  # (1, n, D)
         self._apply_vocabulary(feats, prompts)
         return feats
 
@@ -174,13 +178,14 @@ class UltralyticsDetector(BaseDetector):
             backend.names = names
 
     # -- per frame ---------------------------------------------------------------------------
-    def _predict(self, images_bgr: list[np.ndarray], n_prompts: int) -> list:
-        return self.model.predict(
+    def _predict(self, images_bgr: list[np.ndarray], n_prompts: int) -> list[Any]:
+        results: list[Any] = self.model.predict(
             images_bgr if len(images_bgr) > 1 else images_bgr[0],
             imgsz=self.imgsz, conf=self.conf, max_det=MAX_PER_PROMPT * n_prompts,
             device=self.device, verbose=False, retina_masks=self.return_masks,
             **({"quantize": 16} if self.half else {}),  # ultralytics' FP16 switch ("half" is deprecated)
         )
+        return results
 
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
         return self._run_many([image])[0]
@@ -307,8 +312,9 @@ def non_max_suppression(
     if isinstance(prediction, (list, tuple)):
         prediction = prediction[0]
     if prediction.shape[-1] == 6 or end2end:  # end-to-end heads: a top-k, nothing to speed up
-        return nms.non_max_suppression(prediction, conf, iou, None, agnostic, max_det=max_det, nc=nc,
-                                       end2end=end2end)
+        kept: list[Any] = nms.non_max_suppression(prediction, conf, iou, None, agnostic, max_det=max_det,
+                                                  nc=nc, end2end=end2end)
+        return kept
     nc = nc or (prediction.shape[1] - 4)
     extra = prediction.shape[1] - nc - 4
     candidates = prediction[:, 4 : 4 + nc].amax(1) > conf
@@ -541,7 +547,7 @@ def cap_per_prompt(scores: np.ndarray, prompt_index: np.ndarray, cap: int) -> np
 
 
 # -- factories (zoo contract) --------------------------------------------------------------------
-def _arch(spec: Any) -> dict:
+def _arch(spec: ModelSpec) -> UltraArch:
     from probench.models.specs_ultralytics import ARCH
 
     try:
@@ -557,7 +563,7 @@ def _model_class(kind: str) -> Any:
     return YOLOWorld if kind == "world" else YOLOE
 
 
-def _build_random(arch: dict, seed: int) -> Any:
+def _build_random(arch: UltraArch, seed: int) -> Any:
     """The architecture from its YAML with seeded random weights (no file is read)."""
     from probench.models.hf_common import seeded
 
@@ -612,9 +618,9 @@ def _embed_dim(model: Any, kind: str) -> int:
 
 
 def build_tiny(
-    spec: Any, *, device: str = "cpu", precision: str = "fp32", score_threshold: float = 0.0,
+    spec: ModelSpec, *, device: str = "cpu", precision: str = "fp32", score_threshold: float = 0.0,
     preprocess: str = "device",
-) -> Any:
+) -> UltralyticsDetector:
     """``tiny-<name>``: real architecture, seeded random weights, small input, hash text encoder."""
     from probench.models.hf_common import resolve_device
 
@@ -632,7 +638,7 @@ def build_tiny(
 
 
 def build(
-    spec: Any,
+    spec: ModelSpec,
     *,
     device: str = "cpu",
     precision: str = "fp32",
@@ -640,7 +646,7 @@ def build(
     weights: str | None = None,
     random_weights: bool = False,
     preprocess: str = "device",
-) -> Any:
+) -> UltralyticsDetector:
     """The real model from local files (``weights``: the checkpoint file or a folder holding
     it and its text encoder), or the real-size architecture with random weights."""
     from probench.models.hf_common import resolve_device
@@ -658,7 +664,7 @@ def build(
         _calibrate_batchnorm(model, arch["kind"], arch["tiny_imgsz"])
         _set_head_bias(model, TINY_HEAD_BIAS)
         model.model.to(dev)
-        encoder: Callable = HashTextEncoder(_embed_dim(model, arch["kind"]))
+        encoder: TextEncoder = HashTextEncoder(_embed_dim(model, arch["kind"]))
         source = "random init (real-size config)"
     else:
         ckpt = find_checkpoint(spec.checkpoint, weights)
@@ -710,7 +716,7 @@ def find_checkpoint(checkpoint: str, weights: str | None) -> Path:
     )
 
 
-def _real_text_encoder(model: Any, kind: str, ckpt_dir: Path, weights: str | None, dev: Any) -> Callable:
+def _real_text_encoder(model: Any, kind: str, ckpt_dir: Path, weights: str | None, dev: Any) -> TextEncoder:
     from probench.models.specs_ultralytics import TEXT_ENCODERS
 
     variant = "clip:ViT-B/32" if kind == "world" else getattr(model.model, "text_model", "mobileclip:blt")
@@ -730,7 +736,7 @@ def _real_text_encoder(model: Any, kind: str, ckpt_dir: Path, weights: str | Non
     )
 
 
-def weights_present(spec: Any) -> bool:
+def weights_present(spec: ModelSpec) -> bool:
     """Whether the checkpoint is in the working folder or ultralytics' weights folder. Light
     on purpose (``probench models`` calls it for every row): reads ultralytics' settings
     file instead of importing ultralytics (and torch)."""

@@ -84,7 +84,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _stop(proc: subprocess.Popen, *, signalled: bool = False) -> None:
+def _stop(proc: subprocess.Popen[bytes], *, signalled: bool = False) -> None:
     """SIGINT (a ROS node's clean shutdown), then SIGTERM, then SIGKILL. ``signalled``: the
     child got the terminal's Ctrl-C already; a second SIGINT would cut its clean-up short."""
     if signalled:
@@ -128,7 +128,7 @@ def _finished(run_json: Path, before: tuple[int, int] | None) -> bool:
     return info.get("status") in ("complete", "incomplete") and (run_json.parent / "metrics.json").is_file()
 
 
-def check_run_folder(graph: list[dict], bag: ProbenchBag) -> None:
+def check_run_folder(graph: list[dict[str, Any]], bag: ProbenchBag) -> None:
     """Refuse (naming the field) a run folder that holds another experiment, from the
     parameters both nodes will get: before any node starts, so before any model loads."""
     from probench.cache.identity import check_folder
@@ -152,7 +152,8 @@ def check_run_folder(graph: list[dict], bag: ProbenchBag) -> None:
 def run(args: argparse.Namespace) -> int:
     from probench.bags.reader import ProbenchBag
     from probench.models.zoo import check_model_name
-    from probench.ros.graph import command_line, eval_graph, parse_formulations
+    from probench.ros.graph import command_line, eval_graph
+    from probench.vocabulary import parse_formulations
 
     if args.domain_id is not None and not 0 <= args.domain_id <= 232:
         raise UsageError(f"--domain-id must be in 0..232, got {args.domain_id}")
@@ -181,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
           f"ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']}", file=sys.stderr)
     run_json = Path(args.out) / "run.json"
     before = _file_state(run_json)
-    procs: list[subprocess.Popen] = []
+    procs: list[subprocess.Popen[bytes]] = []
     interrupted = False
     try:
         for desc in graph:
@@ -233,7 +234,7 @@ def _fmt(v: Any, pct: bool = False) -> str:
     return f"{float(v):.3f}" if isinstance(v, float) else str(v)
 
 
-def summary_table(metrics: dict, info: dict) -> str:
+def summary_table(metrics: dict[str, Any], info: dict[str, Any]) -> str:
     model = info.get("model") or {}
     ros = info.get("ros") or {}
     rt = metrics.get("realtime") or {}
@@ -252,7 +253,7 @@ def summary_table(metrics: dict, info: dict) -> str:
     return "\n".join(lines)
 
 
-def realtime_lines(rt: dict) -> list[str]:
+def realtime_lines(rt: dict[str, Any]) -> list[str]:
     """The stream in a few lines: what was sent at which rate, what was missed, latency of
     the measured frames, and what the warm-up left out."""
     if not rt:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class FormulationPlan:
     already_done: int = 0  # frames found in the run's cache (a resumed run)
 
 
-def frame_plan(formulation: str, info: Mapping, index: int, bag_time_ns: int = 0) -> FramePlan:
+def frame_plan(formulation: str, info: Mapping[str, Any], index: int, bag_time_ns: int = 0) -> FramePlan:
     qids = [int(q["query_id"]) for q in info["label_space"]]
     prompts = [str(q[formulation]) for q in info["label_space"]]
     texts, groups = unique_prompts(qids, prompts)
@@ -56,7 +57,7 @@ def frame_plan(formulation: str, info: Mapping, index: int, bag_time_ns: int = 0
 
 
 def plan_formulation(
-    frames: Sequence[tuple[int, Mapping]], formulation: str, done: Iterable[int] = ()
+    frames: Sequence[tuple[int, Mapping[str, Any]]], formulation: str, done: Iterable[int] = ()
 ) -> FormulationPlan:
     """The plan of one formulation from the bag's ``(bag time, frame info)`` list, leaving
     out the images in ``done`` (already in the cache)."""

@@ -47,9 +47,9 @@ def _round(v: float | None, nd: int = 4) -> float | None:
     return None if v is None else round(float(v), nd)
 
 
-def _streams(recs: Sequence[Mapping]) -> list[list[Mapping]]:
+def _streams(recs: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
     """Uninterrupted streams: one formulation within one session, in send order."""
-    by: dict[tuple[str, int], list[Mapping]] = {}
+    by: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
     for r in recs:
         by.setdefault((str(r["formulation"]), int(r.get("session", 0))), []).append(r)
     return list(by.values())
@@ -65,7 +65,9 @@ def _rate(times_per_stream: Iterable[Sequence[int]]) -> float | None:
     return round(n / (span / 1e9), 3) if n and span > 0 else None
 
 
-def figures(recs: Sequence[Mapping], *, budget_ms: float, rate_hz: float, mode: str) -> dict[str, Any]:
+def figures(
+    recs: Sequence[Mapping[str, Any]], *, budget_ms: float, rate_hz: float, mode: str
+) -> dict[str, Any]:
     """The figures of one set of frame records (a formulation, or the whole run)."""
     recs = sorted(recs, key=lambda r: int(r["sent_ns"]))
     answered = [r for r in recs if r.get("status") == ANSWERED]
@@ -109,7 +111,7 @@ def figures(recs: Sequence[Mapping], *, budget_ms: float, rate_hz: float, mode: 
 
 
 def realtime_summary(
-    records: Iterable[Mapping], *, budget_ms: float, rate_hz: float, mode: str, warmup_frames: int
+    records: Iterable[Mapping[str, Any]], *, budget_ms: float, rate_hz: float, mode: str, warmup_frames: int
 ) -> dict[str, Any]:
     """CONTRACTS §3 ``realtime`` (and more) from the trace records: overall and per
     formulation (module doc for the definitions)."""
@@ -118,7 +120,7 @@ def realtime_summary(
     formulations = list(dict.fromkeys(str(r["formulation"]) for r in recs))
     budget_ms, rate_hz = float(budget_ms), float(rate_hz)
 
-    def of(subset: Sequence[Mapping]) -> dict[str, Any]:
+    def of(subset: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         return figures(subset, budget_ms=budget_ms, rate_hz=rate_hz, mode=mode)
 
     out: dict[str, Any] = {"budget_ms": budget_ms, "rate_hz": rate_hz, "mode": mode,

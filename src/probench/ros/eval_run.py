@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from probench.cache.crash import crash_point
 from probench.cache.identity import RunIdentity, RunSession
@@ -33,6 +33,13 @@ from probench.ros.eval_realtime import realtime_summary
 from probench.ros.eval_stream import Answer, Collector, Link, stream
 from probench.ros.node_spec import EvaluatorConfig
 from probench.vocabulary import CocoResult
+
+if TYPE_CHECKING:
+    from probench.bags.reader import ProbenchBag
+    from probench.data.dataset import Dataset
+
+# one write for the Recorder's thread: (frame, its trace record, its results); None ends it
+_Write = tuple[FramePlan | None, dict[str, Any] | None, list[CocoResult]]
 
 
 class EvaluatorLink(Link, Protocol):
@@ -95,7 +102,7 @@ class RunPlan:
     skipped: list[str] = field(default_factory=list)  # complete already
 
 
-def plan(cfg: EvaluatorConfig, bag: Any, grounding: Mapping[str, Any]) -> RunPlan:
+def plan(cfg: EvaluatorConfig, bag: ProbenchBag, grounding: Mapping[str, Any]) -> RunPlan:
     """Open (or resume) the run folder and plan each formulation's frames still to do."""
     from probench.cache.identity import open_run
 
@@ -126,13 +133,13 @@ class Recorder:
         self.writers: dict[str, PredictionWriter] = {
             f: run.writer(f) for f in formulations if not (run.predictions_dir / f"{f}.json").exists()}
         self.trace = JsonlLog(run.path / TRACE_FILE)
-        self._queue: queue.Queue = queue.Queue()
+        self._queue: queue.Queue[_Write | None] = queue.Queue()
         self._failure: BaseException | None = None
         self.on_frame: Callable[[], None] = lambda: None  # progress bar
         self._thread = threading.Thread(target=self._loop, name="evaluator-writer", daemon=True)
         self._thread.start()
 
-    def put(self, frame: FramePlan | None, record: dict | None, results: list[CocoResult]) -> None:
+    def put(self, frame: FramePlan | None, record: dict[str, Any] | None, results: list[CocoResult]) -> None:
         self._queue.put((frame, record, results))
 
     def _loop(self) -> None:
@@ -179,7 +186,7 @@ class Recorder:
 
 
 # -- the run ------------------------------------------------------------------------------
-def run_evaluation(link: EvaluatorLink, cfg: EvaluatorConfig) -> dict:
+def run_evaluation(link: EvaluatorLink, cfg: EvaluatorConfig) -> dict[str, Any]:
     """Plan, stream and collect every formulation, finish. Returns the metrics dict (also
     in RUN/metrics.json)."""
     from probench.bags.reader import ProbenchBag
@@ -191,7 +198,7 @@ def run_evaluation(link: EvaluatorLink, cfg: EvaluatorConfig) -> dict:
         bag.close()
 
 
-def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: Any) -> dict:
+def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag) -> dict[str, Any]:
     from tqdm import tqdm
 
     grounding = link.grounding_parameters(cfg.startup_timeout)
@@ -237,7 +244,7 @@ def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: Any) -> dict:
 
 
 # -- 4. finish -----------------------------------------------------------------------------
-def finish(session: RunSession, dataset: Any, cfg: EvaluatorConfig) -> dict:
+def finish(session: RunSession, dataset: Dataset, cfg: EvaluatorConfig) -> dict[str, Any]:
     """``realtime.json`` from the whole trace (every session), run.json's status, then the
     scores (``metrics.json``, with ``realtime`` in it)."""
     from probench.scoring import score_run
@@ -258,7 +265,7 @@ def finish(session: RunSession, dataset: Any, cfg: EvaluatorConfig) -> dict:
 def prefetch(items: Iterator[Any], depth: int = 8) -> Iterator[Any]:
     """``items``, produced by a background thread at most ``depth`` ahead of the consumer;
     an exception in the producer is raised in the consumer."""
-    q: queue.Queue = queue.Queue(maxsize=depth)
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)  # items, then `done` or the producer's exception
     done = object()
     stop = threading.Event()
 

@@ -85,7 +85,7 @@ class Link(Protocol):
 
 
 # (frame or None for a stray answer, trace record, the frame's COCO results)
-Emit = Callable[[FramePlan | None, dict, list[CocoResult]], None]
+Emit = Callable[[FramePlan | None, dict[str, Any], list[CocoResult]], None]
 
 
 @dataclass

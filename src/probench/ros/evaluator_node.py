@@ -41,7 +41,7 @@ _GROUNDING_PARAMS = ("model", "device", "precision", "weights", "score_threshold
 _HANDSHAKE = ("probench evaluator: link check",)
 
 
-class EvaluatorNode(Node):
+class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by mypy: Any
     def __init__(self, stop_requested: Callable[[], bool] = lambda: False) -> None:
         super().__init__(NODE_NAME)
         self._stop_requested = stop_requested  # the process got SIGINT/SIGTERM

@@ -42,8 +42,9 @@ from vision_msgs.msg import Detection2DArray, LabelInfo
 
 from probench.detections import Detections
 from probench.errors import ProbenchError
-from probench.models.base import check_prompts
+from probench.models.base import BaseDetector, check_prompts
 from probench.ros import convert
+from probench.ros.convert.shapes import CompressedMessage, ImageMessage
 from probench.ros.errors import ParameterValueError, RosError
 from probench.ros.grounding_stats import DECODE_STAGE, GroundingStats, Health, diagnostic_level
 from probench.ros.grounding_worker import FrameWorker, Prompts, StampedPromptSets
@@ -72,7 +73,7 @@ def image_qos(reliability: str = "best_effort") -> QoSProfile:
                       durability=DurabilityPolicy.VOLATILE)
 
 
-class GroundingNode(LifecycleNode):
+class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not followed by mypy: Any
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(NODE_NAME, **kwargs)
         for spec in PARAMETERS:  # declared once, here; config/grounding.yaml holds the same defaults
@@ -81,7 +82,7 @@ class GroundingNode(LifecycleNode):
         self.stats = GroundingStats()
         self.worker = FrameWorker(self.stats, self._process, self._apply_prompts, self._on_worker_error)
         self.frame_sets = StampedPromptSets()  # per-frame prompt sets (frame_prompts), by stamp
-        self._detector: Any = None
+        self._detector: BaseDetector | None = None  # loaded at configure, released at cleanup
         self._cfg: GroundingConfig | None = None  # parameter values taken at configure
         self._entities: list[Any] = []  # created at configure, destroyed at cleanup
         self._syncing_param = False
@@ -121,6 +122,13 @@ class GroundingNode(LifecycleNode):
         if self._cfg is None:
             raise RosError("grounding_node is not configured")
         return self._cfg
+
+    @property
+    def detector(self) -> BaseDetector:
+        """The model (only between configure and cleanup)."""
+        if self._detector is None:
+            raise RosError("grounding_node is not configured")
+        return self._detector
 
     @property
     def autostart(self) -> bool:
@@ -180,7 +188,7 @@ class GroundingNode(LifecycleNode):
     def _apply_prompts(self, prompts: Prompts, stamp: Any) -> bool:
         """Worker thread: encode the text side once, then acknowledge with a LabelInfo."""
         try:
-            self._detector.set_prompts(prompts)
+            self.detector.set_prompts(prompts)
         except ProbenchError as exc:
             self.stats.count("prompts_rejected")
             self.get_logger().error(f"model refused prompts, previous stay active: {exc}")
@@ -201,10 +209,11 @@ class GroundingNode(LifecycleNode):
     def _process(self, kind: str, data: bytes, t_arrival: float, prompts: Prompts) -> None:
         """Worker thread: one frame, answered with the prompt set stamped for it, else with
         the operator's set active when it started (``prompts``)."""
-        cfg = self._cfg
-        if cfg is None:  # not configured: the worker only runs between configure and cleanup
+        cfg, detector = self._cfg, self._detector
+        if cfg is None or detector is None:  # not configured: the worker runs from configure to cleanup
             return
         t_decode = time.perf_counter()
+        msg: ImageMessage | CompressedMessage
         try:
             if kind == "raw":
                 msg = convert.image_from_cdr(data)
@@ -234,7 +243,7 @@ class GroundingNode(LifecycleNode):
                 return
         if prompts:
             # the text side is made ready here (LRU-cached), so it counts in this frame's latency
-            dets = self._detector.detect(rgb, prompts)
+            dets = detector.detect(rgb, prompts)
         else:
             dets = Detections.empty()
             self.get_logger().warning("no prompts yet: publish one on 'prompt' (or set the prompts "
@@ -400,13 +409,11 @@ class GroundingNode(LifecycleNode):
             "precision": self._param("precision"), "prompts": " ; ".join(active),
             "n_prompts": len(active), **snap,
         }
-        calls = getattr(self._detector, "text_encoder_calls", None)
-        if calls is not None:
-            values["text_encoder_calls"] = calls
-        cache_stats = getattr(self._detector, "text_cache_stats", None)
-        if callable(cache_stats):
-            for key in ("hits", "misses", "evictions"):
-                values[f"text_cache_{key}"] = cache_stats().get(key, 0)
+        detector = self._detector
+        if detector is not None:
+            cache = detector.text_cache_stats()
+            values.update(text_encoder_calls=detector.text_encoder_calls, text_cache_hits=cache["hits"],
+                          text_cache_misses=cache["misses"], text_cache_evictions=cache["evictions"])
         values.update(self.frame_sets.counters())
         values.update(image_topic=self._image_topics[0], compressed_topic=self._image_topics[1])
         new_errors = int(snap["errors"]) - self._errors_reported

@@ -8,11 +8,14 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 # The node's own stage: a serialized Image/CompressedImage -> the RGB array the model gets.
 DECODE_STAGE = "decode"
+# The counters GroundingStats.count adds to (its attributes of these names).
+Counter = Literal["received", "processed", "skipped", "errors", "prompts_rejected"]
 
 
 class GroundingStats:
@@ -34,7 +37,7 @@ class GroundingStats:
         self._done: deque[float] = deque(maxlen=window)
         self._stages: dict[str, deque[float]] = {}
 
-    def count(self, field: str, n: int = 1) -> None:
+    def count(self, field: Counter, n: int = 1) -> None:
         with self._lock:
             setattr(self, field, getattr(self, field) + n)
 

@@ -13,7 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 ParamType = Literal["string", "double", "integer", "bool", "string_array"]
 Applies = Literal["live", "configure", "startup"]
@@ -26,7 +29,7 @@ _PY_TYPES: dict[str, tuple[type, ...]] = {
     "string_array": (list, tuple),
 }
 
-C = TypeVar("C")
+C = TypeVar("C", bound="DataclassInstance")  # a typed config: a dataclass
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class Param:
             raise ValueError(f"{self.name} must be a {self.type}, got {value!r}")
         if not isinstance(value, kinds):
             raise ValueError(f"{self.name} must be a {self.type}, got {value!r}")
-        if self.type == "double":
+        if self.type == "double" and isinstance(value, (float, int)):  # (always, once checked above)
             value = float(value)
             if not math.isfinite(value):
                 raise ValueError(f"{self.name} must be a finite number, got {value}")
@@ -123,7 +126,7 @@ class ParamTable:
 
     def to_config(self, cls: type[C], values: Mapping[str, Any]) -> C:
         """A typed config object (a dataclass whose fields are parameter names)."""
-        wanted = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        wanted = {f.name for f in fields(cls)}
         checked = {n: self.check(n, v) for n, v in values.items() if n in wanted}
         missing = wanted - set(checked)
         if missing:

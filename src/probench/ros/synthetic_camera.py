@@ -38,7 +38,9 @@ def _background(width: int, height: int, picture: Path | None) -> np.ndarray:
         bgr = cv2.imread(str(picture), cv2.IMREAD_COLOR)
         if bgr is None:
             raise SystemExit(f"synthetic_camera: cannot read picture {picture}")
-        return cv2.resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), (wide, height), interpolation=cv2.INTER_AREA)
+        scene: np.ndarray = cv2.resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), (wide, height),
+                                       interpolation=cv2.INTER_AREA)
+        return scene
     y, x = np.mgrid[0:height, 0:wide]
     return np.stack([x * 255 // wide, y * 255 // height, 255 - x * 255 // wide], axis=-1).astype(np.uint8)
 

@@ -22,9 +22,8 @@ precision and versions. Heavy imports happen inside the functions.
 
 from __future__ import annotations
 
-from typing import Any
-
 from probench.errors import UsageError
+from probench.models.base import BaseDetector
 from probench.models.spec import RUNTIMES, ModelSpec
 
 
@@ -50,7 +49,7 @@ def check_runtime(spec: ModelSpec, runtime: str, *, device: str, precision: str)
         raise UsageError("the onnxruntime path runs in fp32; use --precision fp32")
 
 
-def wrap(base: Any, spec: ModelSpec, runtime: str, *, cache_dir: str | None = None) -> Any:
+def wrap(base: BaseDetector, spec: ModelSpec, runtime: str, *, cache_dir: str | None = None) -> BaseDetector:
     """``base`` (the spec's PyTorch detector) on ``runtime`` (see the module doc)."""
     from probench.models.accel.cache import ArtifactCache
     from probench.models.accel.errors import UnsupportedRuntimeError

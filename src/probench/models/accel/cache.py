@@ -43,10 +43,11 @@ class ArtifactCache:
         return self.root / f"{kind}-{cache_key(parts)}{suffix}"
 
     def get_or_build(
-        self, kind: str, parts: dict[str, Any], suffix: str, build: Callable[[Path], None]
+        self, kind: str, parts: dict[str, Any], suffix: str, build: Callable[[Path], object]
     ) -> Path:
-        """The cached file, or ``build(tmp_path)`` then an atomic rename into place. The
-        description is stored beside it (``.json``) so a cache folder can be inspected."""
+        """The cached file, or ``build(tmp_path)`` (what it returns is not used) then an atomic
+        rename into place. The description is stored beside it (``.json``) so a cache folder
+        can be inspected."""
         final = self.path(kind, parts, suffix)
         if final.is_file() and final.stat().st_size > 0:
             return final

@@ -28,7 +28,8 @@ def owl_image_head(model: Any) -> Any:
     """A ``torch.nn.Module`` computing exactly ``OwlDetector._forward`` for export."""
     import torch
 
-    class OwlImageHead(torch.nn.Module):
+    # torch is not followed by mypy (pyproject: follow_imports = "skip"), so Module is Any here
+    class OwlImageHead(torch.nn.Module):  # type: ignore[misc]
         def __init__(self, owl: Any) -> None:
             super().__init__()
             self.owl = owl

@@ -12,6 +12,7 @@ from probench.models.accel.cache import ArtifactCache
 from probench.models.accel.errors import AccelError, RuntimeUnavailableError
 from probench.models.accel.onnx_export import INPUTS, export_owl_onnx, owl_onnx_parts
 from probench.models.accel.owl_runtime import ExportedOwlDetector
+from probench.models.base import BaseDetector
 from probench.models.owl import OwlDetector
 
 
@@ -61,13 +62,13 @@ class OrtOwlDetector(ExportedOwlDetector):
         return torch.from_numpy(np.asarray(logits)), torch.from_numpy(np.asarray(boxes))
 
 
-def to_onnxruntime(base: Any, cache: ArtifactCache | None = None) -> OrtOwlDetector:
+def to_onnxruntime(base: BaseDetector, cache: ArtifactCache | None = None) -> OrtOwlDetector:
     """Export (once, cached by weights + geometry) and wrap an OWL detector."""
     if not isinstance(base, OwlDetector):
         from probench.models.accel.errors import UnsupportedRuntimeError
 
         raise UnsupportedRuntimeError(
-            f"{getattr(base, 'name', base)}: onnxruntime is provided for the OWL models (owlvit, owlv2-*) "
+            f"{base.name}: onnxruntime is provided for the OWL models (owlvit, owlv2-*) "
             "and, through ultralytics' own export, the YOLO-World/YOLOE models"
         )
     ort = _onnxruntime()

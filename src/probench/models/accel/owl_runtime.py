@@ -19,4 +19,4 @@ class ExportedOwlDetector(OwlDetector):
             dev=base.dev, dtype=base.dtype, score_threshold=base.score_threshold,
             preprocess=base.preprocess,
         )
-        self.weights_source = getattr(base, "weights_source", None)
+        self.weights_source = base.weights_source

@@ -11,14 +11,16 @@ baked in, one engine per prompt set).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from probench.cache.atomic import write_bytes_atomic
 from probench.models.accel.cache import ArtifactCache
 from probench.models.accel.errors import TENSORRT_HINT, AccelError, ExportError, RuntimeUnavailableError
 from probench.models.accel.onnx_export import INPUTS, OUTPUTS, export_owl_onnx, owl_geometry, owl_onnx_parts
 from probench.models.accel.owl_runtime import ExportedOwlDetector
+from probench.models.base import BaseDetector
 from probench.models.owl import OwlDetector
 
 MAX_QUERIES = 256  # upper end of the query-axis profile (a Pro-Bench image has far fewer)
@@ -84,6 +86,12 @@ def build_engine(
     return Path(engine_path)
 
 
+class OwlRunner(Protocol):
+    """The OWL image path as an engine: (pixel_values, query_embeds) -> (logits, pred_boxes)."""
+
+    def __call__(self, pixel_values: Any, query_embeds: Any) -> tuple[Any, Any]: ...
+
+
 class EngineRunner:
     """Runs a deserialised engine on torch CUDA tensors (TensorRT 10 tensor-address API)."""
 
@@ -121,7 +129,7 @@ class TrtOwlDetector(ExportedOwlDetector):
 
     runtime = "tensorrt"
 
-    def __init__(self, base: OwlDetector, engine_path: Path, runner: Any) -> None:
+    def __init__(self, base: OwlDetector, engine_path: Path, runner: OwlRunner) -> None:
         super().__init__(base)
         self.engine_path, self.runner = engine_path, runner
 
@@ -134,14 +142,14 @@ def engine_parts(base: OwlDetector, fp16: bool, trt_version: str, gpu: str) -> d
             "gpu": gpu, "max_queries": MAX_QUERIES}
 
 
-def to_tensorrt(base: Any, cache: ArtifactCache | None = None, *, fp16: bool = True,
-                trt: Any = None, runner_cls: Any = EngineRunner) -> TrtOwlDetector:
+def to_tensorrt(base: BaseDetector, cache: ArtifactCache | None = None, *, fp16: bool = True,
+                trt: Any = None, runner_cls: Callable[..., OwlRunner] = EngineRunner) -> TrtOwlDetector:
     """Export ONNX (cached), build the FP16 engine (cached), wrap the OWL detector."""
     if not isinstance(base, OwlDetector):
         from probench.models.accel.errors import UnsupportedRuntimeError
 
         raise UnsupportedRuntimeError(
-            f"{getattr(base, 'name', base)}: TensorRT is provided for the OWL models and, through "
+            f"{base.name}: TensorRT is provided for the OWL models and, through "
             "ultralytics' engine export, the YOLO-World/YOLOE models"
         )
     trt = trt or require_tensorrt(base.device)

@@ -119,8 +119,9 @@ class UltralyticsExportedDetector(BaseDetector):
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
         from probench.models.preprocess import as_numpy_rgb
 
+        exported: Any = text_state  # the ultralytics YOLO loaded from the exported file
         t0 = time.perf_counter()
-        results = text_state.predict(  # ultralytics' own preprocessing (the reference path)
+        results = exported.predict(  # ultralytics' own preprocessing (the reference path)
             np.ascontiguousarray(as_numpy_rgb(image)[..., ::-1]), imgsz=self.base.imgsz, conf=self.base.conf,
             max_det=MAX_PER_PROMPT * len(self._prompts), device=self.device, verbose=False,
         )
@@ -147,13 +148,16 @@ def _gpu_name(device: str) -> str:
     import torch
 
     if device.startswith("cuda") and torch.cuda.is_available():
-        return torch.cuda.get_device_name(torch.device(device))
+        name: str = torch.cuda.get_device_name(torch.device(device))
+        return name
     return "none"
 
 
-def to_exported(base: Any, fmt: str, cache: ArtifactCache | None = None) -> UltralyticsExportedDetector:
+def to_exported(
+    base: BaseDetector, fmt: str, cache: ArtifactCache | None = None
+) -> UltralyticsExportedDetector:
     if not isinstance(base, UltralyticsDetector):
-        raise ExportError(f"{getattr(base, 'name', base)} is not an ultralytics detector")
+        raise ExportError(f"{base.name} is not an ultralytics detector")
     if fmt == "onnx":
         try:
             import onnxruntime  # noqa: F401 - ultralytics runs exported ONNX with it

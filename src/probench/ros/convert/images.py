@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from probench.ros.convert.shapes import CompressedFields, ImageFields
 from probench.ros.errors import (
     CompressedImageError,
     ImageDataError,
@@ -45,7 +46,7 @@ def _buffer(data: Any) -> np.ndarray:
             raise ImageDataError(f"image data is not a byte buffer ({type(data).__name__})") from exc
 
 
-def image_to_rgb(msg: Any) -> np.ndarray:
+def image_to_rgb(msg: ImageFields) -> np.ndarray:
     """A ``sensor_msgs/Image``-like message as an RGB uint8 ``(H, W, 3)`` array.
 
     Encodings: rgb8 (zero-copy view), bgr8, rgba8, bgra8, mono8/8UC1, mono16/16UC1 (scaled
@@ -92,20 +93,23 @@ def image_to_rgb(msg: Any) -> np.ndarray:
         return pixels
     import cv2
 
+    rgb: np.ndarray  # (cv2 is untyped here)
     if kind == "bgr":
-        return cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB)
-    if kind == "rgba":
-        return cv2.cvtColor(pixels, cv2.COLOR_RGBA2RGB)
-    if kind == "bgra":
-        return cv2.cvtColor(pixels, cv2.COLOR_BGRA2RGB)
-    gray = pixels[:, :, 0]
-    if kind == "mono16":
-        gray = np.ascontiguousarray(gray, dtype=np.uint16)  # native byte order for cv2
-        gray = cv2.convertScaleAbs(gray, alpha=255.0 / 65535.0)
-    return cv2.cvtColor(np.ascontiguousarray(gray), cv2.COLOR_GRAY2RGB)
+        rgb = cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB)
+    elif kind == "rgba":
+        rgb = cv2.cvtColor(pixels, cv2.COLOR_RGBA2RGB)
+    elif kind == "bgra":
+        rgb = cv2.cvtColor(pixels, cv2.COLOR_BGRA2RGB)
+    else:
+        gray = pixels[:, :, 0]
+        if kind == "mono16":
+            gray = np.ascontiguousarray(gray, dtype=np.uint16)  # native byte order for cv2
+            gray = cv2.convertScaleAbs(gray, alpha=255.0 / 65535.0)
+        rgb = cv2.cvtColor(np.ascontiguousarray(gray), cv2.COLOR_GRAY2RGB)
+    return rgb
 
 
-def _compressed_payload(msg: Any) -> tuple[np.ndarray, str]:
+def _compressed_payload(msg: CompressedFields) -> tuple[np.ndarray, str]:
     """The checked byte buffer and lower-case format of a CompressedImage-like message."""
     try:
         fmt = str(msg.format).strip().lower()
@@ -124,7 +128,7 @@ def _undecodable(buf: np.ndarray, fmt: str) -> CompressedImageError:
     return CompressedImageError(f"compressed image ({buf.size} bytes, format {fmt!r}) does not decode")
 
 
-def compressed_to_rgb(msg: Any) -> np.ndarray:
+def compressed_to_rgb(msg: CompressedFields) -> np.ndarray:
     """A ``sensor_msgs/CompressedImage``-like message (jpeg or png) as RGB uint8.
 
     ``format`` may be plain (``"jpeg"``) or image_transport's (``"rgb8; jpeg compressed
@@ -140,21 +144,22 @@ def compressed_to_rgb(msg: Any) -> np.ndarray:
 
     rgb_flag = getattr(cv2, "IMREAD_COLOR_RGB", None)  # OpenCV >= 4.10
     if rgb_flag is not None:
-        rgb = cv2.imdecode(buf, rgb_flag)
+        rgb: np.ndarray | None = cv2.imdecode(buf, rgb_flag)  # (cv2 is untyped here)
         if rgb is None or rgb.size == 0:
             raise _undecodable(buf, msg.format)
         return rgb
     bgr = cv2.imdecode(buf, cv2.IMREAD_COLOR)
     if bgr is None or bgr.size == 0:
         raise _undecodable(buf, msg.format)
-    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    converted: np.ndarray = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    return converted
 
 
 def is_jpeg(buf: np.ndarray) -> bool:
     return buf.size > 3 and bool(buf[0] == 0xFF and buf[1] == 0xD8 and buf[2] == 0xFF)
 
 
-def compressed_to_device(msg: Any, device: str) -> Any:
+def compressed_to_device(msg: CompressedFields, device: str) -> Any:
     """The frame of a CompressedImage-like message for a model on ``device``: on CUDA a JPEG
     is decoded by the GPU (``torchvision.io.decode_jpeg``, nvJPEG) into an RGB uint8
     ``(H, W, 3)`` tensor there, which the detectors' device preprocessing takes as is;
@@ -174,7 +179,7 @@ def compressed_to_device(msg: Any, device: str) -> Any:
     return chw.permute(1, 2, 0)
 
 
-def rgb_to_fields(rgb: np.ndarray, encoding: str = "rgb8") -> SimpleNamespace:
+def rgb_to_fields(rgb: np.ndarray, encoding: str = "rgb8") -> ImageFields:
     """An RGB uint8 image as Image fields in ``encoding`` (tests, bags and the debug image).
 
     Returns ``height, width, encoding, is_bigendian, step, data`` (bytes, little-endian).

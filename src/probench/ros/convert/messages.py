@@ -14,7 +14,10 @@ import numpy as np
 
 from probench.detections import Detections
 from probench.ros.convert.images import rgb_to_fields
+from probench.ros.convert.shapes import Detection2DArray as Detection2DArrayShape
+from probench.ros.convert.shapes import DiagnosticArray, Header, LabelInfo, Stamp
 from probench.ros.errors import MessageConversionError
+from probench.ros.params import Param
 
 
 # -- messages (need the ROS message packages, not a running rclpy) -------------------------
@@ -49,15 +52,16 @@ def _msgs() -> SimpleNamespace:
 
 
 _MSGS: SimpleNamespace | None = None
-_DIRECT: dict[type, bool] = {}
+_DIRECT: dict[Any, bool] = {}
 
 
-def _new(cls: type, **fields: Any) -> Any:
+def _new(cls: Any, **fields: Any) -> Any:
     """``cls(**fields)`` without building the default value of every field first.
 
     Used only when ``fields`` names every field of the message (checked once per class
     against ``get_fields_and_field_types``), so no slot is left unset; otherwise, and for
     message classes that do not look like rosidl-generated ones, the real constructor runs.
+    ``cls`` is a rosidl-generated message class: untyped (``Any``), the packages have no stubs.
     """
     direct = _DIRECT.get(cls)
     if direct is None:
@@ -80,17 +84,17 @@ def _pose_default() -> Any:
     return _msgs().PoseWithCovariance()
 
 
-def stamp_ns(stamp: Any) -> int:
+def stamp_ns(stamp: Stamp) -> int:
     """A ``builtin_interfaces/Time`` (anything with ``sec`` and ``nanosec``) in nanoseconds."""
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
-def set_stamp(stamp: Any, ns: int) -> None:
+def set_stamp(stamp: Stamp, ns: int) -> None:
     """Set a ``builtin_interfaces/Time`` in place from nanoseconds."""
     stamp.sec, stamp.nanosec = divmod(int(ns), 1_000_000_000)
 
 
-def to_header(header: Any) -> Any:
+def to_header(header: Header) -> Any:
     """A ``std_msgs/Header`` from any object with ``stamp.sec``, ``stamp.nanosec``, ``frame_id``."""
     m = _msgs()
     if isinstance(header, m.Header):
@@ -100,7 +104,7 @@ def to_header(header: Any) -> Any:
     return out
 
 
-def rgb_to_image_msg(rgb: np.ndarray, header: Any, encoding: str = "rgb8") -> Any:
+def rgb_to_image_msg(rgb: np.ndarray, header: Header, encoding: str = "rgb8") -> Any:
     """An RGB uint8 array as a ``sensor_msgs/Image`` with ``header`` (one buffer copy)."""
     m = _msgs()
     msg = m.Image()
@@ -110,7 +114,7 @@ def rgb_to_image_msg(rgb: np.ndarray, header: Any, encoding: str = "rgb8") -> An
         msg.height, msg.width = out.shape[:2]
         msg.encoding, msg.is_bigendian, msg.step = "rgb8", 0, out.strides[0]
         data = array.array("B")
-        data.frombytes(memoryview(out).cast("B"))  # skips the per-element checks of the setter
+        data.frombytes(out.data.cast("B"))  # skips the per-element checks of the setter
         msg.data = data
         return msg
     f = rgb_to_fields(rgb, encoding)
@@ -130,7 +134,7 @@ def top_order(detections: Detections, max_detections: int | None = None) -> np.n
 
 
 def _checked_prompt_index(detections: Detections, order: np.ndarray, prompts: Sequence[str]) -> np.ndarray:
-    pidx = detections.prompt_index[order]
+    pidx: np.ndarray = detections.prompt_index[order]
     if len(pidx) and int(pidx.max()) >= len(prompts):
         raise MessageConversionError(
             f"detection answers prompt {int(pidx.max())} but only {len(prompts)} prompts are active"
@@ -180,7 +184,7 @@ def detections_to_msg(
     return out
 
 
-def detection_array_to_arrays(msg: Any) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def detection_array_to_arrays(msg: Detection2DArrayShape) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """The inverse of :func:`detections_to_msg`: ``(xyxy (N, 4), scores (N,), class_ids)``.
     A detection without results gets score 0 and class_id ""."""
     n = len(msg.detections)
@@ -213,7 +217,7 @@ def prompts_to_label_info(prompts: Sequence[str], header: Any, threshold: float 
     return msg
 
 
-def label_info_to_prompts(msg: Any) -> list[str]:
+def label_info_to_prompts(msg: LabelInfo) -> list[str]:
     """The prompt list a LabelInfo describes, in class_id order."""
     return [vc.class_name for vc in sorted(msg.class_map, key=lambda vc: vc.class_id)]
 
@@ -249,7 +253,7 @@ def stats_to_diagnostics(
     return out
 
 
-def diagnostics_to_statuses(msg: Any) -> list[tuple[str, str, str, dict[str, str]]]:
+def diagnostics_to_statuses(msg: DiagnosticArray) -> list[tuple[str, str, str, dict[str, str]]]:
     """The inverse of :func:`stats_to_diagnostics`: one ``(name, level, message, values)``
     per status, ``level`` one of :data:`LEVELS` (an unknown byte reads as ``STALE``)."""
     names = {0: "OK", 1: "WARN", 2: "ERROR", 3: "STALE"}
@@ -266,7 +270,7 @@ def diagnostics_to_statuses(msg: Any) -> list[tuple[str, str, str, dict[str, str
 _PARAM_TYPES = {"string": 4, "double": 3, "integer": 2, "bool": 1, "string_array": 9}  # rcl ParameterType
 
 
-def param_declaration(param: Any) -> tuple[Any, Any]:
+def param_declaration(param: Param) -> tuple[Any, Any]:
     """``(default, ParameterDescriptor)`` to declare a :class:`probench.ros.params.Param`:
     its type, description, when it applies, and its range or choices as data."""
     from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor

@@ -11,12 +11,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from types import SimpleNamespace
-from typing import Any
+from typing import Literal
 
 import numpy as np
 
 from probench.detections import Detections
 from probench.ros.convert.messages import _checked_prompt_index, top_order
+from probench.ros.convert.shapes import CompressedMessage, Header, ImageMessage
 from probench.ros.errors import MessageConversionError, PromptMessageError
 
 
@@ -35,12 +36,12 @@ class _Cdr:
         self.order = "<" if kind == b"\x00\x01" else ">"
         self.off = 4
 
-    def _take(self, fmt: str, align: int) -> tuple:
+    def _take(self, fmt: str, align: int) -> tuple[int, ...]:  # (every field read here is an integer)
         self.off += -(self.off - 4) % align
         size = struct.calcsize(fmt)
         if self.off + size > len(self.buf):
             raise MessageConversionError("serialized message is truncated")
-        out = struct.unpack_from(self.order + fmt, self.buf, self.off)
+        out: tuple[int, ...] = struct.unpack_from(self.order + fmt, self.buf, self.off)
         self.off += size
         return out
 
@@ -65,12 +66,12 @@ class _Cdr:
         except UnicodeDecodeError as exc:
             raise MessageConversionError(f"string field is not UTF-8: {exc}") from exc
 
-    def header(self) -> SimpleNamespace:
+    def header(self) -> Header:
         sec, nanosec = self._take("iI", 4)
         return SimpleNamespace(stamp=SimpleNamespace(sec=sec, nanosec=nanosec), frame_id=self.string())
 
 
-def image_from_cdr(data: bytes) -> SimpleNamespace:
+def image_from_cdr(data: bytes) -> ImageMessage:
     """A serialized ``sensor_msgs/Image`` as its fields (``header`` with ``stamp.sec``/
     ``stamp.nanosec``/``frame_id``; ``data`` a zero-copy memoryview), for :func:`image_to_rgb`."""
     r = _Cdr(data)
@@ -83,7 +84,7 @@ def image_from_cdr(data: bytes) -> SimpleNamespace:
                            is_bigendian=is_bigendian, step=step, data=r.octets())
 
 
-def compressed_from_cdr(data: bytes) -> SimpleNamespace:
+def compressed_from_cdr(data: bytes) -> CompressedMessage:
     """A serialized ``sensor_msgs/CompressedImage`` as its fields, for :func:`compressed_to_rgb`."""
     r = _Cdr(data)
     header = r.header()
@@ -102,12 +103,13 @@ def prompt_text(serialized: bytes) -> str:
     from std_msgs.msg import String
 
     try:
-        text = deserialize_message(serialized, String).data
+        text: str = deserialize_message(serialized, String).data
     except Exception as exc:  # any failure means a malformed message
         raise PromptMessageError(f"undecodable message ({type(exc).__name__}: {exc})") from exc
     if "\ufffd" in text:  # maybe a genuine U+FFFD, maybe a decoding failure: check the bytes
         data = bytes(serialized)
-        order = "little" if len(data) > 1 and data[1] & 1 else "big"  # CDR encapsulation id
+        # the byte order from the CDR encapsulation id
+        order: Literal["little", "big"] = "little" if len(data) > 1 and data[1] & 1 else "big"
         n = int.from_bytes(data[4:8], order) if len(data) >= 8 else -1
         try:
             if n < 1 or len(data) < 8 + n:
@@ -135,7 +137,7 @@ def _cdr_string(text: str) -> bytes:
 
 def detections_to_cdr(
     detections: Detections,
-    header: Any,
+    header: Header,
     prompts: Sequence[str],
     *,
     max_detections: int | None = None,
