@@ -149,7 +149,7 @@ print(json.dumps({n: digest(shared(n).detect(image(), PROMPTS)) for n in TINY}))
 @pytest.mark.slow
 def test_tiny_models_predict_the_same_in_every_process() -> None:
     env = {**os.environ, "PYTHONHASHSEED": "random"}
-    here = str(Path(__file__).parent)
+    here = str(Path(__file__).parent.parent)  # test/, where the helpers package lives
     procs = [  # two fresh interpreters, side by side
         subprocess.Popen([sys.executable, "-c", _SCRIPT, here], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=env)

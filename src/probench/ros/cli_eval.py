@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from probench.errors import CheckFailed, UsageError
 from probench.ros.node_spec import MODES
+from probench.scoring.cli import pcr_lines
 from probench.vocabulary import FORMULATIONS
 
 if TYPE_CHECKING:
@@ -248,7 +249,7 @@ def summary_table(metrics: dict[str, Any], info: dict[str, Any]) -> str:
     for f in [k for k in FORMULATIONS if k in by_f]:
         m = by_f[f]
         lines.append(f"| {f} | {_fmt(m.get('map50'))} | {_fmt(m.get('map75'))} | {_fmt(m.get('map50_95'))} |")
-    lines += ["", f"PCR@.5 {_fmt(metrics.get('pcr50'))}   PLC {_fmt(metrics.get('plc'))}"]
+    lines += ["", *pcr_lines(metrics)]
     lines += realtime_lines(rt)
     return "\n".join(lines)
 

@@ -62,23 +62,29 @@ def summary_table(m: Mapping[str, Any]) -> str:
         f"delta_orig_cat {_fmt(m['delta_orig_cat'])}  delta_tmpl_orig {_fmt(m['delta_tmpl_orig'])}  "
         f"delta_max {_fmt(m['delta_max'])}  best {best_text(m)}"
     )
-    rows.append(
-        f"PCR@.5 any-of-100 {_fmt(m['pcr50'])}  top-1 {_fmt(m['pcr50_top1'])}"
-        + (f"  score>={m['pcr_score_threshold']:g} {_fmt(m['pcr50_at'])}" if "pcr50_at" in m else "")
-        + f"  (targets {m['n_targets']}, single-formulation {m['pcr_single_formulation_targets']})"
-    )
-    rows.append(
-        f"PLC    any-of-100 {_fmt(m['plc'])}  top-1 {_fmt(m['plc_top1'])}"
-        + (f"  score>={m['pcr_score_threshold']:g} {_fmt(m['plc_at'])}" if "plc_at" in m else "")
-    )
-    if m["pcr_null_reason"]:
-        rows.append(f"PCR/PLC null: {m['pcr_null_reason']}")
+    rows += pcr_lines(m)
     if m["formulations_missing"]:
         rows.append(f"missing formulations: {', '.join(m['formulations_missing'])}")
     if "latency_ms" in m:
         lat = m["latency_ms"]
         rows.append(f"latency ms: mean {_fmt(lat.get('mean'))}  p95 {_fmt(lat.get('p95'))}")
     return "\n".join(rows)
+
+
+def pcr_lines(m: Mapping[str, Any]) -> list[str]:
+    """PCR@.5 and PLC as printed: any-of-100 (the paper's), top-1 (a robot's operating
+    point), at the score threshold when one was given, and why they are null when they are."""
+    rows = [
+        f"PCR@.5 any-of-100 {_fmt(m.get('pcr50'))}  top-1 {_fmt(m.get('pcr50_top1'))}"
+        + (f"  score>={m['pcr_score_threshold']:g} {_fmt(m['pcr50_at'])}" if "pcr50_at" in m else "")
+        + f"  (targets {m.get('n_targets', '-')}, "
+          f"single-formulation {m.get('pcr_single_formulation_targets', '-')})",
+        f"PLC    any-of-100 {_fmt(m.get('plc'))}  top-1 {_fmt(m.get('plc_top1'))}"
+        + (f"  score>={m['pcr_score_threshold']:g} {_fmt(m['plc_at'])}" if "plc_at" in m else ""),
+    ]
+    if m.get("pcr_null_reason"):
+        rows.append(f"PCR/PLC null: {m['pcr_null_reason']}")
+    return rows
 
 
 def degenerate_lines(m: Mapping[str, Any]) -> list[str]:
