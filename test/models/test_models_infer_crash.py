@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.crash import crash_env
 from helpers.infer_dataset import make_dataset
-from probench.cache.crash import ENV
 from probench.cache.run import RunDir
 
 FORMS = ("orig", "cat", "tmpl")
@@ -22,10 +22,7 @@ N_IMAGES = 6
 
 
 def _infer(ds: Path, out: Path, crash_at: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop(ENV, None)
-    if crash_at:
-        env[ENV] = crash_at
+    env = crash_env({**os.environ, "PYTHONUNBUFFERED": "1"}, crash_at)
     cmd = [
         sys.executable,
         "-m",

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.crash import crash_env
 from helpers.grounding_harness import fresh_domain
-from probench.cache.crash import ENV
 from probench.cache.run import RunDir
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.usefixtures("requires_vision_msgs")]
@@ -23,10 +23,7 @@ FORMS = ("orig", "cat", "tmpl")
 
 
 def _eval(env: dict, bag: Path, out: Path, crash_at: str | None = None) -> subprocess.CompletedProcess:
-    env = dict(env)
-    env.pop(ENV, None)
-    if crash_at:
-        env[ENV] = crash_at
+    env = crash_env(env, crash_at)
     cmd = [
         sys.executable,
         "-m",
