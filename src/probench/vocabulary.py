@@ -33,6 +33,8 @@ PROMPT_TYPES: tuple[str, ...] = (
 KNOWN_DOMAINS: tuple[str, ...] = ("subterranean", "industrial", "indoor", "outdoor", "urban")
 # p_tmpl = "a photo of {p_orig}" (§III-C).
 TEMPLATE_PREFIX = "a photo of "
+# a detector's image preprocessing: torch ops on its device, or the library's own processor
+PREPROCESS_PATHS: tuple[str, ...] = ("device", "reference")
 
 
 class AttributionError(CheckFailed):

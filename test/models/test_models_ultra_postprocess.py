@@ -83,7 +83,7 @@ def _predictor_answer(det, frame: np.ndarray):
     pred.batch = (["frame"], [bgr], [""])
     results = pred.postprocess(raw, x, [bgr])
     results[0].speed = {}
-    ref = ultra.results_to_detections(results[0], frame.shape[:2], 0.0, det.return_masks)
+    ref = ultra.results_to_detections(results[0], frame.shape[:2], det.return_masks)
     return raw_again, tuple(x.shape[2:]), ref
 
 

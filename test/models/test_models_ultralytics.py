@@ -133,7 +133,7 @@ def test_hash_text_encoder_is_per_prompt() -> None:
 
 
 def test_cap_per_prompt() -> None:
-    from probench.models.ultra import cap_per_prompt
+    from probench.models.hf_common import cap_per_prompt
 
     scores = np.array([0.1, 0.9, 0.5, 0.7, 0.3])
     cls = np.array([0, 0, 1, 0, 1])

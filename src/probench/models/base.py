@@ -176,10 +176,6 @@ class BaseDetector:
             "evictions": self.text_cache_evictions, "encoder_calls": self.text_encoder_calls,
         }
 
-    def clear_text_cache(self) -> None:
-        self._text_lru.clear()
-        self._prompts, self._text_state = (), None
-
     def _remember(self, key: Any, value: object) -> None:
         self._text_lru[key] = value
         self._text_lru.move_to_end(key)
@@ -229,7 +225,7 @@ class BaseDetector:
 
     def detect(self, image: np.ndarray, prompts: Sequence[str] | None = None) -> Detections:
         text_ms = self._ready(prompts)
-        dets = self._threshold(self._run(check_image(image), self._text_state))
+        dets = self._threshold(self._run(self._frame(image), self._text_state))
         return dets.with_timing("text", text_ms)
 
     def detect_batch(
@@ -237,12 +233,22 @@ class BaseDetector:
     ) -> list[Detections]:
         """Same prompts for every image; backends that batch natively override ``_run_batch``."""
         text_ms = self._ready(prompts)
-        images = [check_image(im) for im in images]
+        images = [self._frame(im) for im in images]
         if not images:
             return []
         share = text_ms / len(images)
         dets = self._run_batch(images, self._text_state)
         return [self._threshold(d).with_timing("text", share) for d in dets]
+
+    def _frame(self, image: Any) -> Any:
+        """A checked frame for ``_run``: the reference paths (library processors, detectron2,
+        exported engines) read numpy, so a frame decoded on the GPU is copied back for them."""
+        image = check_image(image)
+        if self.preprocess == "reference" and not isinstance(image, np.ndarray):
+            from probench.models.preprocess import as_numpy_rgb
+
+            return as_numpy_rgb(image)
+        return image
 
     def _ready(self, prompts: Sequence[str] | None) -> float:
         """Text side ready; returns the ms it took (0 when the set was already active)."""

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probench.errors import UsageError
+from probench.models.spec import RUNTIMES
+from probench.vocabulary import PREPROCESS_PATHS
 
 if TYPE_CHECKING:
     from probench.models.base import BaseDetector
@@ -30,12 +32,12 @@ def add_common_model_arguments(parser: argparse.ArgumentParser) -> None:
         "--weights", default=None, metavar="DIR", help="local folder with the model's weights"
     )
     parser.add_argument(
-        "--runtime", default="torch", choices=("torch", "onnxruntime", "tensorrt"),
+        "--runtime", default="torch", choices=RUNTIMES,
         help="inference runtime (default torch; onnxruntime on CPU and tensorrt on an NVIDIA GPU "
         "for the models whose capabilities list them, see docs/ACCELERATION.md)",
     )
     parser.add_argument(
-        "--preprocess", default="device", choices=("device", "reference"),
+        "--preprocess", default="device", choices=PREPROCESS_PATHS,
         help="image preprocessing: torch ops on the model's device (default) or the library's own "
         "processor (transformers / ultralytics), the reference the device path is tested against",
     )

@@ -21,8 +21,8 @@ import numpy as np
 from probench.detections import Detections
 from probench.models.base import TEXT_BATCH, BaseDetector
 from probench.models.errors import BackendUnavailableError, ModelError, WeightsNotFoundError
+from probench.models.hf_common import MAX_PER_PROMPT, cap_per_prompt
 
-MAX_PER_PROMPT = 100
 MIN_SCORE = 1e-4  # "everything the model keeps" for the AP sweep; the demo uses 0.5
 CLIP_FILE = "ViT-B-32.pt"
 
@@ -112,7 +112,6 @@ class DeticDetector(BaseDetector):
         xyxy = inst.pred_boxes.tensor.numpy()
         scores = inst.scores.numpy()
         cls = inst.pred_classes.numpy().astype(np.int64)
-        from probench.models.ultra import cap_per_prompt
 
         keep = cap_per_prompt(scores, cls, MAX_PER_PROMPT)
         t3 = time.perf_counter()
@@ -166,7 +165,6 @@ def build(
         raise ModelError(f"detic: cannot build the model: {exc}") from exc
     det = DeticDetector(predictor, text_encoder, mods["reset_cls_test"], device=device,
                         score_threshold=score_threshold, weights_source=str(ckpt))
-    det.preprocess = "reference"  # detectron2's own resize, whatever was asked (docstring)
     return det
 
 

@@ -99,11 +99,8 @@ class _Caption:
     tokens: dict[str, Any]  # tokenizer output (tensors)
     token_phrase: np.ndarray  # (max_text_len,) phrase index (local) per token, -1 elsewhere
     n_phrases: int
+    key: tuple[int, ...]  # the token ids, read once on the CPU (TextCache.active's key)
     hidden: Any = None  # the BERT backbone's output for these tokens (1, L, D), on the device
-
-    @property
-    def key(self) -> tuple[int, ...]:
-        return tuple(self.tokens["input_ids"][0].tolist())
 
 
 def _join(phrases: list[str]) -> str:
@@ -194,7 +191,7 @@ class GroundingDinoDetector(hf.HFDetector):
                 if a >= s and b <= e:
                     token_phrase[t] = k
                     break
-        return _Caption(first, dict(tok), token_phrase, len(phrases))
+        return _Caption(first, dict(tok), token_phrase, len(phrases), tuple(tok["input_ids"][0].tolist()))
 
     def _encode_prompts(self, prompts: tuple[str, ...]) -> list[_Caption]:
         import torch
@@ -202,8 +199,8 @@ class GroundingDinoDetector(hf.HFDetector):
         caps = self.captions(prompts)
         with torch.inference_mode():
             for cap in caps:  # run BERT once per caption now; frames feed its output back
-                ids = cap.tokens["input_ids"].to(self.dev)
                 cap.tokens = {k: v.to(self.dev) for k, v in cap.tokens.items()}
+                ids = cap.tokens["input_ids"]
                 cap.hidden = self.bert_cache.encode(ids, **_bert_masks(self.model.model, ids))
         return caps
 

@@ -41,7 +41,8 @@ from typing import Any
 
 import numpy as np
 
-PREPROCESS_PATHS: tuple[str, ...] = ("device", "reference")
+from probench.vocabulary import PREPROCESS_PATHS
+
 _MATRIX_CACHE = 8  # input sizes whose resize matrices are kept (a camera has one)
 
 
@@ -278,13 +279,21 @@ class ProcessorPixels:
             outs.append(x[0].to(torch.float32))
         h = max(o.shape[-2] for o in outs)
         w = max(o.shape[-1] for o in outs)
-        pv = torch.zeros((len(outs), 3, h, w), dtype=torch.float32, device=self.dev)
-        mask = torch.zeros((len(outs), h, w), dtype=torch.int64, device=self.dev)
-        for i, o in enumerate(outs):  # pad bottom/right with zeros, as the processors do
-            pv[i, :, : o.shape[-2], : o.shape[-1]] = o
-            mask[i, : o.shape[-2], : o.shape[-1]] = 1
+        mask = None
+        if all(o.shape[-2:] == (h, w) for o in outs):  # one frame, or frames of one size: no padding
+            pv = torch.stack(outs).contiguous()  # NCHW-contiguous, as the padded canvas below
+            if self.pixel_mask:
+                mask = torch.ones((len(outs), h, w), dtype=torch.int64, device=self.dev)
+        else:
+            pv = torch.zeros((len(outs), 3, h, w), dtype=torch.float32, device=self.dev)
+            if self.pixel_mask:
+                mask = torch.zeros((len(outs), h, w), dtype=torch.int64, device=self.dev)
+            for i, o in enumerate(outs):  # pad bottom/right with zeros, as the processors do
+                pv[i, :, : o.shape[-2], : o.shape[-1]] = o
+                if mask is not None:
+                    mask[i, : o.shape[-2], : o.shape[-1]] = 1
         result = {"pixel_values": pv.to(self.dtype)}
-        if self.pixel_mask:
+        if mask is not None:
             result["pixel_mask"] = mask
         return result
 

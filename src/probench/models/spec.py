@@ -16,7 +16,7 @@ from typing import Literal, TypedDict
 TINY_PREFIX = "tiny-"
 RUNTIMES: tuple[str, ...] = ("torch", "onnxruntime", "tensorrt")
 
-TextCache = Literal["per-prompt", "per-set", "none"]
+TextCache = Literal["per-prompt", "per-set"]
 AccelFamily = Literal["owl", "ultralytics"]
 
 
@@ -30,7 +30,7 @@ class Capabilities:
     tensorrt: bool = False  # a TensorRT path exists (probench.models.accel)
     # How the text side is cached: "per-prompt" when each prompt is encoded on its own (a
     # new combination of known prompts costs no encoder call), "per-set" when the prompts
-    # are encoded jointly (one caption: Grounding DINO family), "none".
+    # are encoded jointly (one caption: Grounding DINO family).
     text_cache: TextCache = "per-prompt"
     # Which wrapper of the runtime layer serves onnxruntime/tensorrt (None: torch only).
     accel: AccelFamily | None = None

@@ -42,8 +42,15 @@ from typing import Any
 import numpy as np
 
 from probench.detections import Detections
-from probench.models.base import TEXT_BATCH, BaseDetector
+from probench.models.base import TEXT_BATCH, BaseDetector, StageTimer
 from probench.models.errors import BackendUnavailableError, ModelError, WeightsNotFoundError
+from probench.models.hf_common import (
+    MAX_PER_PROMPT,
+    cap_per_prompt,
+    cuda_sync,
+    resolve_device,
+    seeded,
+)
 from probench.models.spec import ModelSpec
 from probench.models.specs_ultralytics import UltraArch
 from probench.models.ultra_text import (  # re-exported: the adapter's text side
@@ -53,7 +60,6 @@ from probench.models.ultra_text import (  # re-exported: the adapter's text side
     MobileClipTextEncoder,
 )
 
-MAX_PER_PROMPT = 100  # COCO maxDets (DESIGN.md detector contract)
 MIN_CONF = 0.001  # what "keep what the native post-processing keeps" means for ultralytics
 TINY_HEAD_BIAS = -4.0  # ultralytics' training init is -10: random tiny models would keep ~no box
 # prompts -> (1, n, D) embeddings (a torch tensor): the encoders of probench.models.ultra_text
@@ -220,26 +226,20 @@ class UltralyticsDetector(BaseDetector):
             raise ModelError(f"{self.name}: ultralytics inference failed: {exc}") from exc
 
     def _run_reference(self, images: list[Any]) -> list[Detections]:
-        from probench.models.preprocess import as_numpy_rgb
-
-        t0 = time.perf_counter()
         # ultralytics reads numpy images as BGR (OpenCV convention); ours are RGB.
-        bgr = [np.ascontiguousarray(as_numpy_rgb(im)[..., ::-1]) for im in images]
+        bgr = [np.ascontiguousarray(im[..., ::-1]) for im in images]
         results = self._predict(bgr, len(self._prompts))
-        wall_ms = (time.perf_counter() - t0) * 1000.0 / len(images)
         return [
-            results_to_detections(r, (int(im.shape[0]), int(im.shape[1])), wall_ms, self.return_masks)
+            results_to_detections(r, (int(im.shape[0]), int(im.shape[1])), self.return_masks)
             for r, im in zip(results, images, strict=True)
         ]
 
     def _run_device(self, images: list[Any]) -> list[Detections]:
         import torch
 
-        from probench.models.base import StageTimer
-
-        timer = StageTimer(sync=torch.cuda.synchronize if self._torch_device.type == "cuda" else None)
+        timer = StageTimer(sync=cuda_sync(self._torch_device))
         with timer.stage("preprocess"):
-            x = self._letterbox(self._upload(images))
+            x = self.pixel_inputs(images)["pixel_values"]
         with timer.stage("forward"), torch.inference_mode():
             preds = self.net(x)
         with timer.stage("postprocess"):
@@ -508,7 +508,7 @@ MASK_RTOL = 1e-5  # |peak| below this x (sum of |terms|) goes to the exact step 
 DIRECT_MASK_PIXELS = 1 << 22  # below this many mask pixels (boxes x H x W) the masks are just built
 
 
-def results_to_detections(r: Any, hw: tuple[int, int], wall_ms: float, masks: bool = False) -> Detections:
+def results_to_detections(r: Any, hw: tuple[int, int], masks: bool = False) -> Detections:
     """An ultralytics ``Results`` (any backend: PyTorch, ONNX, TensorRT engine) as Detections,
     at most 100 boxes per prompt, with ultralytics' own stage times."""
     t0 = time.perf_counter()
@@ -527,24 +527,9 @@ def results_to_detections(r: Any, hw: tuple[int, int], wall_ms: float, masks: bo
         "forward": speed.get("inference", 0.0),
         "postprocess": speed.get("postprocess", 0.0) + convert_ms,
     }
-    # total: the whole call, the predictor's bookkeeping between stages included
-    timings["total"] = max(wall_ms + convert_ms, sum(timings.values()))
     return Detections.from_arrays(
         xyxy[keep], scores[keep], cls[keep], image_size=hw, masks=mask_arr, timings_ms=timings
     )
-
-def cap_per_prompt(scores: np.ndarray, prompt_index: np.ndarray, cap: int) -> np.ndarray:
-    """Indices of the ``cap`` best-scoring boxes of each prompt, in descending score order."""
-    order = np.argsort(-scores, kind="stable")
-    counts: dict[int, int] = {}
-    keep = []
-    for i in order:
-        p = int(prompt_index[i])
-        if counts.get(p, 0) < cap:
-            counts[p] = counts.get(p, 0) + 1
-            keep.append(i)
-    return np.asarray(keep, dtype=np.int64)
-
 
 # -- factories (zoo contract) --------------------------------------------------------------------
 def _arch(spec: ModelSpec) -> UltraArch:
@@ -565,8 +550,6 @@ def _model_class(kind: str) -> Any:
 
 def _build_random(arch: UltraArch, seed: int) -> Any:
     """The architecture from its YAML with seeded random weights (no file is read)."""
-    from probench.models.hf_common import seeded
-
     cls = _model_class(arch["kind"])
     with seeded(seed):
         model = cls(arch["yaml"])
@@ -622,8 +605,6 @@ def build_tiny(
     preprocess: str = "device",
 ) -> UltralyticsDetector:
     """``tiny-<name>``: real architecture, seeded random weights, small input, hash text encoder."""
-    from probench.models.hf_common import resolve_device
-
     dev, _ = resolve_device(device, precision)
     arch = _arch(spec)
     model = _build_random(arch, TINY_SEED)
@@ -649,8 +630,6 @@ def build(
 ) -> UltralyticsDetector:
     """The real model from local files (``weights``: the checkpoint file or a folder holding
     it and its text encoder), or the real-size architecture with random weights."""
-    from probench.models.hf_common import resolve_device
-
     dev, _ = resolve_device(device, precision)
     arch = _arch(spec)
     if random_weights:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from probench.ros.params import Param, ParamTable
-from probench.vocabulary import FORMULATIONS, parse_formulations
+from probench.vocabulary import FORMULATIONS, PREPROCESS_PATHS, parse_formulations
 
 PACKAGE = "probench"
 EXECUTABLE = "grounding_node"
@@ -43,7 +43,7 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
     Param("weights", "string", "", "local weights folder/file; empty = the model's default", "configure"),
     Param("preprocess", "string", "device",
           "image preprocessing: torch ops on the model's device, or the library's reference processor",
-          "configure", choices=("device", "reference")),
+          "configure", choices=PREPROCESS_PATHS),
     Param("score_threshold", "double", 0.3,
           "minimum score kept (0.3 for display; the evaluator uses 0.0)", "configure", low=0.0, high=1.0),
     Param("prompts", "string_array", [], "active target descriptions (also set via the `prompt` topic)",

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from probench.errors import UsageError
+from probench.models.spec import RUNTIMES
 from probench.scale.options import add_ray_arguments, check_ray_arguments
 
 
@@ -24,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated subset of orig,cat,tmpl (default all three)")
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     parser.add_argument("--precision", default="fp32", help="fp32 (default), fp16, ... as the models support")
-    parser.add_argument("--runtime", default="torch", choices=("torch", "onnxruntime", "tensorrt"),
+    parser.add_argument("--runtime", default="torch", choices=RUNTIMES,
                         help="inference runtime for every model (default torch)")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N images by id")
     parser.add_argument("--latency-images", type=int, default=50, metavar="N",

@@ -15,7 +15,6 @@ non-square image is letterboxed to a square (PyTorch letterboxes to the nearest 
 from __future__ import annotations
 
 import os
-import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +26,8 @@ from probench.detections import Detections
 from probench.models.accel.cache import ArtifactCache
 from probench.models.accel.errors import ExportError, RuntimeUnavailableError
 from probench.models.base import BaseDetector
-from probench.models.ultra import MAX_PER_PROMPT, UltralyticsDetector, results_to_detections
+from probench.models.hf_common import MAX_PER_PROMPT
+from probench.models.ultra import UltralyticsDetector, results_to_detections
 
 FORMATS = {"onnx": ".onnx", "engine": ".engine"}
 
@@ -117,16 +117,12 @@ class UltralyticsExportedDetector(BaseDetector):
         return self.loader(self.artifact, self.base)
 
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
-        from probench.models.preprocess import as_numpy_rgb
-
         exported: Any = text_state  # the ultralytics YOLO loaded from the exported file
-        t0 = time.perf_counter()
         results = exported.predict(  # ultralytics' own preprocessing (the reference path)
-            np.ascontiguousarray(as_numpy_rgb(image)[..., ::-1]), imgsz=self.base.imgsz, conf=self.base.conf,
+            np.ascontiguousarray(image[..., ::-1]), imgsz=self.base.imgsz, conf=self.base.conf,
             max_det=MAX_PER_PROMPT * len(self._prompts), device=self.device, verbose=False,
         )
-        wall_ms = (time.perf_counter() - t0) * 1000.0
-        return results_to_detections(results[0], image.shape[:2], wall_ms)
+        return results_to_detections(results[0], image.shape[:2])
 
 
 def _versions(fmt: str) -> dict[str, str]:
