@@ -324,6 +324,23 @@ def test_image_from_cdr_matches_rclpy(requires_vision_msgs, rgb: np.ndarray) -> 
     np.testing.assert_array_equal(convert.compressed_to_rgb(f), rgb)
 
 
+def test_rgb_from_cdr_reads_either_kind(requires_vision_msgs, rgb: np.ndarray) -> None:
+    from rclpy.serialization import serialize_message
+    from sensor_msgs.msg import CompressedImage
+
+    wire = serialize_message(convert.rgb_to_image_msg(rgb, _header(frame_id="cäm"), encoding="bgr8"))
+    header, out = convert.rgb_from_cdr(wire, compressed=False)
+    assert (header.stamp.sec, header.stamp.nanosec, header.frame_id) == (12, 345, "cäm")
+    np.testing.assert_array_equal(out, rgb)
+    comp = CompressedImage(header=_header(), format="png")
+    comp.data = _encode(rgb, ".png")
+    header, out = convert.rgb_from_cdr(serialize_message(comp), compressed=True)
+    assert header.frame_id == "cam"
+    np.testing.assert_array_equal(out, rgb)
+    with pytest.raises(MessageConversionError):  # a raw image read as compressed
+        convert.rgb_from_cdr(wire, compressed=True)
+
+
 def test_bad_cdr_is_a_conversion_error(requires_vision_msgs, rgb: np.ndarray) -> None:
     from rclpy.serialization import serialize_message
 

@@ -313,12 +313,11 @@ class RosConsoleBridge:
 
     def _on_debug_image(self, data: bytes) -> None:
         try:
-            msg = convert.image_from_cdr(data)
-            rgb = convert.image_to_rgb(msg)
+            header, rgb = convert.rgb_from_cdr(data, compressed=False)
         except ProbenchError as exc:
             self._node.get_logger().warning(f"debug image not shown: {exc}", throttle_duration_sec=5.0)
             return
-        self._publish_frame(rgb, _stamp(msg.header))
+        self._publish_frame(rgb, _stamp(header))
 
     def _remember(self, kind: str) -> Any:
         def cb(data: bytes) -> None:
@@ -341,10 +340,7 @@ class RosConsoleBridge:
             return  # the camera frame was lost (best effort) or is older than the window
         kind, data = found
         try:
-            if kind == "raw":
-                rgb = convert.image_to_rgb(convert.image_from_cdr(data))
-            else:
-                rgb = convert.compressed_to_rgb(convert.compressed_from_cdr(data))
+            rgb = convert.rgb_from_cdr(data, compressed=kind != "raw")[1]
             names = list(self._prompts)
             index = []
             for label in labels:

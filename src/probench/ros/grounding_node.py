@@ -44,7 +44,6 @@ from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.models.base import BaseDetector, check_prompts
 from probench.ros import convert
-from probench.ros.convert.shapes import CompressedMessage, ImageMessage
 from probench.ros.errors import ParameterValueError, RosError
 from probench.ros.grounding_stats import DECODE_STAGE, GroundingStats, Health, diagnostic_level
 from probench.ros.grounding_worker import FrameWorker, Prompts, StampedPromptSets
@@ -213,14 +212,8 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         if cfg is None or detector is None:  # not configured: the worker runs from configure to cleanup
             return
         t_decode = time.perf_counter()
-        msg: ImageMessage | CompressedMessage
         try:
-            if kind == "raw":
-                msg = convert.image_from_cdr(data)
-                rgb = convert.image_to_rgb(msg)
-            else:
-                msg = convert.compressed_from_cdr(data)
-                rgb = convert.compressed_to_rgb(msg)
+            header, rgb = convert.rgb_from_cdr(data, compressed=kind != "raw")
         except ProbenchError as exc:
             self.stats.count("errors")
             self.last_frame_error = f"image dropped: {exc}"
@@ -229,7 +222,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         if not rgb.flags.writeable:  # a view of the immutable wire bytes: models may write
             rgb = rgb.copy()
         decode_ms = (time.perf_counter() - t_decode) * 1000.0
-        own = self.frame_sets.take(convert.stamp_ns(msg.header.stamp), cfg.frame_prompts_wait)
+        own = self.frame_sets.take(convert.stamp_ns(header.stamp), cfg.frame_prompts_wait)
         if own is not None:
             prompts = own
         elif self.frame_sets.in_use():
@@ -250,14 +243,14 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
                                       "parameter)", throttle_duration_sec=_THROTTLE_S)
         # serialized directly: the bytes of the Detection2DArray, a fraction of rclpy's cost
         limit = cfg.max_detections
-        self._pub_dets.publish(convert.detections_to_cdr(dets, msg.header, prompts, max_detections=limit))
+        self._pub_dets.publish(convert.detections_to_cdr(dets, header, prompts, max_detections=limit))
         stages = {DECODE_STAGE: decode_ms, **{k: v for k, v in dets.timings_ms.items() if k != "total"}}
         self.stats.record_frame((time.perf_counter() - t_arrival) * 1000.0, stages_ms=stages)
         if self._pub_debug.get_subscription_count() > 0:  # drawing costs: only for a viewer
             from probench.viz import draw_detections
 
             drawn = draw_detections(rgb, dets.filter(convert.top_order(dets, limit)), prompts)
-            self._pub_debug.publish(convert.rgb_to_image_msg(drawn, msg.header))
+            self._pub_debug.publish(convert.rgb_to_image_msg(drawn, header))
 
     def _on_worker_error(self, exc: BaseException) -> None:
         self.last_frame_error = f"frame failed: {type(exc).__name__}: {exc}"
