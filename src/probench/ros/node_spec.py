@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from probench.ros import PACKAGE, package_config
 from probench.ros.params import Param, ParamTable
 from probench.vocabulary import FORMULATIONS, parse_formulations
 
-PACKAGE = "probench"
 EXECUTABLE = "grounding_node"
 NODE_NAME = "grounding_node"
 
@@ -158,15 +158,7 @@ LAUNCH_ARGUMENTS: dict[str, tuple[str, str]] = {
 
 def default_params_file() -> Path:
     """config/grounding.yaml of the source tree, else of the installed ROS package."""
-    here = Path(__file__).resolve().parents[3] / "config" / "grounding.yaml"
-    if here.is_file():
-        return here
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        return Path(get_package_share_directory(PACKAGE)) / "config" / "grounding.yaml"
-    except (ImportError, LookupError, ValueError):
-        return here  # the caller reports the missing file with its path
+    return package_config("grounding.yaml")
 
 
 def compressed_topic(image: str, compressed: str, compressed_unmapped: str) -> str:
