@@ -50,9 +50,7 @@ from probench.ros.grounding_worker import FrameWorker, Prompts, StampedPromptSet
 from probench.ros.node_spec import (
     GROUNDING_PARAMS,
     NODE_NAME,
-    PARAMETERS,
     GroundingConfig,
-    check_parameter,
     compressed_topic,
     diagnostic_status_name,
     prompts_from_message,
@@ -75,7 +73,7 @@ def image_qos(reliability: str = "best_effort") -> QoSProfile:
 class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not followed by mypy: Any
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(NODE_NAME, **kwargs)
-        for spec in PARAMETERS:  # declared once, here; config/grounding.yaml holds the same defaults
+        for spec in GROUNDING_PARAMS:  # declared once, here; config/grounding.yaml holds the same defaults
             self.declare_parameter(spec.name, *convert.param_declaration(spec))
 
         self.stats = GroundingStats()
@@ -94,13 +92,13 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         self._image_topics = ("image", "image/compressed")  # resolved at configure
 
         # Values given at startup (-p, params file) bypass the set-parameters callback: same checks.
-        for spec in PARAMETERS:
+        for spec in GROUNDING_PARAMS:
             try:
                 value = self.get_parameter(spec.name).value
             except ParameterUninitializedException:
                 continue
             try:
-                checked = check_parameter(spec.name, value)
+                checked = GROUNDING_PARAMS.check(spec.name, value)
             except (ProbenchError, ValueError) as exc:
                 raise ParameterValueError(f"parameter {spec.name}: {exc}") from exc
             if spec.name == "prompts":
@@ -138,7 +136,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         prompts = None
         for p in params:
             try:
-                checked = check_parameter(p.name, p.value)
+                checked = GROUNDING_PARAMS.check(p.name, p.value)
             except (ProbenchError, ValueError) as exc:
                 if p.name == "prompts":
                     self.stats.count("prompts_rejected")
@@ -275,7 +273,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         from probench.models import load_detector
 
-        values = {spec.name: self._param(spec.name) for spec in PARAMETERS if spec.name != "prompts"}
+        values = {spec.name: self._param(spec.name) for spec in GROUNDING_PARAMS if spec.name != "prompts"}
         self._cfg = GROUNDING_PARAMS.to_config(GroundingConfig, values)
         name, device = self._cfg.model, self._cfg.device
         try:

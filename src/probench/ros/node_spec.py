@@ -62,9 +62,6 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
           "seconds without an image, while active, after which /diagnostics reports WARN (camera silent)",
           "configure", low=0.0, low_open=True),
 ))
-# Kept for the node's and tests' use: the one table above, as a tuple of rows.
-PARAMETERS: tuple[Param, ...] = GROUNDING_PARAMS.rows
-
 
 
 @dataclass(frozen=True)
@@ -175,12 +172,6 @@ def diagnostic_status_name(node_fqn: str) -> str:
     """The name of the node's DiagnosticStatus: its fully qualified name (two nodes of the
     same name in different namespaces stay apart), as the console looks it up."""
     return f"{node_fqn}: grounding"
-
-
-def check_parameter(name: str, value: Any) -> Any:
-    """The checked value of a grounding_node parameter, or ValueError/PromptError with the
-    reason (used at startup and by the set-parameters callback alike)."""
-    return GROUNDING_PARAMS.check(name, value)
 
 
 def split_prompts(text: str) -> list[str]:
