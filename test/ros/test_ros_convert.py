@@ -239,6 +239,18 @@ def test_diagnostics(requires_vision_msgs: None) -> None:
     assert convert.diagnostics_to_statuses(msg)[0][1] == "STALE"
 
 
+def test_param_declaration_types_are_rclpy_types(requires_vision_msgs: None) -> None:
+    from rclpy.parameter import Parameter
+
+    from probench.ros.node_spec import EVALUATOR_PARAMS, GROUNDING_PARAMS
+
+    samples = {"string": "x", "double": 1.5, "integer": 2, "bool": True, "string_array": ["x"]}
+    for table in (GROUNDING_PARAMS, EVALUATOR_PARAMS):
+        for param in table:
+            _, desc = convert.param_declaration(param)
+            assert desc.type == Parameter.Type.from_parameter_value(samples[param.type]).value, param.name
+
+
 def test_convert_imports_without_rclpy() -> None:
     import subprocess
 
