@@ -158,5 +158,8 @@ def test_bridge_without_a_node(graph) -> None:
         assert e.value.status == 503
         with pytest.raises(BridgeError, match="no lifecycle node /robot9/nobody"):
             bridge.change_state("activate", 2.0)
+        with pytest.raises(BridgeError, match="unknown transition 'cleanup'") as e:
+            bridge.change_state("cleanup", 2.0)  # a real lifecycle transition, not one the page may ask
+        assert e.value.status == 400
     finally:
         bridge.close()

@@ -239,6 +239,18 @@ def test_diagnostics(requires_vision_msgs: None) -> None:
     assert convert.diagnostics_to_statuses(msg)[0][1] == "STALE"
 
 
+def test_param_declaration_types_are_rclpy_types(requires_vision_msgs: None) -> None:
+    from rclpy.parameter import Parameter
+
+    from probench.ros.node_spec import EVALUATOR_PARAMS, GROUNDING_PARAMS
+
+    samples = {"string": "x", "double": 1.5, "integer": 2, "bool": True, "string_array": ["x"]}
+    for table in (GROUNDING_PARAMS, EVALUATOR_PARAMS):
+        for param in table:
+            _, desc = convert.param_declaration(param)
+            assert desc.type == Parameter.Type.from_parameter_value(samples[param.type]).value, param.name
+
+
 def test_convert_imports_without_rclpy() -> None:
     import subprocess
 
@@ -322,6 +334,23 @@ def test_image_from_cdr_matches_rclpy(requires_vision_msgs, rgb: np.ndarray) -> 
     f = convert.compressed_from_cdr(serialize_message(comp))
     assert f.format == "png" and f.header.frame_id == "cam"
     np.testing.assert_array_equal(convert.compressed_to_rgb(f), rgb)
+
+
+def test_rgb_from_cdr_reads_either_kind(requires_vision_msgs, rgb: np.ndarray) -> None:
+    from rclpy.serialization import serialize_message
+    from sensor_msgs.msg import CompressedImage
+
+    wire = serialize_message(convert.rgb_to_image_msg(rgb, _header(frame_id="cäm"), encoding="bgr8"))
+    header, out = convert.rgb_from_cdr(wire, compressed=False)
+    assert (header.stamp.sec, header.stamp.nanosec, header.frame_id) == (12, 345, "cäm")
+    np.testing.assert_array_equal(out, rgb)
+    comp = CompressedImage(header=_header(), format="png")
+    comp.data = _encode(rgb, ".png")
+    header, out = convert.rgb_from_cdr(serialize_message(comp), compressed=True)
+    assert header.frame_id == "cam"
+    np.testing.assert_array_equal(out, rgb)
+    with pytest.raises(MessageConversionError):  # a raw image read as compressed
+        convert.rgb_from_cdr(wire, compressed=True)
 
 
 def test_bad_cdr_is_a_conversion_error(requires_vision_msgs, rgb: np.ndarray) -> None:

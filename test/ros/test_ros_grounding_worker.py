@@ -135,6 +135,21 @@ def test_inactive_takes_no_frames_and_deactivate_waits_for_the_one_in_flight(wor
     assert _until(lambda: len(rec.frames) == 2)
 
 
+def test_stop_waits_at_most_its_timeout_in_all_for_a_slow_frame(worker) -> None:
+    # one deadline for waiting on the frame and joining the thread: the node's shutdown wait
+    # (_SHUTDOWN_FRAME_WAIT_S) is a bound, not half of one
+    w, rec = worker
+    w.put_prompts(("a",), None)
+    rec.gate.clear()  # the frame blocks far longer than the timeout
+    w.put_frame("raw", 1)
+    assert rec.started.wait(5)
+    t0 = time.monotonic()
+    w.stop(timeout=1.0)
+    elapsed = time.monotonic() - t0
+    assert 0.9 <= elapsed < 1.6  # waited for the frame, then gave up; two waits would take >= 2 s
+    assert rec.frames == []
+
+
 def test_stop_forgets_prompts_until_reacknowledged() -> None:
     rec = Recorder()
     w = FrameWorker(GroundingStats(), rec.frame, rec.prompts, rec.errors.append)

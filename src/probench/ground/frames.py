@@ -53,11 +53,7 @@ def decode(frame: Frame) -> tuple[Any, np.ndarray]:
     from probench.ros import convert
 
     try:
-        if frame.msgtype == COMPRESSED_MSGTYPE:
-            compressed = convert.compressed_from_cdr(frame.raw)
-            return compressed.header, convert.compressed_to_rgb(compressed)
-        image = convert.image_from_cdr(frame.raw)
-        return image.header, convert.image_to_rgb(image)
+        return convert.rgb_from_cdr(frame.raw, compressed=frame.msgtype == COMPRESSED_MSGTYPE)
     except ProbenchError as exc:
         raise GroundError(f"{frame.topic} frame {frame.index} (t={frame.t_ns} ns): {exc}") from exc
 

@@ -44,10 +44,6 @@ _STATE_POLL_S = 1.0  # get_state while the state is known (transition events upd
 _STATE_POLL_UNKNOWN_S = 0.2  # until the first answer: the page shows the node sooner
 
 
-def _stamp(header: Any) -> tuple[int, int]:
-    return int(header.stamp.sec), int(header.stamp.nanosec)
-
-
 class RosConsoleBridge:
     """See the module docstring. ``node``: the grounding node's name (``/grounding_node``);
     ``domain_id``: the ROS domain (default: ``ROS_DOMAIN_ID`` of the environment)."""
@@ -63,9 +59,12 @@ class RosConsoleBridge:
         from std_msgs.msg import String
         from vision_msgs.msg import Detection2DArray, LabelInfo
 
+        from probench.ros.node_spec import diagnostic_status_name
+
         if stream_source not in STREAM_SOURCES:
             raise ConsoleUsageError(f"stream source must be one of {', '.join(STREAM_SOURCES)}")
         self.names = graph_names(node, image_topic)
+        self._diag_name = diagnostic_status_name(self.names["node"])
         self.node_ns, self.node_name = split_node_name(node)
         self._explicit_image_topic = image_topic is not None
         self._stream_topic = self.names["debug_image" if stream_source == "debug_image" else "image"]
@@ -81,7 +80,7 @@ class RosConsoleBridge:
         self._seq = 0
         self._want = False
         self._image_subs: list[Any] = []
-        self._recent: OrderedDict[tuple[int, int], tuple[str, bytes]] = OrderedDict()
+        self._recent: OrderedDict[int, tuple[str, bytes]] = OrderedDict()  # by stamp (ns)
         self._state_future: Any = None
         self._state_asked = -float("inf")
 
@@ -154,9 +153,8 @@ class RosConsoleBridge:
     def change_state(self, transition: str, timeout_s: float) -> str:
         from lifecycle_msgs.msg import Transition
 
-        ids = {"configure": Transition.TRANSITION_CONFIGURE, "activate": Transition.TRANSITION_ACTIVATE,
-               "deactivate": Transition.TRANSITION_DEACTIVATE}
-        if transition not in TRANSITIONS or transition not in ids:
+        ids = {name: getattr(Transition, f"TRANSITION_{name.upper()}") for name in TRANSITIONS}
+        if transition not in ids:
             raise BridgeError(f"unknown transition {transition!r}", 400)
         if not self._change_state.service_is_ready():
             raise BridgeError(f"no lifecycle node {self.names['node']} on the graph", 503)
@@ -231,11 +229,8 @@ class RosConsoleBridge:
             self._prompts, self._prompts_at = prompts, time.monotonic()
 
     def _on_diagnostics(self, msg: Any) -> None:
-        from probench.ros.node_spec import diagnostic_status_name
-
-        wanted = diagnostic_status_name(self.names["node"])
         for name, level, message, values in convert.diagnostics_to_statuses(msg):
-            if name == wanted:
+            if name == self._diag_name:
                 with self._lock:
                     self._diag = (level, message, values, time.monotonic())
 
@@ -243,11 +238,11 @@ class RosConsoleBridge:
         xyxy, scores, labels = convert.detection_array_to_arrays(msg)
         items = tuple(DetectionItem(lab, float(s), (float(b[0]), float(b[1]), float(b[2]), float(b[3])))
                       for b, s, lab in zip(xyxy, scores, labels, strict=True))
-        sec, nsec = _stamp(msg.header)
+        stamp_ns = convert.stamp_ns(msg.header.stamp)
         with self._lock:
-            self._detections, self._detections_stamp = items, sec + nsec * 1e-9
+            self._detections, self._detections_stamp = items, stamp_ns / 1e9
         if self.stream_source == "image" and self._want:
-            self._draw(_stamp(msg.header), xyxy, scores, labels)
+            self._draw(stamp_ns, xyxy, scores, labels)
 
     # -- stream --------------------------------------------------------------------------
     def _sync_image_subscriptions(self) -> None:
@@ -306,19 +301,18 @@ class RosConsoleBridge:
         return QoSProfile(depth=2, reliability=ReliabilityPolicy.RELIABLE if reliable
                           else ReliabilityPolicy.BEST_EFFORT)
 
-    def _publish_frame(self, rgb: np.ndarray, stamp: tuple[int, int]) -> None:
+    def _publish_frame(self, rgb: np.ndarray, stamp_ns: int) -> None:
         with self._lock:
             self._seq += 1
-            self._frame = Frame(self._seq, rgb, stamp[0] + stamp[1] * 1e-9)
+            self._frame = Frame(self._seq, rgb, stamp_ns / 1e9)
 
     def _on_debug_image(self, data: bytes) -> None:
         try:
-            msg = convert.image_from_cdr(data)
-            rgb = convert.image_to_rgb(msg)
+            header, rgb = convert.rgb_from_cdr(data, compressed=False)
         except ProbenchError as exc:
             self._node.get_logger().warning(f"debug image not shown: {exc}", throttle_duration_sec=5.0)
             return
-        self._publish_frame(rgb, _stamp(msg.header))
+        self._publish_frame(rgb, convert.stamp_ns(header.stamp))
 
     def _remember(self, kind: str) -> Any:
         def cb(data: bytes) -> None:
@@ -327,24 +321,21 @@ class RosConsoleBridge:
                 header = parse(data).header
             except ProbenchError:
                 return
-            self._recent[_stamp(header)] = (kind, data)
+            self._recent[convert.stamp_ns(header.stamp)] = (kind, data)
             while len(self._recent) > _RECENT_IMAGES:
                 self._recent.popitem(last=False)
         return cb
 
-    def _draw(self, stamp: tuple[int, int], xyxy: np.ndarray, scores: np.ndarray, labels: list[str]) -> None:
+    def _draw(self, stamp_ns: int, xyxy: np.ndarray, scores: np.ndarray, labels: list[str]) -> None:
         from probench.detections import Detections
         from probench.viz import draw_detections
 
-        found = self._recent.pop(stamp, None)
+        found = self._recent.pop(stamp_ns, None)
         if found is None:
             return  # the camera frame was lost (best effort) or is older than the window
         kind, data = found
         try:
-            if kind == "raw":
-                rgb = convert.image_to_rgb(convert.image_from_cdr(data))
-            else:
-                rgb = convert.compressed_to_rgb(convert.compressed_from_cdr(data))
+            rgb = convert.rgb_from_cdr(data, compressed=kind != "raw")[1]
             names = list(self._prompts)
             index = []
             for label in labels:
@@ -357,4 +348,4 @@ class RosConsoleBridge:
         except (ProbenchError, ValueError) as exc:
             self._node.get_logger().warning(f"frame not drawn: {exc}", throttle_duration_sec=5.0)
             return
-        self._publish_frame(drawn, stamp)
+        self._publish_frame(drawn, stamp_ns)

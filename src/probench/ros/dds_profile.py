@@ -19,6 +19,8 @@ import os
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
+from probench.ros import package_config
+
 PROFILE_VAR = "FASTDDS_DEFAULT_PROFILES_FILE"
 # Any of these set (non-empty) means the user chose their own Fast DDS XML.
 USER_PROFILE_VARS = (PROFILE_VAR, "FASTRTPS_DEFAULT_PROFILES_FILE")
@@ -30,15 +32,7 @@ _FAST_DDS_RMWS = ("rmw_fastrtps_cpp", "rmw_fastrtps_dynamic_cpp")
 
 def profile_path() -> Path:
     """config/fastdds.xml of the source tree, else of the installed ROS package."""
-    here = Path(__file__).resolve().parents[3] / "config" / PROFILE_FILE
-    if here.is_file():
-        return here
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        return Path(get_package_share_directory("probench")) / "config" / PROFILE_FILE
-    except (ImportError, LookupError, ValueError):
-        return here
+    return package_config(PROFILE_FILE)
 
 
 def profile_environment(env: Mapping[str, str], cwd: Path | None = None) -> dict[str, str]:

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from probench.errors import UsageError
-from probench.ros.node_spec import MODES, PACKAGE, grounding_node_description
+from probench.ros import PACKAGE, package_config
+from probench.ros.node_spec import MODES, grounding_node_description
 from probench.vocabulary import parse_formulations
 
 EVALUATOR_EXECUTABLE = "evaluator_node"
@@ -49,15 +50,7 @@ EVAL_ARGUMENTS: dict[str, tuple[str, str]] = {
 
 def default_params_file() -> Path:
     """config/eval.yaml of the source tree, else of the installed ROS package."""
-    here = Path(__file__).resolve().parents[3] / "config" / "eval.yaml"
-    if here.is_file():
-        return here
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        return Path(get_package_share_directory(PACKAGE)) / "config" / "eval.yaml"
-    except (ImportError, LookupError, ValueError):
-        return here
+    return package_config("eval.yaml")
 
 
 def _positive_float(name: str, text: str) -> float:

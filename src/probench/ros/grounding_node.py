@@ -44,16 +44,13 @@ from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.models.base import BaseDetector, check_prompts
 from probench.ros import convert
-from probench.ros.convert.shapes import CompressedMessage, ImageMessage
 from probench.ros.errors import ParameterValueError, RosError
 from probench.ros.grounding_stats import DECODE_STAGE, GroundingStats, Health, diagnostic_level
 from probench.ros.grounding_worker import FrameWorker, Prompts, StampedPromptSets
 from probench.ros.node_spec import (
     GROUNDING_PARAMS,
     NODE_NAME,
-    PARAMETERS,
     GroundingConfig,
-    check_parameter,
     compressed_topic,
     diagnostic_status_name,
     prompts_from_message,
@@ -76,7 +73,7 @@ def image_qos(reliability: str = "best_effort") -> QoSProfile:
 class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not followed by mypy: Any
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(NODE_NAME, **kwargs)
-        for spec in PARAMETERS:  # declared once, here; config/grounding.yaml holds the same defaults
+        for spec in GROUNDING_PARAMS:  # declared once, here; config/grounding.yaml holds the same defaults
             self.declare_parameter(spec.name, *convert.param_declaration(spec))
 
         self.stats = GroundingStats()
@@ -95,13 +92,13 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         self._image_topics = ("image", "image/compressed")  # resolved at configure
 
         # Values given at startup (-p, params file) bypass the set-parameters callback: same checks.
-        for spec in PARAMETERS:
+        for spec in GROUNDING_PARAMS:
             try:
                 value = self.get_parameter(spec.name).value
             except ParameterUninitializedException:
                 continue
             try:
-                checked = check_parameter(spec.name, value)
+                checked = GROUNDING_PARAMS.check(spec.name, value)
             except (ProbenchError, ValueError) as exc:
                 raise ParameterValueError(f"parameter {spec.name}: {exc}") from exc
             if spec.name == "prompts":
@@ -139,7 +136,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         prompts = None
         for p in params:
             try:
-                checked = check_parameter(p.name, p.value)
+                checked = GROUNDING_PARAMS.check(p.name, p.value)
             except (ProbenchError, ValueError) as exc:
                 if p.name == "prompts":
                     self.stats.count("prompts_rejected")
@@ -213,14 +210,8 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         if cfg is None or detector is None:  # not configured: the worker runs from configure to cleanup
             return
         t_decode = time.perf_counter()
-        msg: ImageMessage | CompressedMessage
         try:
-            if kind == "raw":
-                msg = convert.image_from_cdr(data)
-                rgb = convert.image_to_rgb(msg)
-            else:
-                msg = convert.compressed_from_cdr(data)
-                rgb = convert.compressed_to_rgb(msg)
+            header, rgb = convert.rgb_from_cdr(data, compressed=kind != "raw")
         except ProbenchError as exc:
             self.stats.count("errors")
             self.last_frame_error = f"image dropped: {exc}"
@@ -229,7 +220,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         if not rgb.flags.writeable:  # a view of the immutable wire bytes: models may write
             rgb = rgb.copy()
         decode_ms = (time.perf_counter() - t_decode) * 1000.0
-        own = self.frame_sets.take(convert.stamp_ns(msg.header.stamp), cfg.frame_prompts_wait)
+        own = self.frame_sets.take(convert.stamp_ns(header.stamp), cfg.frame_prompts_wait)
         if own is not None:
             prompts = own
         elif self.frame_sets.in_use():
@@ -250,14 +241,14 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
                                       "parameter)", throttle_duration_sec=_THROTTLE_S)
         # serialized directly: the bytes of the Detection2DArray, a fraction of rclpy's cost
         limit = cfg.max_detections
-        self._pub_dets.publish(convert.detections_to_cdr(dets, msg.header, prompts, max_detections=limit))
+        self._pub_dets.publish(convert.detections_to_cdr(dets, header, prompts, max_detections=limit))
         stages = {DECODE_STAGE: decode_ms, **{k: v for k, v in dets.timings_ms.items() if k != "total"}}
         self.stats.record_frame((time.perf_counter() - t_arrival) * 1000.0, stages_ms=stages)
         if self._pub_debug.get_subscription_count() > 0:  # drawing costs: only for a viewer
             from probench.viz import draw_detections
 
             drawn = draw_detections(rgb, dets.filter(convert.top_order(dets, limit)), prompts)
-            self._pub_debug.publish(convert.rgb_to_image_msg(drawn, msg.header))
+            self._pub_debug.publish(convert.rgb_to_image_msg(drawn, header))
 
     def _on_worker_error(self, exc: BaseException) -> None:
         self.last_frame_error = f"frame failed: {type(exc).__name__}: {exc}"
@@ -282,7 +273,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         from probench.models import load_detector
 
-        values = {spec.name: self._param(spec.name) for spec in PARAMETERS if spec.name != "prompts"}
+        values = {spec.name: self._param(spec.name) for spec in GROUNDING_PARAMS if spec.name != "prompts"}
         self._cfg = GROUNDING_PARAMS.to_config(GroundingConfig, values)
         name, device = self._cfg.model, self._cfg.device
         try:

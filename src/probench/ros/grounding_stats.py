@@ -14,8 +14,9 @@ import numpy as np
 
 # The node's own stage: a serialized Image/CompressedImage -> the RGB array the model gets.
 DECODE_STAGE = "decode"
-# The counters GroundingStats.count adds to (its attributes of these names).
-Counter = Literal["received", "processed", "skipped", "errors", "prompts_rejected"]
+# The counters GroundingStats.count adds to (its attributes of these names); received and
+# processed have their own methods (frame_arrived, record_frame).
+Counter = Literal["skipped", "errors", "prompts_rejected"]
 
 
 class GroundingStats:
@@ -54,7 +55,10 @@ class GroundingStats:
             self._latency_ms.append(float(latency_ms))
             self._done.append(time.monotonic() if now is None else now)
             for name, ms in (stages_ms or {}).items():
-                self._stages.setdefault(name, deque(maxlen=self._window)).append(float(ms))
+                stage = self._stages.get(name)
+                if stage is None:
+                    stage = self._stages[name] = deque(maxlen=self._window)
+                stage.append(float(ms))
 
     def snapshot(self, now: float | None = None, stale_after_s: float = 2.0) -> dict[str, float | int]:
         """Counters, processing rate (Hz, 0 when nothing finished within ``stale_after_s``),

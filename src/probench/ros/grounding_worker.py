@@ -88,24 +88,28 @@ class FrameWorker:
             self._cond.notify_all()
 
     def deactivate(self, timeout: float = 30.0) -> None:
-        """Stop taking frames, drop the pending one, wait for the one in flight."""
+        """Stop taking frames, drop the pending one, wait (up to ``timeout``) for the one in flight."""
+        self._deactivate(time.monotonic() + timeout)
+
+    def _deactivate(self, deadline: float) -> None:
         with self._cond:
             self._active = False
             if self._mailbox is not None:
                 self._mailbox = None
                 self.stats.count("skipped")
-            deadline = time.monotonic() + timeout
-            while self._busy and time.monotonic() < deadline:
-                self._cond.wait(timeout=0.1)
+            while self._busy and (left := deadline - time.monotonic()) > 0:
+                self._cond.wait(timeout=min(0.1, left))
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Deactivate, end the thread, forget queued prompts and the active set."""
-        self.deactivate(timeout)
+        """Deactivate, end the thread, forget queued prompts and the active set; ``timeout``
+        bounds the whole wait (frame in flight and thread end together)."""
+        deadline = time.monotonic() + timeout
+        self._deactivate(deadline)
         with self._cond:
             self._stop = True
             self._cond.notify_all()
         if self._thread is not None:
-            self._thread.join(timeout=timeout)
+            self._thread.join(timeout=max(0.0, deadline - time.monotonic()))
             self._thread = None
         with self._cond:
             self._prompt_queue.clear()

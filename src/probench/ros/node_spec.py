@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from probench.ros import PACKAGE, package_config
 from probench.ros.params import Param, ParamTable
 from probench.vocabulary import FORMULATIONS, PREPROCESS_PATHS, parse_formulations
 
-PACKAGE = "probench"
 EXECUTABLE = "grounding_node"
 NODE_NAME = "grounding_node"
 
@@ -62,9 +62,6 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
           "seconds without an image, while active, after which /diagnostics reports WARN (camera silent)",
           "configure", low=0.0, low_open=True),
 ))
-# Kept for the node's and tests' use: the one table above, as a tuple of rows.
-PARAMETERS: tuple[Param, ...] = GROUNDING_PARAMS.rows
-
 
 
 @dataclass(frozen=True)
@@ -158,15 +155,7 @@ LAUNCH_ARGUMENTS: dict[str, tuple[str, str]] = {
 
 def default_params_file() -> Path:
     """config/grounding.yaml of the source tree, else of the installed ROS package."""
-    here = Path(__file__).resolve().parents[3] / "config" / "grounding.yaml"
-    if here.is_file():
-        return here
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        return Path(get_package_share_directory(PACKAGE)) / "config" / "grounding.yaml"
-    except (ImportError, LookupError, ValueError):
-        return here  # the caller reports the missing file with its path
+    return package_config("grounding.yaml")
 
 
 def compressed_topic(image: str, compressed: str, compressed_unmapped: str) -> str:
@@ -183,12 +172,6 @@ def diagnostic_status_name(node_fqn: str) -> str:
     """The name of the node's DiagnosticStatus: its fully qualified name (two nodes of the
     same name in different namespaces stay apart), as the console looks it up."""
     return f"{node_fqn}: grounding"
-
-
-def check_parameter(name: str, value: Any) -> Any:
-    """The checked value of a grounding_node parameter, or ValueError/PromptError with the
-    reason (used at startup and by the set-parameters callback alike)."""
-    return GROUNDING_PARAMS.check(name, value)
 
 
 def split_prompts(text: str) -> list[str]:

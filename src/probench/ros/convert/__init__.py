@@ -42,6 +42,7 @@ from probench.ros.convert.wire import (
     detections_to_cdr,
     image_from_cdr,
     prompt_text,
+    rgb_from_cdr,
 )
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "param_declaration",
     "prompt_text",
     "prompts_to_label_info",
+    "rgb_from_cdr",
     "rgb_to_fields",
     "rgb_to_image_msg",
     "set_stamp",

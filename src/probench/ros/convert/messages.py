@@ -256,29 +256,29 @@ def stats_to_diagnostics(
 def diagnostics_to_statuses(msg: DiagnosticArray) -> list[tuple[str, str, str, dict[str, str]]]:
     """The inverse of :func:`stats_to_diagnostics`: one ``(name, level, message, values)``
     per status, ``level`` one of :data:`LEVELS` (an unknown byte reads as ``STALE``)."""
-    names = {0: "OK", 1: "WARN", 2: "ERROR", 3: "STALE"}
     out = []
     for status in msg.status:
         raw = status.level
-        level = names.get(raw[0] if isinstance(raw, bytes | bytearray) else int(raw), "STALE")
+        byte = raw[0] if isinstance(raw, bytes | bytearray) else int(raw)
+        level = LEVELS[byte] if 0 <= byte < len(LEVELS) else "STALE"  # the byte is LEVELS' index
         values = {str(kv.key): str(kv.value) for kv in status.values}
         out.append((str(status.name), level, str(status.message), values))
     return out
 
 
 # -- parameter declarations ------------------------------------------------------------------
-_PARAM_TYPES = {"string": 4, "double": 3, "integer": 2, "bool": 1, "string_array": 9}  # rcl ParameterType
-
-
 def param_declaration(param: Param) -> tuple[Any, Any]:
     """``(default, ParameterDescriptor)`` to declare a :class:`probench.ros.params.Param`:
     its type, description, when it applies, and its range or choices as data."""
-    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
     from rclpy.parameter import Parameter
 
+    rcl_types = {"string": ParameterType.PARAMETER_STRING, "double": ParameterType.PARAMETER_DOUBLE,
+                 "integer": ParameterType.PARAMETER_INTEGER, "bool": ParameterType.PARAMETER_BOOL,
+                 "string_array": ParameterType.PARAMETER_STRING_ARRAY}
     extra = f" [{param.range_text()}]" if param.range_text() else ""
     desc = ParameterDescriptor(
-        name=param.name, type=_PARAM_TYPES[param.type],
+        name=param.name, type=rcl_types[param.type],
         description=f"{param.description}{extra} (applies: {param.applies})",
         read_only=param.applies == "startup",
     )

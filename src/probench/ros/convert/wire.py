@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 
 from probench.detections import Detections
+from probench.ros.convert.images import compressed_to_rgb, image_to_rgb
 from probench.ros.convert.messages import _checked_prompt_index, top_order
 from probench.ros.convert.shapes import CompressedMessage, Header, ImageMessage
 from probench.ros.errors import MessageConversionError, PromptMessageError
@@ -90,6 +91,17 @@ def compressed_from_cdr(data: bytes) -> CompressedMessage:
     header = r.header()
     fmt = r.string()
     return SimpleNamespace(header=header, format=fmt, data=r.octets())
+
+
+def rgb_from_cdr(data: bytes, *, compressed: bool) -> tuple[Header, np.ndarray]:
+    """``(header, rgb)`` of a serialized ``sensor_msgs/CompressedImage`` (``compressed``)
+    or ``sensor_msgs/Image``. The RGB array of a raw image may be a read-only view of
+    ``data``: copy it before writing."""
+    if compressed:
+        packed = compressed_from_cdr(data)
+        return packed.header, compressed_to_rgb(packed)
+    image = image_from_cdr(data)
+    return image.header, image_to_rgb(image)
 
 
 # -- prompts ------------------------------------------------------------------------------
