@@ -54,7 +54,6 @@ class LatencyProtocol:
 @dataclass
 class SweepConfig:
     models: list[str]
-    dataset: Path
     out: Path
     formulations: list[str]
     device: str = "cpu"
