@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from probench.cache.crash import crash_point
 from probench.cache.identity import RunSession, check_folder, open_run
 from probench.cache.run import PredictionWriter
 from probench.data.dataset import Dataset
@@ -336,6 +337,7 @@ def _take(
     f = chunk.formulation
     if plan.record(f, image_id):
         writers[f].add_image(image_id, results)
+        crash_point("infer.record")  # the resume tests' kill point, as in a single-process run
         bar.update(1)
         if on_record is not None:
             on_record(f, image_id, int(slot.info.get("pid", 0)))
