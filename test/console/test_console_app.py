@@ -102,6 +102,20 @@ def test_loopback_console_answers_only_loopback_host_names(bridge) -> None:
     assert host_name("[::1]:8080") == "::1" and host_name("Example.org:80") == "example.org"
 
 
+def test_console_bound_to_any_127_address_answers_there_without_a_token(bridge) -> None:
+    # 127.0.0.0/8 is loopback both for deciding that no token is needed and for the Host check:
+    # a console started on 127.0.0.2 must answer requests addressed to 127.0.0.2.
+    c = TestClient(create_app(bridge, host="127.0.0.2"), base_url="http://127.0.0.2:8080")
+    assert c.get("/").status_code == 200
+    assert c.get("/api/state").status_code == 200
+    assert post(c, "/api/prompt", {"text": "a cup"}, origin="http://127.0.0.2:8080").status_code == 200
+    assert bridge.sent == [("a cup",)]
+    with c.websocket_connect("ws://127.0.0.2:8080/ws", headers={"origin": "http://127.0.0.2:8080"}) as ws:
+        assert ws.receive_json()["type"] == "state"
+    for host in ("127.0.0.2.evil.example:8080", "0.0.0.0:8080", "evil.example"):
+        assert c.get("/api/state", headers={"host": host}).status_code == 403, host
+
+
 # -- cross-origin ----------------------------------------------------------------------------
 def test_no_cross_origin_access(bridge) -> None:
     c = client(bridge)

@@ -63,10 +63,10 @@ def test_only_the_newest_frame_waits(worker) -> None:
     w, rec = worker
     w.put_prompts(("a",), None)
     rec.gate.clear()
-    w.put_frame("raw", 1)
+    assert w.put_frame("raw", 1) is None
     assert rec.started.wait(5)  # frame 1 is in the (slow) model
-    for i in range(2, 7):
-        w.put_frame("raw", i)  # 2..5 are replaced while waiting
+    replaced = [w.put_frame("raw", i) for i in range(2, 7)]  # 2..5 are replaced while waiting
+    assert replaced == [None, 2, 3, 4, 5]  # each put names the frame it replaced
     rec.gate.set()
     assert _until(lambda: len(rec.frames) == 2)
     time.sleep(0.05)
@@ -81,8 +81,8 @@ def test_prompt_change_drops_pending_frame_and_is_applied_first(worker) -> None:
     w.put_frame("raw", 1)
     assert rec.started.wait(5)
     w.put_frame("raw", 2)  # pending
-    w.put_prompts(("a",), None)  # a repeat: acknowledged, the pending frame stays
-    w.put_prompts(("b", "c"), None)  # a change: the pending frame is dropped
+    assert w.put_prompts(("a",), None) is None  # a repeat: acknowledged, the pending frame stays
+    assert w.put_prompts(("b", "c"), None) == 2  # a change: the pending frame is dropped
     w.put_frame("raw", 3)  # arrives after the change: answered with the new set
     rec.gate.set()
     assert _until(lambda: len(rec.frames) == 2)

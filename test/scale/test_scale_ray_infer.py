@@ -22,12 +22,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from helpers.crash import crash_env
 from probench.cache.identity import RUN_FIELDS, first_difference
 from probench.cache.run import RunDir
 from probench.cli import main
@@ -233,18 +233,12 @@ def test_driver_sigkill_then_same_command_resumes_identically(
     env = {**ros_env, "RAY_ADDRESS": ray_local.gcs_address, "RAY_AUTH_MODE": "token",
            "PYTHONPATH": str(repo_root / "src")}  # fmt: skip
     out = tmp_path / "ray"
-    log = out / "predictions" / "orig.partial.jsonl"
-    driver = subprocess.Popen(_cli(out, repo_root), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        while not (log.exists() and log.read_bytes().count(b"\n") >= 1):
-            assert driver.poll() is None, driver.communicate()[1].decode()[-2000:]
-            assert time.monotonic() < deadline, "no image recorded in 120 s"
-            time.sleep(0.02)
-        driver.send_signal(signal.SIGKILL)
-    finally:
-        driver.kill()
-        driver.communicate()
+    # the driver kills itself right after its 2nd record (probench.cache.crash), not when a timer fires
+    killed = subprocess.run(_cli(out, repo_root), env=crash_env(env, "infer.record:2"), capture_output=True,
+                            text=True, timeout=180)  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    logs = [out / "predictions" / f"{f}.partial.jsonl" for f in FORMS]
+    assert sum(p.read_bytes().count(b"\n") for p in logs if p.exists()) == 2  # both records kept
     assert json.loads((out / "run.json").read_text())["status"] == "running"  # killed: no chance to say
     assert not (out / "predictions" / "cat.json").exists()
     done = subprocess.run(_cli(out, repo_root), env=env, capture_output=True, text=True, timeout=180)

@@ -20,7 +20,7 @@ from probench.bags.layout import (
     IMAGE_MSGTYPE,
     IMAGE_TOPIC,
 )
-from probench.bags.source import one_line, open_reader
+from probench.bags.source import BagSource, one_line
 from probench.data.dataset import Dataset
 
 _FRAME_KEYS = ("image_id", "file_name", "width", "height", "domain", "label_space")
@@ -71,23 +71,26 @@ def image_message_to_rgb(msg: Any, msgtype: str, *, what: str = "image") -> np.n
 
 
 class ProbenchBag:
-    """A probench bag opened for reading. Bad bags raise :class:`BagError` with one line."""
+    """A probench bag opened for reading. Bad bags raise :class:`BagError` with one line.
+
+    It holds a :class:`BagSource` (opening, topics, storage, time-ordered raw messages) and
+    adds what only a probench bag has: the embedded dataset and the frame infos."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._stamps: list[int] | None = None  # every frame's timestamp, ascending, once read
-        self._reader = open_reader(self.path)
+        self._source = BagSource(self.path)
         try:
             self._check_topics()
-            self.storage = self._storage_id()
+            self.storage = self._source.storage
             self._load_dataset()
         except BaseException:
-            self._reader.close()
+            self._source.close()
             raise
 
     # -- structure ----------------------------------------------------------------------
     def _check_topics(self) -> None:
-        topics = self._reader.topics
+        topics = self._source.topics
         missing = [t for t in (DATASET_TOPIC, FRAME_INFO_TOPIC) if t not in topics]
         if IMAGE_TOPIC in topics:
             self.image_topic, self.image_msgtype = IMAGE_TOPIC, IMAGE_MSGTYPE
@@ -103,12 +106,8 @@ class ProbenchBag:
                 f"expected {self.image_msgtype}"
             )
         self.compressed = self.image_topic == COMPRESSED_TOPIC
-        self.n_frames = topics[self.image_topic].msgcount
+        self.n_frames = topics[self.image_topic].count
         self.custom_data = self._custom_data()
-
-    def _storage_id(self) -> str:
-        files = [p.suffix for p in self.path.rglob("*") if p.is_file()] if self.path.is_dir() else []
-        return "sqlite3" if ".db3" in files else "mcap"
 
     def _custom_data(self) -> dict[str, str]:
         meta = self.path / "metadata.yaml" if self.path.is_dir() else None
@@ -123,10 +122,10 @@ class ProbenchBag:
             return {}
 
     def _load_dataset(self) -> None:
-        msgs = list(self._messages([DATASET_TOPIC], limit=1))
-        if not msgs:
+        first = self._source.first(DATASET_TOPIC)
+        if first is None:
             raise BagError(f"{self.path}: topic {DATASET_TOPIC} holds no message")
-        _, _, raw = msgs[0]
+        _, raw = first
         try:
             payload = json.loads(self._string(raw, DATASET_TOPIC))
         except json.JSONDecodeError as exc:
@@ -145,22 +144,6 @@ class ProbenchBag:
             )
 
     # -- reading ------------------------------------------------------------------------
-    def _messages(
-        self, topics: list[str], limit: int | None = None, start: int | None = None, stop: int | None = None
-    ) -> Iterator[tuple[str, int, bytes]]:
-        conns = [c for c in self._reader.connections if c.topic in topics]
-        n = 0
-        try:
-            for conn, t, raw in self._reader.messages(connections=conns, start=start, stop=stop):
-                yield conn.topic, t, raw
-                n += 1
-                if limit is not None and n >= limit:
-                    return
-        except BagError:
-            raise
-        except Exception as exc:
-            raise BagError(f"{self.path}: corrupt bag data: {one_line(exc)}") from exc
-
     def _string(self, raw: bytes, topic: str) -> str:
         from probench.bags.typestore import typestore
 
@@ -174,7 +157,7 @@ class ProbenchBag:
         infos: dict[int, dict[str, Any]] = {}
         images: dict[int, bytes] = {}
         seen = 0
-        for topic, t, raw in self._messages([self.image_topic, FRAME_INFO_TOPIC]):
+        for topic, t, raw in self._source.messages([self.image_topic, FRAME_INFO_TOPIC]):
             if topic == FRAME_INFO_TOPIC:
                 infos[t] = self._frame_info(raw, t)
             else:
@@ -195,7 +178,7 @@ class ProbenchBag:
     def frame_infos(self) -> list[tuple[int, dict[str, Any]]]:
         """``(timestamp_ns, frame info)`` of every frame, without reading any image: with
         :meth:`image_at`, a replay holds one group of frames in memory, not the whole bag."""
-        out = [(t, self._frame_info(raw, t)) for _, t, raw in self._messages([FRAME_INFO_TOPIC])]
+        out = [(t, self._frame_info(raw, t)) for _, t, raw in self._source.messages([FRAME_INFO_TOPIC])]
         self._stamps = sorted(t for t, _ in out)
         return out
     def iter_images(self, timestamps: list[int]) -> Iterator[bytes]:
@@ -216,7 +199,8 @@ class ProbenchBag:
                 j, pos = j + 1, pos + 1
             expected = iter(timestamps[i : j + 1])
             want: int | None = next(expected)
-            for _, t, raw in self._messages([self.image_topic], start=timestamps[i], stop=timestamps[j] + 1):
+            sweep = self._source.messages([self.image_topic], start=timestamps[i], stop=timestamps[j] + 1)
+            for _, t, raw in sweep:
                 if t != want:
                     break
                 yield raw
@@ -247,7 +231,7 @@ class ProbenchBag:
         return info
 
     def close(self) -> None:
-        self._reader.close()
+        self._source.close()
 
     def __enter__(self) -> ProbenchBag:
         return self

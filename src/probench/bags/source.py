@@ -126,12 +126,15 @@ class BagSource:
         return named[0] if named else None
 
     # -- reading ------------------------------------------------------------------------
-    def messages(self, topics: Iterable[str]) -> Iterator[tuple[str, int, bytes]]:
-        """``(topic, log time ns, CDR bytes)`` of ``topics``, in time order."""
+    def messages(
+        self, topics: Iterable[str], start: int | None = None, stop: int | None = None
+    ) -> Iterator[tuple[str, int, bytes]]:
+        """``(topic, log time ns, CDR bytes)`` of ``topics``, in time order; only those logged
+        at or after ``start`` and before ``stop`` (ns) when given."""
         wanted = set(topics)
         conns = [c for c in self._reader.connections if c.topic in wanted]
         try:
-            for conn, t, raw in self._reader.messages(connections=conns):
+            for conn, t, raw in self._reader.messages(connections=conns, start=start, stop=stop):
                 yield conn.topic, int(t), bytes(raw)
         except Exception as exc:  # rosbags/sqlite/zstd errors: the bag is damaged
             raise BagError(f"{self.path}: corrupt bag data: {one_line(exc)}") from exc

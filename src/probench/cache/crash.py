@@ -7,7 +7,8 @@ handler, no ``finally``, no flush beyond what the code already did. Only tests s
 lets them kill a run at a chosen step (before the first record, mid-formulation, between
 formulations, while finishing) instead of racing a timer.
 
-Points: ``infer.started``, ``infer.record``, ``infer.formulation_done``,
+Points: ``infer.started``, ``infer.record`` (also passed by ``probench infer --ray``'s
+driver after each record), ``infer.formulation_done``,
 ``infer.finishing``, ``cache.finalize`` (between writing ``<f>.json`` and removing its
 progress log), ``eval.started``, ``eval.record``, ``eval.formulation_done``,
 ``eval.finishing``, ``eval.scoring``.

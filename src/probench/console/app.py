@@ -201,8 +201,10 @@ class Console:
                         await ws.send_bytes(jpeg)
                         credit.n -= 1
                 await asyncio.sleep(self.poll_s)
-        except (WebSocketDisconnect, RuntimeError, OSError):
-            pass  # the client went away (starlette raises RuntimeError when sending after close)
+        except (WebSocketDisconnect, OSError):
+            pass  # the client went away
+        except RuntimeError as exc:  # starlette's "send after close"; logged so another cause shows
+            log.debug("console stream ended: %s", exc)
         finally:
             reader.cancel()
             self.clients -= 1
@@ -300,9 +302,7 @@ def create_app(
         try:
             body = await _json_body(request, body_limit)
             prompts = console.send_prompt(body.get("text"))
-        except _HttpError as exc:
-            return _error(exc.status, str(exc))
-        except BridgeError as exc:
+        except (_HttpError, BridgeError) as exc:  # both carry the HTTP status to answer with
             return _error(exc.status, str(exc))
         return JSONResponse({"sent": list(prompts)})
 
@@ -313,9 +313,7 @@ def create_app(
             if not isinstance(transition, str) or transition not in TRANSITIONS:
                 raise _HttpError(400, f"'transition' must be one of {', '.join(TRANSITIONS)}")
             new_state = await run_in_threadpool(bridge.change_state, transition, transition_timeout_s)
-        except _HttpError as exc:
-            return _error(exc.status, str(exc))
-        except BridgeError as exc:
+        except (_HttpError, BridgeError) as exc:  # both carry the HTTP status to answer with
             return _error(exc.status, str(exc))
         return JSONResponse({"state": new_state})
 

@@ -8,7 +8,8 @@ handshake before any route runs:
   ``token`` query parameter (browsers cannot set WebSocket headers); compared in constant
   time. Missing or wrong: 401 (a WebSocket handshake: refused, 403).
 - **Host.** Without a token the console answers only requests addressed to a loopback name
-  (127.0.0.1, localhost, ::1): a web page whose domain is re-pointed at 127.0.0.1 (DNS
+  (localhost, ::1, or an address in 127.0.0.0/8: the same test that decides whether a
+  bind needs a token): a web page whose domain is re-pointed at 127.0.0.1 (DNS
   rebinding) sends its own name in Host and is refused.
 - **Origin.** A request that names an ``Origin`` (every browser WebSocket handshake and
   every cross-origin or state-changing fetch) must come from the console's own origin; a
@@ -35,7 +36,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 TOKEN_HEADER = "x-probench-token"
 TOKEN_QUERY = "token"
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 _SAFE_FETCH_SITES = frozenset({"same-origin", "none"})
 
 SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = tuple(
@@ -99,8 +99,8 @@ class Guard:
         for k, v in scope.get("headers", ()):
             headers.setdefault(k.decode("latin-1").lower(), v.decode("latin-1"))
         host = headers.get("host", "")
-        if self.loopback_only and host_name(host) not in LOOPBACK_NAMES:
-            return 403, "host not allowed: this console answers only on 127.0.0.1 / localhost"
+        if self.loopback_only and not is_loopback(host_name(host)):
+            return 403, "host not allowed: this console answers only on loopback (127.x.x.x, localhost, ::1)"
         site = headers.get("sec-fetch-site")
         if site is not None and site not in _SAFE_FETCH_SITES:
             return 403, "cross-origin request refused"

@@ -96,11 +96,13 @@ def plan_from_args(args: argparse.Namespace) -> GroundPlan:
     """The checked :class:`~probench.ground.run.GroundPlan` (usage errors before any bag read)."""
     from probench.ground.prompts import parse_prompt_flag
     from probench.models.zoo import check_model_name
+    from probench.ros.node_spec import GROUNDING_PARAMS
 
-    if not 0.0 <= args.score_threshold <= 1.0:
-        raise GroundUsageError(f"--score-threshold must lie in [0, 1], got {args.score_threshold}")
-    if not 1 <= args.max_detections <= 10000:
-        raise GroundUsageError(f"--max-detections must lie in 1..10000, got {args.max_detections}")
+    for flag, name in (("--score-threshold", "score_threshold"), ("--max-detections", "max_detections")):
+        try:  # the node's own parameter table: the same ranges as grounding_node
+            GROUNDING_PARAMS.check(name, getattr(args, name))
+        except ValueError as exc:
+            raise GroundUsageError(f"{flag}: {exc}") from exc
     if not 1 <= args.jpeg_quality <= 100:
         raise GroundUsageError(f"--jpeg-quality must lie in 1..100, got {args.jpeg_quality}")
     prefix = args.prefix.rstrip("/")

@@ -17,7 +17,7 @@ from probench.ground.errors import GroundError
 if TYPE_CHECKING:
     from probench.models.base import Detector
 
-Prompts = tuple[str, ...]
+from probench.ros.grounding_worker import Prompts
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from probench.bags.layout import COMPRESSED_MSGTYPE
 from probench.bags.source import Topic
 from probench.ground.errors import GroundError
 from probench.ground.frames import Grounded
@@ -33,7 +34,6 @@ from probench.ground.video import VideoSink
 
 DETECTIONS_MSGTYPE = "vision_msgs/msg/Detection2DArray"
 LABEL_INFO_MSGTYPE = "vision_msgs/msg/LabelInfo"
-COMPRESSED_MSGTYPE = "sensor_msgs/msg/CompressedImage"
 HEADER_MSGTYPE = "std_msgs/msg/Header"
 
 

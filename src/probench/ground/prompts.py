@@ -23,8 +23,8 @@ from pathlib import Path
 
 from probench.errors import ProbenchError
 from probench.ground.errors import GroundUsageError
+from probench.ros.grounding_worker import Prompts
 
-Prompts = tuple[str, ...]
 MAX_SCHEDULE_BYTES = 1 << 20  # a longer "schedule" is the wrong file
 
 

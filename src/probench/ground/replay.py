@@ -52,27 +52,22 @@ class MailboxReplay:
         self._free_at = -math.inf  # when the worker finishes its current job
         self._start = -math.inf  # when the job being run started
         self._busy_s = 0.0  # what the job being run took
-        self._pending: Any = None  # the frame in the mailbox, if any
 
     def frame(self, t_s: float, frame: Any) -> None:
         self._advance(t_s)
-        self._put(lambda: self.worker.put_frame("frame", frame, t_s), REPLACED)
-        self._pending = frame
+        replaced = self.worker.put_frame("frame", frame, t_s)
+        if replaced is not None:
+            self._dropped(replaced, REPLACED)
 
     def prompts(self, t_s: float, prompts: Prompts, stamp: Any) -> None:
         self._advance(t_s)
-        self._put(lambda: self.worker.put_prompts(prompts, stamp), PROMPT_CHANGE)
+        dropped = self.worker.put_prompts(prompts, stamp)
+        if dropped is not None:
+            self._dropped(dropped, PROMPT_CHANGE)
 
     def finish(self) -> None:
         """Run what is still waiting (the node would process its last frame too)."""
         self._advance(math.inf)
-
-    def _put(self, put: Callable[[], None], reason: str) -> None:
-        skipped = self.stats.skipped
-        put()
-        if self.stats.skipped > skipped and self._pending is not None:  # the node's own count
-            frame, self._pending = self._pending, None
-            self._dropped(frame, reason)
 
     def _advance(self, t_s: float) -> None:
         """Run every job the worker starts no later than ``t_s``."""
@@ -87,8 +82,6 @@ class MailboxReplay:
 
     # -- the worker's handlers ------------------------------------------------------------
     def _on_frame(self, kind: str, frame: Any, t_arrival: float, prompts: Prompts) -> None:
-        if frame is self._pending:
-            self._pending = None
         wait_s = self._start - t_arrival if self.realtime else 0.0
         self._busy_s = self._ground(frame, prompts, wait_s)
 

@@ -20,9 +20,10 @@ from probench.bags.source import BagSource, Topic
 from probench.ground.errors import GroundUsageError
 from probench.ground.frames import Frame, decode, dropped, ground
 from probench.ground.outputs import GroundOutputs, output_topics
-from probench.ground.prompts import PromptEvent, Prompts, read_schedule, recorded_event
+from probench.ground.prompts import PromptEvent, read_schedule, recorded_event
 from probench.ground.replay import MailboxReplay
 from probench.ground.summary import GroundSummary
+from probench.ros.grounding_worker import Prompts
 
 
 @dataclass(frozen=True)

@@ -55,25 +55,33 @@ class FrameWorker:
         self._thread: threading.Thread | None = None
 
     # -- producers (executor thread) ----------------------------------------------------
-    def put_frame(self, kind: str, data: Any, t_arrival: float | None = None) -> None:
+    def put_frame(self, kind: str, data: Any, t_arrival: float | None = None) -> Any:
+        """Put a frame in the mailbox. Returns the data of the waiting frame it replaced
+        (counted as skipped), else None (the node ignores it; a replay reports the drop)."""
         t = time.perf_counter() if t_arrival is None else t_arrival
         with self._cond:
             self.stats.frame_arrived()
             if not self._active:
-                return
-            if self._mailbox is not None:
+                return None
+            replaced = self._mailbox
+            if replaced is not None:
                 self.stats.count("skipped")
             self._mailbox = (kind, data, t)
             self._cond.notify_all()
+        return None if replaced is None else replaced[1]
 
-    def put_prompts(self, prompts: Prompts, stamp: Any) -> None:
+    def put_prompts(self, prompts: Prompts, stamp: Any) -> Any:
+        """Queue a prompt set. Returns the data of the waiting frame a prompt change dropped
+        (counted as skipped), else None."""
+        dropped: tuple[str, Any, float] | None = None
         with self._cond:
             if prompts != self.latest_prompts and self._mailbox is not None:
-                self._mailbox = None
+                dropped, self._mailbox = self._mailbox, None
                 self.stats.count("skipped")
             self.latest_prompts = prompts
             self._prompt_queue.append((prompts, stamp))
             self._cond.notify_all()
+        return None if dropped is None else dropped[1]
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:

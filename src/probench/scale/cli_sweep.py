@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         load_reference(resolve_reference(reference))  # a bad --reference fails now, not after hours
     dataset = load_dataset(args.dataset)
     cfg = SweepConfig(
-        models=models, dataset=Path(args.dataset), out=args.out, formulations=formulations,
+        models=models, out=args.out, formulations=formulations,
         device=args.device, precision=args.precision, runtime=args.runtime, limit=args.limit,
         latency=None if args.no_latency else LatencyProtocol(args.latency_images, args.warmup, args.runs),
         reference=reference, ray=args.ray, workers=args.workers, cpus_per_worker=args.cpus_per_worker,

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from probench.cache.crash import crash_point
 from probench.cache.identity import RunSession, check_folder, open_run
 from probench.cache.run import PredictionWriter
 from probench.data.dataset import Dataset
@@ -59,7 +60,6 @@ class WorkerSlot:
     probe: Any = None  # the pending describe() while starting
     probe_after: float = 0.0  # re-probe time after a failed probe (restart in progress)
     info: dict[str, Any] = field(default_factory=dict)
-    in_flight: list[Any] = field(default_factory=list)  # generators, oldest first
     images: int = 0
     busy_s: float = 0.0  # this run
     deaths: int = 0  # this run
@@ -287,13 +287,12 @@ def drive(
 
 def _dispatch(pool: RayWorkerPool, plan: WorkPlan, dataset: Dataset, flights: dict[Any, Flight]) -> None:
     for slot in pool.slots:
-        while slot.state == "ready" and len(slot.in_flight) < IN_FLIGHT:
+        while slot.state == "ready" and len(_on(slot, flights)) < IN_FLIGHT:
             chunk = plan.next_chunk()
             if chunk is None:
                 return
             items = [(i, read_encoded(dataset, i)) for i in chunk.image_ids]
             gen = slot.actor.run_chunk.remote(pool.dataset_arg, chunk.formulation, items)
-            slot.in_flight.append(gen)
             flights[gen] = Flight(slot, chunk)
 
 
@@ -320,13 +319,13 @@ def _take(
     try:
         image_id, results, busy_s = ray.get(next(gen))
     except StopIteration:
-        _land(gen, flight, flights)
+        flights.pop(gen)
         return
     except ray.exceptions.RayTaskError as exc:
         raise _cause(exc, f"worker {slot.index} failed") from None
     except ray.exceptions.RayActorError as exc:
-        being_done = bool(slot.in_flight) and slot.in_flight[0] is gen  # the chunk it was working on
-        _land(gen, flight, flights)
+        being_done = _on(slot, flights)[0] is gen  # the chunk it was working on (the oldest)
+        flights.pop(gen)
         where = f"worker {slot.index} ({slot.info.get('host', '?')})"
         plan.give_back(chunk, flight.received, where, charge=being_done)
         if slot.state == "ready":  # its other chunk in flight fails too: one loss, counted once
@@ -338,6 +337,7 @@ def _take(
     f = chunk.formulation
     if plan.record(f, image_id):
         writers[f].add_image(image_id, results)
+        crash_point("infer.record")  # the resume tests' kill point, as in a single-process run
         bar.update(1)
         if on_record is not None:
             on_record(f, image_id, int(slot.info.get("pid", 0)))
@@ -345,9 +345,10 @@ def _take(
             _finalize(writers.pop(f), session)
 
 
-def _land(gen: Any, flight: Flight, flights: dict[Any, Flight]) -> None:
-    flights.pop(gen, None)
-    flight.slot.in_flight = [g for g in flight.slot.in_flight if g is not gen]
+def _on(slot: WorkerSlot, flights: dict[Any, Flight]) -> list[Any]:
+    """The chunks (generators) in flight on ``slot``, oldest first (a dict keeps the order
+    they were sent in)."""
+    return [gen for gen, flight in flights.items() if flight.slot is slot]
 
 
 def _finalize(writer: PredictionWriter, session: RunSession) -> None:

@@ -54,7 +54,6 @@ class LatencyProtocol:
 @dataclass
 class SweepConfig:
     models: list[str]
-    dataset: Path
     out: Path
     formulations: list[str]
     device: str = "cpu"
@@ -241,7 +240,7 @@ def _latency_on_ray(
     from probench.models.latency import latency_subset
     from probench.scale.cluster import import_ray
     from probench.scale.errors import RayUsageError
-    from probench.scale.worker import ShippedDataset, measure_latency
+    from probench.scale.worker import ShippedDataset, latency_task
 
     ray = import_ray()
     key: Literal["gpus", "cpus"] = "gpus" if model.device == "cuda" else "cpus"
@@ -251,7 +250,7 @@ def _latency_on_ray(
                             f"({cluster.describe()})")  # fmt: skip
     node = max(nodes, key=lambda n: (n[key], n["cpus"]))
     shipped = ShippedDataset.of(dataset, latency_subset(dataset, proto.images))
-    task = ray.remote(measure_latency).options(
+    task = ray.remote(latency_task).options(
         num_cpus=node["cpus"], num_gpus=node["gpus"], max_retries=0,
         scheduling_strategy=NodeAffinitySchedulingStrategy(node["id"], soft=False),
     )

@@ -173,7 +173,7 @@ class ShippedDataset(Dataset):
         return decode_rgb(data, self.images[image_id].file_name)
 
 
-def measure_latency(
+def latency_task(
     model: ModelArgs, dataset: ShippedDataset, *, n_images: int, warmup: int, runs: int
 ) -> dict[str, Any]:
     """The paper's latency protocol (:func:`probench.models.latency.run_latency`) on this
