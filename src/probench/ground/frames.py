@@ -13,11 +13,10 @@ from probench.bags.layout import COMPRESSED_MSGTYPE
 from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.ground.errors import GroundError
+from probench.ros.grounding_worker import Prompts
 
 if TYPE_CHECKING:
     from probench.models.base import Detector
-
-from probench.ros.grounding_worker import Prompts
 
 
 @dataclass(frozen=True)
