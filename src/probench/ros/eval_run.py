@@ -207,39 +207,35 @@ def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag) -> dict[st
                      "own prompt set does not reach it in time would be answered with them (never credited)")
     run_plan = plan(cfg, bag, grounding)
     session, recorder = run_plan.session, run_plan.recorder
-    crash_point("eval.started")
-    collector = Collector(recorder.put, answer_timeout_s=cfg.answer_timeout, warmup_frames=cfg.warmup_frames,
-                          session=int(session.info.get("resumed", 0)), ok=link.ok)
-    link.set_answer_handler(collector.collect)
     todo = sum(len(p.frames) + len(p.empty) for p in run_plan.formulations)
-    bar = tqdm(total=todo, desc="eval", unit="frame", disable=None)  # stderr, only on a terminal
-    recorder.on_frame = lambda: bar.update(1)
-    try:
-        with recorder:
-            for f in run_plan.skipped:
-                link.info(f"{f}: already complete, skipped")
-            if any(p.frames for p in run_plan.formulations):
-                link.wait_ready(bag.compressed, cfg.startup_timeout)
-            for fplan in run_plan.formulations:
-                empty = f", {len(fplan.empty)} with an empty label space (recorded with no detections)"
-                link.info(f"{fplan.formulation}: {len(fplan.frames)} frame(s) to replay, each with its own "
-                          f"prompt set ({fplan.already_done} already done{empty if fplan.empty else ''})")
-                for fp in fplan.empty:  # nothing to ask: no detections
-                    recorder.put(fp, None, [])
-                raws = bag.iter_images([fp.bag_time_ns for fp in fplan.frames])
-                # read and decoded ahead by a thread (a few frames in memory at a time), so
-                # that neither a long stream nor a zstd chunk upsets the replay clock
-                images = prefetch(link.image_from_bag(raw) for raw in raws)
-                stream(link, fplan.frames, images, collector, mode=cfg.mode, rate_hz=cfg.rate_hz,
-                       answer_timeout_s=cfg.answer_timeout)
-                recorder.finalize(fplan.formulation)
-                crash_point("eval.formulation_done")
-            recorder.check()
-    except BaseException as exc:
-        session.fail(exc)
-        raise
-    finally:
-        bar.close()
+    # exits in reverse: the recorder is closed (its last writes done) before a failure is
+    # recorded in run.json, then the bar
+    with tqdm(total=todo, desc="eval", unit="frame", disable=None) as bar, session.recording(), recorder:
+        recorder.on_frame = lambda: bar.update(1)  # the bar on stderr, only on a terminal
+        crash_point("eval.started")
+        collector = Collector(recorder.put, answer_timeout_s=cfg.answer_timeout,
+                              warmup_frames=cfg.warmup_frames, session=int(session.info.get("resumed", 0)),
+                              ok=link.ok)
+        link.set_answer_handler(collector.collect)
+        for f in run_plan.skipped:
+            link.info(f"{f}: already complete, skipped")
+        if any(p.frames for p in run_plan.formulations):
+            link.wait_ready(bag.compressed, cfg.startup_timeout)
+        for fplan in run_plan.formulations:
+            empty = f", {len(fplan.empty)} with an empty label space (recorded with no detections)"
+            link.info(f"{fplan.formulation}: {len(fplan.frames)} frame(s) to replay, each with its own "
+                      f"prompt set ({fplan.already_done} already done{empty if fplan.empty else ''})")
+            for fp in fplan.empty:  # nothing to ask: no detections
+                recorder.put(fp, None, [])
+            raws = bag.iter_images([fp.bag_time_ns for fp in fplan.frames])
+            # read and decoded ahead by a thread (a few frames in memory at a time), so
+            # that neither a long stream nor a zstd chunk upsets the replay clock
+            images = prefetch(link.image_from_bag(raw) for raw in raws)
+            stream(link, fplan.frames, images, collector, mode=cfg.mode, rate_hz=cfg.rate_hz,
+                   answer_timeout_s=cfg.answer_timeout)
+            recorder.finalize(fplan.formulation)
+            crash_point("eval.formulation_done")
+        recorder.check()
     return finish(session, bag.dataset, cfg)
 
 
