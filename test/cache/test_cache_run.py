@@ -9,7 +9,7 @@ import pytest
 from probench.cache import CacheError, JsonlLog, RunDir
 from probench.cache import run as run_module
 from probench.cache.identity import RunSession
-from probench.errors import CheckFailed, ProbenchError
+from probench.errors import CheckFailed, Interrupted
 
 
 def _result(image_id: int, qid: int, score: float) -> dict:
@@ -143,13 +143,9 @@ def test_replacing_moves_into_place_on_success_only(tmp_path) -> None:
     assert stat.S_IMODE(target.stat().st_mode) & 0o044  # readable by others, as open() would make it
 
 
-class _Stopped(ProbenchError):
-    exit_code = 130  # as the evaluator's Interrupted: ROS shut down mid-evaluation
-
-
 @pytest.mark.parametrize(
     ("exc", "status"),
-    [(KeyboardInterrupt(), "interrupted"), (_Stopped("ROS shut down"), "interrupted"),
+    [(KeyboardInterrupt(), "interrupted"), (Interrupted("ROS shut down"), "interrupted"),
      (CheckFailed("bad frame"), "failed"), (RuntimeError("boom"), "failed")],
 )  # fmt: skip
 def test_a_failed_session_says_whether_it_was_interrupted(tmp_path, exc, status):

@@ -36,7 +36,7 @@ from probench import __version__
 from probench.cache.errors import RunMismatchError
 from probench.cache.run import RunDir
 from probench.cache.trace import TRACE_FILE
-from probench.errors import ProbenchError, UsageError
+from probench.errors import Interrupted, UsageError
 from probench.vocabulary import FORMULATIONS
 
 # Libraries whose versions can change predictions; looked up without importing them.
@@ -220,9 +220,7 @@ class RunSession:
         return self.info
 
     def fail(self, exc: BaseException) -> None:
-        # exit code 130: an error that stands for an interruption (ROS shut down mid-evaluation)
-        stands_for_interrupt = isinstance(exc, ProbenchError) and exc.exit_code == 130
-        interrupted = isinstance(exc, KeyboardInterrupt) or stands_for_interrupt
+        interrupted = isinstance(exc, (KeyboardInterrupt, Interrupted))
         self._close("interrupted" if interrupted else "failed", f"{type(exc).__name__}: {exc}".rstrip(": "))
 
     @contextmanager
