@@ -66,6 +66,19 @@ def test_resume_skips_done_images_and_finalize_is_canonical(tmp_path):
     assert [(r["image_id"], r["category_id"]) for r in json.loads(path.read_text())] == [(2, 5), (2, 7)]
 
 
+def test_open_writers_skips_complete_formulations_and_resumes_the_others(tmp_path):
+    run = RunDir(tmp_path / "run")
+    run.writer("cat").finalize()
+    w = run.writer("tmpl")
+    w.add_image(3, [])
+    w.close()
+    writers = run.open_writers(["tmpl", "cat", "orig"])
+    assert list(writers) == ["tmpl", "orig"]  # cat is complete; the order asked is kept
+    assert writers["tmpl"].done_images == {3} and writers["orig"].done_images == set()
+    for w in writers.values():
+        w.close()
+
+
 def test_results_must_belong_to_their_image(tmp_path):
     w = RunDir(tmp_path / "run").writer("cat")
     with pytest.raises(CacheError, match="given as part of image 1"):

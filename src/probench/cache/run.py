@@ -189,6 +189,12 @@ class RunDir:
         self.create()
         return PredictionWriter(self, formulation)
 
+    def open_writers(self, formulations: Iterable[str]) -> dict[str, PredictionWriter]:
+        """A writer (resuming its progress log) for each of ``formulations`` not yet
+        complete, in the order given."""
+        done = set(self.formulations())
+        return {f: self.writer(f) for f in dict.fromkeys(formulations) if f not in done}
+
     def formulations(self) -> list[str]:
         """Formulations whose predictions are complete, in the canonical order."""
         return [f for f in FORMULATIONS if (self.predictions_dir / f"{f}.json").exists()]

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from probench.cache.crash import crash_point
 from probench.cache.identity import RunIdentity, RunSession
-from probench.cache.run import JsonlLog, PredictionWriter, RunDir
+from probench.cache.run import JsonlLog, RunDir
 from probench.cache.trace import TRACE_FILE
 from probench.ros.eval_plan import FormulationPlan, FramePlan, plan_formulation
 from probench.ros.eval_realtime import realtime_summary
@@ -129,9 +129,7 @@ class Recorder:
     collector resolves frames. :meth:`put` never blocks (it runs on the transport's thread)."""
 
     def __init__(self, run: RunDir, formulations: Sequence[str]) -> None:
-        run.create()
-        self.writers: dict[str, PredictionWriter] = {
-            f: run.writer(f) for f in formulations if not (run.predictions_dir / f"{f}.json").exists()}
+        self.writers = run.open_writers(formulations)
         self.trace = JsonlLog(run.path / TRACE_FILE)
         self._queue: queue.Queue[_Write | None] = queue.Queue()
         self._failure: BaseException | None = None
