@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from probench.cache.crash import crash_point
 from probench.cache.identity import RunIdentity, RunSession
 from probench.cache.run import JsonlLog, RunDir
-from probench.cache.trace import TRACE_FILE
+from probench.cache.trace import TRACE_FILE, read_trace
 from probench.ros.eval_plan import FormulationPlan, FramePlan, plan_formulation
 from probench.ros.eval_realtime import realtime_summary
 from probench.ros.eval_stream import Answer, Collector, Link, stream
@@ -245,9 +245,8 @@ def finish(session: RunSession, dataset: Dataset, cfg: EvaluatorConfig) -> dict[
 
     crash_point("eval.finishing")
     run = session.run
-    with JsonlLog(run.path / TRACE_FILE) as trace:
-        realtime = realtime_summary(trace.records, budget_ms=cfg.budget_ms, rate_hz=cfg.rate_hz,
-                                    mode=cfg.mode, warmup_frames=cfg.warmup_frames)
+    realtime = realtime_summary(read_trace(run.path / TRACE_FILE), budget_ms=cfg.budget_ms,
+                                rate_hz=cfg.rate_hz, mode=cfg.mode, warmup_frames=cfg.warmup_frames)
     run.write_json("realtime.json", realtime)
     session.finish()
     crash_point("eval.scoring")
