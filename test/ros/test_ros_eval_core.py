@@ -22,9 +22,7 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def _fp(image_id: int, texts: tuple[str, ...] = ("a cup", "the door")) -> FramePlan:
-    return FramePlan(
-        "orig", image_id, image_id, 0, texts, tuple((10 * image_id + k,) for k in range(len(texts)))
-    )
+    return FramePlan("orig", image_id, 0, texts, tuple((10 * image_id + k,) for k in range(len(texts))))
 
 
 def _answer(stamp: int, class_ids: list[str], received_ns: int = 0) -> Answer:

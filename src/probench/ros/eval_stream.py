@@ -47,8 +47,8 @@ import numpy as np
 
 from probench.cache.trace import ANSWERED, MISATTRIBUTED, MISSED, STRAY, frame_record
 from probench.errors import Interrupted
-from probench.ros.eval_plan import AttributionError, FramePlan, results_for_frame
-from probench.vocabulary import CocoResult
+from probench.ros.eval_plan import FramePlan, results_for_frame
+from probench.vocabulary import AttributionError, CocoResult
 
 # Interrupted lives in probench.errors (a run folder records it); re-exported for the nodes
 __all__ = ["MODES", "RESTART_PERIODS", "Answer", "Collector", "Emit", "Interrupted", "Link", "stream"]
