@@ -48,12 +48,12 @@ import numpy as np
 from probench.cache.trace import ANSWERED, MISATTRIBUTED, MISSED, STRAY, frame_record
 from probench.errors import Interrupted
 from probench.ros.eval_plan import FramePlan, results_for_frame
+from probench.ros.node_spec import MODES
 from probench.vocabulary import AttributionError, CocoResult
 
 # Interrupted lives in probench.errors (a run folder records it); re-exported for the nodes
-__all__ = ["MODES", "RESTART_PERIODS", "Answer", "Collector", "Emit", "Interrupted", "Link", "stream"]
+__all__ = ["RESTART_PERIODS", "Answer", "Collector", "Emit", "Interrupted", "Link", "stream"]
 
-MODES = ("camera-rate", "as-fast-as-answered")
 RESTART_PERIODS = 3  # a send later than this many periods restarts the replay grid
 
 
