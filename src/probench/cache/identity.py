@@ -59,7 +59,6 @@ SHARED_FIELDS: tuple[tuple[str, ...], ...] = (
 RUN_FIELDS: tuple[tuple[str, ...], ...] = (("source",), *SHARED_FIELDS, ("settings",))
 # Files a probench producer owns in a run folder; ``overwrite`` removes only these.
 RUN_FILES = ("run.json", "latency.json", "metrics.json", "realtime.json", TRACE_FILE)
-STATUSES = ("running", "complete", "incomplete", "interrupted", "failed")
 
 
 def utc_now() -> str:
@@ -138,7 +137,7 @@ def first_difference(
 
 def check_identity(
     existing: Mapping[str, Any], new: Mapping[str, Any], where: Path,
-    fields: Sequence[tuple[str, ...]] = RUN_FIELDS, *, way_out: str = "--overwrite",
+    fields: Sequence[tuple[str, ...]] = RUN_FIELDS,
 ) -> None:
     """Raise :class:`RunMismatchError` naming the first field where ``where`` disagrees."""
     diff = first_difference(existing, new, fields)
@@ -146,7 +145,7 @@ def check_identity(
         name, old, cur = diff
         raise RunMismatchError(
             f"{where} has {name}={old!r} but this run has {cur!r}; "
-            f"use another --out folder or pass {way_out} to replace it"
+            "use another --out folder or pass --overwrite to replace it"
         )
 
 
@@ -188,10 +187,6 @@ class RunSession:
         self.timing_key = timing_key  # timings.<key>: seconds spent, over every session
         self._t0 = time.perf_counter()
         self._spent0 = float(info["timings"].get(timing_key, 0.0))
-
-    @property
-    def path(self) -> Path:
-        return self.run.path
 
     def save(self) -> None:
         self.run.write_info(self.info)

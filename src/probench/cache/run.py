@@ -155,9 +155,6 @@ class RunDir:
         self.predictions_dir.mkdir(parents=True, exist_ok=True)
         return self
 
-    def exists(self) -> bool:
-        return (self.path / "run.json").exists() or self.predictions_dir.exists()
-
     # -- generic JSON parts ------------------------------------------------------------
     def write_json(self, name: str, obj: Any) -> Path:
         path = self.path / name
