@@ -153,11 +153,22 @@ def check_folder(path: str | Path, identity: RunIdentity, *, shared_only: bool =
     """The checks :func:`open_run` makes, without writing anything: usable before a slow
     model load. ``shared_only``: a measurement that shares the folder (latency) is checked
     on the model, dataset, device and precision only. Returns the :class:`RunDir`."""
+    run = _run_folder(path)
+    _check_files(run, identity, shared_only)
+    return run
+
+
+def _run_folder(path: str | Path) -> RunDir:
     run = RunDir(path)
     if run.path.exists() and not run.path.is_dir():
         raise UsageError(f"--out {run.path}: exists and is not a folder")
+    return run
+
+
+def _check_files(run: RunDir, identity: RunIdentity, shared_only: bool) -> dict[str, Any]:
+    """:func:`check_folder`'s checks of the folder's files; returns its run.json ({} when none)."""
     new = identity.record()
-    existing = run.read_json("run.json", default=None)
+    existing = run.info
     if existing:
         check_identity(existing, new, run.path / "run.json", SHARED_FIELDS if shared_only else RUN_FIELDS)
     elif not shared_only and run.predictions_dir.is_dir() and any(run.predictions_dir.iterdir()):
@@ -167,7 +178,7 @@ def check_folder(path: str | Path, identity: RunIdentity, *, shared_only: bool =
     latency = run.read_json("latency.json", default=None)
     if latency:
         check_identity(latency, new, run.path / "latency.json", SHARED_FIELDS)
-    return run
+    return existing
 
 
 def clear_run(run: RunDir) -> None:
@@ -207,7 +218,8 @@ class RunSession:
 
     def finish(self) -> dict[str, Any]:
         """``complete``, or ``incomplete`` naming the formulations still missing."""
-        missing = [f for f in self.info.get("formulations", []) if f not in self.run.formulations()]
+        done = set(self.run.formulations())
+        missing = [f for f in self.info.get("formulations", []) if f not in done]
         self.info.pop("incomplete_formulations", None)
         if missing:
             self.info["incomplete_formulations"] = missing
@@ -241,13 +253,10 @@ def open_run(
     ``run.json`` with status ``running`` and returns the session. ``formulations`` asked by
     an earlier session stay asked for (so ``finish`` can say ``incomplete``); ``extra`` adds
     non-identity keys (``ros``, ``timings.model_load_s``, ...)."""
-    run = RunDir(path)
-    if run.path.exists() and not run.path.is_dir():
-        raise UsageError(f"--out {run.path}: exists and is not a folder")
+    run = _run_folder(path)
     if overwrite:
         clear_run(run)
-    run = check_folder(path, identity)
-    existing = run.info or {}
+    existing = _check_files(run, identity, shared_only=False)
     info: dict[str, Any] = {
         "probench_version": __version__,
         "created": existing.get("created") or utc_now(),
