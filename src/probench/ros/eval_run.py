@@ -8,7 +8,8 @@
 3. :meth:`probench.ros.eval_stream.Collector.collect` credits each answer to its frame;
    :class:`Recorder` (one thread, so that no file write delays the replay clock) appends a
    trace record per frame (``realtime_frames.jsonl``) and the frame's results to the
-   prediction cache (resumable, CONTRACTS §2), then finalizes each formulation.
+   prediction cache (resumable: docs/FORMATS.md, "predictions/<formulation>.json"), then
+   finalizes each formulation.
 4. :func:`finish`: ``realtime.json`` from the trace, run.json's status, ``metrics.json``.
 
 No rclpy here: the transport is an :class:`EvaluatorLink` (the evaluator node over DDS,
