@@ -22,3 +22,11 @@ class CheckFailed(ProbenchError):
     """Input was read but failed a check (invalid dataset, bad config...): exit code 1."""
 
     exit_code = 1
+
+
+class Interrupted(ProbenchError):
+    """Stopped on request (Ctrl-C, SIGTERM; ROS shut down) before the work finished: exit
+    code 130, as a shell reports a process ended by SIGINT. A run folder records it as
+    ``interrupted``, not ``failed``."""
+
+    exit_code = 130

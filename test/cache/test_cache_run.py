@@ -9,7 +9,7 @@ import pytest
 from probench.cache import CacheError, JsonlLog, RunDir
 from probench.cache import run as run_module
 from probench.cache.identity import RunSession
-from probench.errors import CheckFailed, ProbenchError
+from probench.errors import CheckFailed, Interrupted
 
 
 def _result(image_id: int, qid: int, score: float) -> dict:
@@ -64,6 +64,19 @@ def test_resume_skips_done_images_and_finalize_is_canonical(tmp_path):
     assert run.formulations() == ["orig"] and run.incomplete_formulations() == []
     assert not (run.predictions_dir / "orig.partial.jsonl").exists()
     assert [(r["image_id"], r["category_id"]) for r in json.loads(path.read_text())] == [(2, 5), (2, 7)]
+
+
+def test_open_writers_skips_complete_formulations_and_resumes_the_others(tmp_path):
+    run = RunDir(tmp_path / "run")
+    run.writer("cat").finalize()
+    w = run.writer("tmpl")
+    w.add_image(3, [])
+    w.close()
+    writers = run.open_writers(["tmpl", "cat", "orig"])
+    assert list(writers) == ["tmpl", "orig"]  # cat is complete; the order asked is kept
+    assert writers["tmpl"].done_images == {3} and writers["orig"].done_images == set()
+    for w in writers.values():
+        w.close()
 
 
 def test_results_must_belong_to_their_image(tmp_path):
@@ -143,13 +156,9 @@ def test_replacing_moves_into_place_on_success_only(tmp_path) -> None:
     assert stat.S_IMODE(target.stat().st_mode) & 0o044  # readable by others, as open() would make it
 
 
-class _Stopped(ProbenchError):
-    exit_code = 130  # as the evaluator's Interrupted: ROS shut down mid-evaluation
-
-
 @pytest.mark.parametrize(
     ("exc", "status"),
-    [(KeyboardInterrupt(), "interrupted"), (_Stopped("ROS shut down"), "interrupted"),
+    [(KeyboardInterrupt(), "interrupted"), (Interrupted("ROS shut down"), "interrupted"),
      (CheckFailed("bad frame"), "failed"), (RuntimeError("boom"), "failed")],
 )  # fmt: skip
 def test_a_failed_session_says_whether_it_was_interrupted(tmp_path, exc, status):

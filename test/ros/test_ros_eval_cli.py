@@ -121,6 +121,41 @@ def test_a_run_folder_of_another_experiment_is_refused_before_any_node_starts(
     assert info["model"]["name"] == "test-instant" and info["status"] == "complete" and "resumed" not in info
 
 
+def test_an_unreadable_run_json_after_the_run_is_one_line_naming_it(
+        repo_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from probench.cli import main
+    from probench.ros import cli_eval
+
+    out = tmp_path / "run"
+
+    class FinishedNode:
+        """A node process that exited 0 at once; the evaluator's left a torn run.json."""
+
+        def __init__(self, cmd: list[str], **_: object) -> None:
+            self.returncode = 0
+            if Path(cmd[0]).name == "evaluator_node":
+                out.mkdir(parents=True, exist_ok=True)
+                (out / "run.json").write_text('{"status": "compl')
+
+        def poll(self) -> int:
+            return self.returncode
+
+        def wait(self, timeout: float | None = None) -> int:
+            return self.returncode
+
+        def send_signal(self, sig: int) -> None:
+            raise AssertionError("an exited node is not signalled")
+
+    monkeypatch.setattr(cli_eval.subprocess, "Popen", FinishedNode)  # no ROS graph: the nodes are fakes
+    bag = str(repo_root / "bags" / "probench-sample")
+    rc = main(["eval", "--model", "test-instant", "--bag", bag, "--out", str(out), "--domain-id", "7"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1 and "Traceback" not in "\n".join(err)
+    assert err[-1].startswith("probench eval: error: ") and str(out / "run.json") in err[-1]
+    assert len(err) == 2 and "ROS_DOMAIN_ID=7" in err[0]  # the start line, then the one-line error
+
+
 def test_resolved_parameters_follow_rcl_wildcards(tmp_path: Path) -> None:
     from probench.ros.graph import resolved_parameters
 

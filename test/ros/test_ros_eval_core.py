@@ -22,9 +22,7 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def _fp(image_id: int, texts: tuple[str, ...] = ("a cup", "the door")) -> FramePlan:
-    return FramePlan(
-        "orig", image_id, image_id, 0, texts, tuple((10 * image_id + k,) for k in range(len(texts)))
-    )
+    return FramePlan("orig", image_id, 0, texts, tuple((10 * image_id + k,) for k in range(len(texts))))
 
 
 def _answer(stamp: int, class_ids: list[str], received_ns: int = 0) -> Answer:
@@ -236,6 +234,19 @@ def test_run_through_the_fake_node_equals_offline_inference(bag, tmp_path: Path)
         json.loads(line) for line in (tmp_path / "ros" / "realtime_frames.jsonl").read_text().splitlines()
     ]
     assert len(latest_frames(trace)) == 18 and all(r["n_prompts"] >= 1 for r in trace)
+
+
+class _LinkFailingAtSetUp(FakeGroundingLink):
+    def set_answer_handler(self, handler) -> None:
+        raise RuntimeError("no detections subscription")
+
+
+def test_a_failure_while_setting_up_the_stream_is_recorded(bag, tmp_path: Path) -> None:
+    _, bag_path = bag
+    with pytest.raises(RuntimeError, match="no detections subscription"):
+        _run(_cfg(bag_path, tmp_path / "run"), _LinkFailingAtSetUp())
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["status"] == "failed" and "no detections subscription" in info["error"]
 
 
 def test_an_interrupted_run_resumes_to_the_same_predictions(bag, tmp_path: Path) -> None:

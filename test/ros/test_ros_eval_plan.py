@@ -44,7 +44,7 @@ def test_every_frame_keeps_its_own_prompt_set_in_bag_order() -> None:
 
 
 def test_shared_prompt_text_is_credited_to_each_query() -> None:
-    fp = frame_plan("cat", FRAMES[0][1], 0)
+    fp = frame_plan("cat", FRAMES[0][1])
     xyxy = np.array([[10.0, 10.0, 30.0, 40.0], [0.0, 0.0, 5.0, 5.0]])
     results = results_for_frame(fp, xyxy, np.array([0.9, 0.2]), ["pipe", "valve"])
     assert sorted((r["category_id"], r["score"]) for r in results) == [(1, 0.2), (2, 0.9), (3, 0.9)]
@@ -56,7 +56,7 @@ def test_shared_prompt_text_is_credited_to_each_query() -> None:
 def test_a_prompt_with_a_semicolon_is_sent_intact() -> None:
     # The per-frame set travels as a LabelInfo (one class_name per prompt): no separator to
     # escape any more, unlike the ';'-separated operator prompt topic.
-    fp = frame_plan("orig", _info(9, [(1, "left; right", "x")]), 0)
+    fp = frame_plan("orig", _info(9, [(1, "left; right", "x")]))
     assert fp.texts == ("left; right",)
 
 

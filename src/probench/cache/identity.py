@@ -36,7 +36,7 @@ from probench import __version__
 from probench.cache.errors import RunMismatchError
 from probench.cache.run import RunDir
 from probench.cache.trace import TRACE_FILE
-from probench.errors import ProbenchError, UsageError
+from probench.errors import Interrupted, UsageError
 from probench.vocabulary import FORMULATIONS
 
 # Libraries whose versions can change predictions; looked up without importing them.
@@ -59,7 +59,6 @@ SHARED_FIELDS: tuple[tuple[str, ...], ...] = (
 RUN_FIELDS: tuple[tuple[str, ...], ...] = (("source",), *SHARED_FIELDS, ("settings",))
 # Files a probench producer owns in a run folder; ``overwrite`` removes only these.
 RUN_FILES = ("run.json", "latency.json", "metrics.json", "realtime.json", TRACE_FILE)
-STATUSES = ("running", "complete", "incomplete", "interrupted", "failed")
 
 
 def utc_now() -> str:
@@ -138,7 +137,7 @@ def first_difference(
 
 def check_identity(
     existing: Mapping[str, Any], new: Mapping[str, Any], where: Path,
-    fields: Sequence[tuple[str, ...]] = RUN_FIELDS, *, way_out: str = "--overwrite",
+    fields: Sequence[tuple[str, ...]] = RUN_FIELDS,
 ) -> None:
     """Raise :class:`RunMismatchError` naming the first field where ``where`` disagrees."""
     diff = first_difference(existing, new, fields)
@@ -146,7 +145,7 @@ def check_identity(
         name, old, cur = diff
         raise RunMismatchError(
             f"{where} has {name}={old!r} but this run has {cur!r}; "
-            f"use another --out folder or pass {way_out} to replace it"
+            "use another --out folder or pass --overwrite to replace it"
         )
 
 
@@ -154,11 +153,22 @@ def check_folder(path: str | Path, identity: RunIdentity, *, shared_only: bool =
     """The checks :func:`open_run` makes, without writing anything: usable before a slow
     model load. ``shared_only``: a measurement that shares the folder (latency) is checked
     on the model, dataset, device and precision only. Returns the :class:`RunDir`."""
+    run = _run_folder(path)
+    _check_files(run, identity, shared_only)
+    return run
+
+
+def _run_folder(path: str | Path) -> RunDir:
     run = RunDir(path)
     if run.path.exists() and not run.path.is_dir():
         raise UsageError(f"--out {run.path}: exists and is not a folder")
+    return run
+
+
+def _check_files(run: RunDir, identity: RunIdentity, shared_only: bool) -> dict[str, Any]:
+    """:func:`check_folder`'s checks of the folder's files; returns its run.json ({} when none)."""
     new = identity.record()
-    existing = run.read_json("run.json", default=None)
+    existing = run.info
     if existing:
         check_identity(existing, new, run.path / "run.json", SHARED_FIELDS if shared_only else RUN_FIELDS)
     elif not shared_only and run.predictions_dir.is_dir() and any(run.predictions_dir.iterdir()):
@@ -168,7 +178,7 @@ def check_folder(path: str | Path, identity: RunIdentity, *, shared_only: bool =
     latency = run.read_json("latency.json", default=None)
     if latency:
         check_identity(latency, new, run.path / "latency.json", SHARED_FIELDS)
-    return run
+    return existing
 
 
 def clear_run(run: RunDir) -> None:
@@ -189,10 +199,6 @@ class RunSession:
         self._t0 = time.perf_counter()
         self._spent0 = float(info["timings"].get(timing_key, 0.0))
 
-    @property
-    def path(self) -> Path:
-        return self.run.path
-
     def save(self) -> None:
         self.run.write_info(self.info)
 
@@ -212,7 +218,8 @@ class RunSession:
 
     def finish(self) -> dict[str, Any]:
         """``complete``, or ``incomplete`` naming the formulations still missing."""
-        missing = [f for f in self.info.get("formulations", []) if f not in self.run.formulations()]
+        done = set(self.run.formulations())
+        missing = [f for f in self.info.get("formulations", []) if f not in done]
         self.info.pop("incomplete_formulations", None)
         if missing:
             self.info["incomplete_formulations"] = missing
@@ -220,9 +227,7 @@ class RunSession:
         return self.info
 
     def fail(self, exc: BaseException) -> None:
-        # exit code 130: an error that stands for an interruption (ROS shut down mid-evaluation)
-        stands_for_interrupt = isinstance(exc, ProbenchError) and exc.exit_code == 130
-        interrupted = isinstance(exc, KeyboardInterrupt) or stands_for_interrupt
+        interrupted = isinstance(exc, (KeyboardInterrupt, Interrupted))
         self._close("interrupted" if interrupted else "failed", f"{type(exc).__name__}: {exc}".rstrip(": "))
 
     @contextmanager
@@ -248,13 +253,10 @@ def open_run(
     ``run.json`` with status ``running`` and returns the session. ``formulations`` asked by
     an earlier session stay asked for (so ``finish`` can say ``incomplete``); ``extra`` adds
     non-identity keys (``ros``, ``timings.model_load_s``, ...)."""
-    run = RunDir(path)
-    if run.path.exists() and not run.path.is_dir():
-        raise UsageError(f"--out {run.path}: exists and is not a folder")
+    run = _run_folder(path)
     if overwrite:
         clear_run(run)
-    run = check_folder(path, identity)
-    existing = run.info or {}
+    existing = _check_files(run, identity, shared_only=False)
     info: dict[str, Any] = {
         "probench_version": __version__,
         "created": existing.get("created") or utc_now(),

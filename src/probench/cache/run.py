@@ -155,9 +155,6 @@ class RunDir:
         self.predictions_dir.mkdir(parents=True, exist_ok=True)
         return self
 
-    def exists(self) -> bool:
-        return (self.path / "run.json").exists() or self.predictions_dir.exists()
-
     # -- generic JSON parts ------------------------------------------------------------
     def write_json(self, name: str, obj: Any) -> Path:
         path = self.path / name
@@ -188,6 +185,12 @@ class RunDir:
     def writer(self, formulation: str) -> PredictionWriter:
         self.create()
         return PredictionWriter(self, formulation)
+
+    def open_writers(self, formulations: Iterable[str]) -> dict[str, PredictionWriter]:
+        """A writer (resuming its progress log) for each of ``formulations`` not yet
+        complete, in the order given."""
+        done = set(self.formulations())
+        return {f: self.writer(f) for f in dict.fromkeys(formulations) if f not in done}
 
     def formulations(self) -> list[str]:
         """Formulations whose predictions are complete, in the canonical order."""

@@ -24,7 +24,7 @@ import numpy as np
 
 from probench.cache.crash import crash_point
 from probench.cache.identity import RunIdentity, RunSession, open_run
-from probench.cache.run import PredictionWriter, RunDir
+from probench.cache.run import RunDir
 from probench.data.dataset import Dataset
 from probench.errors import ProbenchError, UsageError
 from probench.models.base import BaseDetector
@@ -137,10 +137,7 @@ def _infer_all(
 
     run_dir, info = session.run, session.info
     by_formulation = info["timings"].setdefault("by_formulation_s", {})
-    writers: dict[str, PredictionWriter] = {}
-    for f in formulations:
-        if not (run_dir.predictions_dir / f"{f}.json").exists():
-            writers[f] = run_dir.writer(f)
+    writers = run_dir.open_writers(formulations)
     total = len(writers) * len(image_ids)
     done = sum(len(w.done_images & set(image_ids)) for w in writers.values())
     try:

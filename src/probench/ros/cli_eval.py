@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import random
 import signal
@@ -24,7 +23,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from probench.errors import CheckFailed, UsageError
+from probench.cache.run import RunDir
+from probench.errors import CheckFailed, Interrupted, UsageError
 from probench.ros.node_spec import MODES
 from probench.scoring.cli import pcr_lines
 from probench.vocabulary import FORMULATIONS
@@ -111,22 +111,25 @@ def _file_state(path: Path) -> tuple[int, int] | None:
     return st.st_mtime_ns, st.st_size
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+def _session_info(run: RunDir, before: tuple[int, int] | None) -> dict[str, Any] | None:
+    """run.json as this command's evaluator left it; None when it was not written since the
+    command began (absent, or a previous session's). A :class:`CacheError` names the file
+    when it cannot be read."""
+    if _file_state(run.path / "run.json") == before:
         return None
-    return data if isinstance(data, dict) else None
+    return run.info
 
 
-def _finished(run_json: Path, before: tuple[int, int] | None) -> bool:
-    """The evaluator of this command finished its run: run.json was written since the command
-    began (not a previous session's) with status complete or incomplete, and metrics.json
-    exists. Signalled nodes exit 0 either way, so this is how an interruption is told apart."""
-    if _file_state(run_json) == before:
-        return False
-    info = _read_json(run_json) or {}
-    return info.get("status") in ("complete", "incomplete") and (run_json.parent / "metrics.json").is_file()
+def _finished(run: RunDir, info: dict[str, Any] | None) -> bool:
+    """The evaluator of this command finished its run: its run.json (:func:`_session_info`)
+    says complete or incomplete, and metrics.json exists. Signalled nodes exit 0 either way,
+    so this is how an interruption is told apart."""
+    return (info or {}).get("status") in ("complete", "incomplete") and (run.path / "metrics.json").is_file()
+
+
+def _grounding_exited(code: int) -> CheckFailed:
+    return CheckFailed(f"grounding_node exited with code {code} before the evaluation finished (its error "
+                       "is printed above)")
 
 
 def check_run_folder(graph: list[dict[str, Any]], bag: ProbenchBag) -> None:
@@ -181,10 +184,12 @@ def run(args: argparse.Namespace) -> int:
     env = child_environment(args.domain_id)
     print(f"probench eval: {args.model} on {args.bag} ({n_frames} frames), "
           f"ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']}", file=sys.stderr)
-    run_json = Path(args.out) / "run.json"
-    before = _file_state(run_json)
+    run = RunDir(args.out)
+    before = _file_state(run.path / "run.json")
     procs: list[subprocess.Popen[bytes]] = []
     interrupted = False
+    # when the grounding node exits first: its exit code and the evaluator's (None: still running)
+    early_exit: tuple[int, int | None] | None = None
     try:
         for desc in graph:
             procs.append(subprocess.Popen(command_line(desc), env=env, preexec_fn=_die_with_parent))
@@ -195,10 +200,8 @@ def run(args: argparse.Namespace) -> int:
                 # both were told to stop (a signal to the whole group): let the evaluator record it
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     evaluator.wait(timeout=_SIGTERM_GRACE_S)
-                if evaluator.returncode == 0 and not _finished(run_json, before):
-                    break
-                raise CheckFailed(f"grounding_node exited with code {grounding.returncode} before the "
-                                  "evaluation finished (its error is printed above)")
+                early_exit = (grounding.returncode, evaluator.returncode)
+                break
             if time.monotonic() > deadline:
                 raise CheckFailed(f"evaluation did not finish within --timeout {args.timeout:g} s; "
                                   "rerun the same command to resume")
@@ -209,20 +212,22 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for p in reversed(procs):
             _stop(p, signalled=interrupted)
+    if early_exit is not None and early_exit[1] != 0:  # the evaluator failed, or ran on without it
+        raise _grounding_exited(early_exit[0])
     if evaluator.returncode != 0:
         raise CheckFailed(f"evaluator_node exited with code {evaluator.returncode} (its error is printed "
                           "above); rerun the same command to resume")
-    if not _finished(run_json, before):
+    info = _session_info(run, before)  # read once, here: the nodes have exited
+    finished = _finished(run, info)
+    if early_exit is not None and finished:  # ended after the grounding node had gone: frames missed
+        raise _grounding_exited(early_exit[0])
+    if not finished:
         # The nodes exit 0 when signalled (they did what they were asked): the run says why it ended.
-        from probench.ros.eval_stream import Interrupted
-
-        status = (_read_json(run_json) or {}).get("status", "not started")
+        status = (info or {}).get("status", "not started")
         raise Interrupted(f"the evaluation was interrupted before it finished (run.json status: {status}); "
                           "rerun the same command to resume")
-    metrics_path = Path(args.out) / "metrics.json"
-    metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
-    info = json.loads((Path(args.out) / "run.json").read_text(encoding="utf-8"))
-    print(summary_table(metrics, info))
+    metrics = run.read_json("metrics.json")
+    print(summary_table(metrics, info or {}))
     print(f"run folder: {args.out}  (probench report {args.out} --out DIR)")
     return 0
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from probench.detections import Detections
 from probench.vocabulary import AttributionError, CocoResult, detections_to_results, unique_prompts
 
 __all__ = ["AttributionError", "FormulationPlan", "FramePlan", "frame_plan", "plan_formulation",
@@ -32,7 +33,6 @@ class FramePlan:
 
     formulation: str
     image_id: int
-    index: int  # position of the frame in the bag
     bag_time_ns: int  # the bag timestamp of its image message (to read it back)
     texts: tuple[str, ...]  # distinct prompt texts: the frame's own prompt set
     groups: tuple[tuple[int, ...], ...]  # groups[i]: the query ids answered by texts[i]
@@ -48,11 +48,11 @@ class FormulationPlan:
     already_done: int = 0  # frames found in the run's cache (a resumed run)
 
 
-def frame_plan(formulation: str, info: Mapping[str, Any], index: int, bag_time_ns: int = 0) -> FramePlan:
+def frame_plan(formulation: str, info: Mapping[str, Any], bag_time_ns: int = 0) -> FramePlan:
     qids = [int(q["query_id"]) for q in info["label_space"]]
     prompts = [str(q[formulation]) for q in info["label_space"]]
     texts, groups = unique_prompts(qids, prompts)
-    return FramePlan(formulation, int(info["image_id"]), index, int(bag_time_ns), tuple(texts),
+    return FramePlan(formulation, int(info["image_id"]), int(bag_time_ns), tuple(texts),
                      tuple(tuple(g) for g in groups))
 
 
@@ -63,11 +63,11 @@ def plan_formulation(
     out the images in ``done`` (already in the cache)."""
     done = {int(i) for i in done}
     out = FormulationPlan(formulation)
-    for index, (bag_time, info) in enumerate(frames):
+    for bag_time, info in frames:
         if int(info["image_id"]) in done:
             out.already_done += 1
             continue
-        fp = frame_plan(formulation, info, index, bag_time)
+        fp = frame_plan(formulation, info, bag_time)
         (out.frames if fp.texts else out.empty).append(fp)
     return out
 
@@ -77,8 +77,6 @@ def results_for_frame(
 ) -> list[CocoResult]:
     """COCO results of one answered frame, each box credited to every query of its text;
     :class:`AttributionError` when a class_id is not in the frame's prompt set."""
-    from probench.detections import Detections
-
     index = {t: i for i, t in enumerate(fp.texts)}
     unknown = sorted({c for c in class_ids if c not in index})
     if unknown:

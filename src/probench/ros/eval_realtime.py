@@ -19,7 +19,8 @@ moment its image was published.
 - ``output_rate_hz``: answers per second, (n - 1) / (last - first arrival) within each
   uninterrupted stream (a formulation in one session), pooled over streams.
 - ``output_jitter_ms``: |difference of consecutive arrival intervals| (ros2_benchmark's
-  frame-to-frame jitter); ``jitter_ms`` is the same figure (CONTRACTS §3's key).
+  frame-to-frame jitter); ``jitter_ms`` is the same figure under its original name
+  (docs/FORMATS.md, "realtime.json").
 - ``achieved_send_rate_hz``: frames published per second by the evaluator, (n - 1) /
   (last - first send) per stream, pooled.
 - ``replay_jitter_ms``: |send interval - 1/rate_hz| between consecutive frames of a
@@ -113,8 +114,9 @@ def figures(
 def realtime_summary(
     records: Iterable[Mapping[str, Any]], *, budget_ms: float, rate_hz: float, mode: str, warmup_frames: int
 ) -> dict[str, Any]:
-    """CONTRACTS §3 ``realtime`` (and more) from the trace records: overall and per
-    formulation (module doc for the definitions)."""
+    """``realtime.json`` (docs/FORMATS.md; ``realtime`` in metrics.json) from the trace
+    records: overall and per formulation (module doc and docs/EVALUATION.md, "Real-time
+    figures", for the definitions)."""
     records = list(records)
     recs = latest_frames(records)
     formulations = list(dict.fromkeys(str(r["formulation"]) for r in recs))

@@ -8,7 +8,8 @@
 3. :meth:`probench.ros.eval_stream.Collector.collect` credits each answer to its frame;
    :class:`Recorder` (one thread, so that no file write delays the replay clock) appends a
    trace record per frame (``realtime_frames.jsonl``) and the frame's results to the
-   prediction cache (resumable, CONTRACTS §2), then finalizes each formulation.
+   prediction cache (resumable: docs/FORMATS.md, "predictions/<formulation>.json"), then
+   finalizes each formulation.
 4. :func:`finish`: ``realtime.json`` from the trace, run.json's status, ``metrics.json``.
 
 No rclpy here: the transport is an :class:`EvaluatorLink` (the evaluator node over DDS,
@@ -26,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from probench.cache.crash import crash_point
 from probench.cache.identity import RunIdentity, RunSession
-from probench.cache.run import JsonlLog, PredictionWriter, RunDir
-from probench.cache.trace import TRACE_FILE
+from probench.cache.run import JsonlLog, RunDir
+from probench.cache.trace import TRACE_FILE, read_trace
 from probench.ros.eval_plan import FormulationPlan, FramePlan, plan_formulation
 from probench.ros.eval_realtime import realtime_summary
 from probench.ros.eval_stream import Answer, Collector, Link, stream
@@ -129,9 +130,7 @@ class Recorder:
     collector resolves frames. :meth:`put` never blocks (it runs on the transport's thread)."""
 
     def __init__(self, run: RunDir, formulations: Sequence[str]) -> None:
-        run.create()
-        self.writers: dict[str, PredictionWriter] = {
-            f: run.writer(f) for f in formulations if not (run.predictions_dir / f"{f}.json").exists()}
+        self.writers = run.open_writers(formulations)
         self.trace = JsonlLog(run.path / TRACE_FILE)
         self._queue: queue.Queue[_Write | None] = queue.Queue()
         self._failure: BaseException | None = None
@@ -207,39 +206,35 @@ def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag) -> dict[st
                      "own prompt set does not reach it in time would be answered with them (never credited)")
     run_plan = plan(cfg, bag, grounding)
     session, recorder = run_plan.session, run_plan.recorder
-    crash_point("eval.started")
-    collector = Collector(recorder.put, answer_timeout_s=cfg.answer_timeout, warmup_frames=cfg.warmup_frames,
-                          session=int(session.info.get("resumed", 0)), ok=link.ok)
-    link.set_answer_handler(collector.collect)
     todo = sum(len(p.frames) + len(p.empty) for p in run_plan.formulations)
-    bar = tqdm(total=todo, desc="eval", unit="frame", disable=None)  # stderr, only on a terminal
-    recorder.on_frame = lambda: bar.update(1)
-    try:
-        with recorder:
-            for f in run_plan.skipped:
-                link.info(f"{f}: already complete, skipped")
-            if any(p.frames for p in run_plan.formulations):
-                link.wait_ready(bag.compressed, cfg.startup_timeout)
-            for fplan in run_plan.formulations:
-                empty = f", {len(fplan.empty)} with an empty label space (recorded with no detections)"
-                link.info(f"{fplan.formulation}: {len(fplan.frames)} frame(s) to replay, each with its own "
-                          f"prompt set ({fplan.already_done} already done{empty if fplan.empty else ''})")
-                for fp in fplan.empty:  # nothing to ask: no detections
-                    recorder.put(fp, None, [])
-                raws = bag.iter_images([fp.bag_time_ns for fp in fplan.frames])
-                # read and decoded ahead by a thread (a few frames in memory at a time), so
-                # that neither a long stream nor a zstd chunk upsets the replay clock
-                images = prefetch(link.image_from_bag(raw) for raw in raws)
-                stream(link, fplan.frames, images, collector, mode=cfg.mode, rate_hz=cfg.rate_hz,
-                       answer_timeout_s=cfg.answer_timeout)
-                recorder.finalize(fplan.formulation)
-                crash_point("eval.formulation_done")
-            recorder.check()
-    except BaseException as exc:
-        session.fail(exc)
-        raise
-    finally:
-        bar.close()
+    # exits in reverse: the recorder is closed (its last writes done) before a failure is
+    # recorded in run.json, then the bar
+    with tqdm(total=todo, desc="eval", unit="frame", disable=None) as bar, session.recording(), recorder:
+        recorder.on_frame = lambda: bar.update(1)  # the bar on stderr, only on a terminal
+        crash_point("eval.started")
+        collector = Collector(recorder.put, answer_timeout_s=cfg.answer_timeout,
+                              warmup_frames=cfg.warmup_frames, session=int(session.info.get("resumed", 0)),
+                              ok=link.ok)
+        link.set_answer_handler(collector.collect)
+        for f in run_plan.skipped:
+            link.info(f"{f}: already complete, skipped")
+        if any(p.frames for p in run_plan.formulations):
+            link.wait_ready(bag.compressed, cfg.startup_timeout)
+        for fplan in run_plan.formulations:
+            empty = f", {len(fplan.empty)} with an empty label space (recorded with no detections)"
+            link.info(f"{fplan.formulation}: {len(fplan.frames)} frame(s) to replay, each with its own "
+                      f"prompt set ({fplan.already_done} already done{empty if fplan.empty else ''})")
+            for fp in fplan.empty:  # nothing to ask: no detections
+                recorder.put(fp, None, [])
+            raws = bag.iter_images([fp.bag_time_ns for fp in fplan.frames])
+            # read and decoded ahead by a thread (a few frames in memory at a time), so
+            # that neither a long stream nor a zstd chunk upsets the replay clock
+            images = prefetch(link.image_from_bag(raw) for raw in raws)
+            stream(link, fplan.frames, images, collector, mode=cfg.mode, rate_hz=cfg.rate_hz,
+                   answer_timeout_s=cfg.answer_timeout)
+            recorder.finalize(fplan.formulation)
+            crash_point("eval.formulation_done")
+        recorder.check()
     return finish(session, bag.dataset, cfg)
 
 
@@ -251,9 +246,8 @@ def finish(session: RunSession, dataset: Dataset, cfg: EvaluatorConfig) -> dict[
 
     crash_point("eval.finishing")
     run = session.run
-    with JsonlLog(run.path / TRACE_FILE) as trace:
-        realtime = realtime_summary(trace.records, budget_ms=cfg.budget_ms, rate_hz=cfg.rate_hz,
-                                    mode=cfg.mode, warmup_frames=cfg.warmup_frames)
+    realtime = realtime_summary(read_trace(run.path / TRACE_FILE), budget_ms=cfg.budget_ms,
+                                rate_hz=cfg.rate_hz, mode=cfg.mode, warmup_frames=cfg.warmup_frames)
     run.write_json("realtime.json", realtime)
     session.finish()
     crash_point("eval.scoring")

@@ -46,18 +46,15 @@ from typing import Any, Protocol
 import numpy as np
 
 from probench.cache.trace import ANSWERED, MISATTRIBUTED, MISSED, STRAY, frame_record
-from probench.errors import ProbenchError
-from probench.ros.eval_plan import AttributionError, FramePlan, results_for_frame
-from probench.vocabulary import CocoResult
+from probench.errors import Interrupted
+from probench.ros.eval_plan import FramePlan, results_for_frame
+from probench.ros.node_spec import MODES
+from probench.vocabulary import AttributionError, CocoResult
 
-MODES = ("camera-rate", "as-fast-as-answered")
+# Interrupted lives in probench.errors (a run folder records it); re-exported for the nodes
+__all__ = ["RESTART_PERIODS", "Answer", "Collector", "Emit", "Interrupted", "Link", "stream"]
+
 RESTART_PERIODS = 3  # a send later than this many periods restarts the replay grid
-
-
-class Interrupted(ProbenchError):
-    """ROS was shut down (Ctrl-C, SIGTERM) before the evaluation finished."""
-
-    exit_code = 130
 
 
 @dataclass(frozen=True)

@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     from rclpy.signals import SignalHandlerOptions
 
     from probench.ros.dds_profile import apply_profile
-    from probench.ros.shutdown import ShutdownRequested, SignalShutdown
+    from probench.ros.shutdown import SignalShutdown
 
     shutdown = SignalShutdown.install()
     apply_profile()  # before the participant exists; never over the user's choice
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         node.get_logger().info(
             f"done: map50={metrics.get('map50')} frames sent={rt.get('frames_sent')} "
             f"missed={rt.get('frames_missed')} -> {Path(node.cfg.out) / 'metrics.json'}")
-    except (Interrupted, ShutdownRequested):
+    except Interrupted:  # (never ShutdownRequested: the evaluator has no interruptible step)
         print(f"evaluator_node: interrupted ({shutdown.signal_name or 'ROS shut down'}); rerun the same "
               "command to resume", file=sys.stderr)
     except ProbenchError as exc:

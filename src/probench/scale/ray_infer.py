@@ -33,7 +33,7 @@ from probench.cache.run import PredictionWriter
 from probench.data.dataset import Dataset
 from probench.errors import ProbenchError
 from probench.models.errors import InferenceError
-from probench.models.infer import offline_identity, select_images
+from probench.models.infer import empty_label_spaces, offline_identity, select_images
 from probench.scale.cluster import Cluster, import_ray, ray_cluster
 from probench.scale.errors import RayClusterError, RayUsageError, WorkerLostError
 from probench.scale.plan import Chunk, WorkPlan, default_chunk_size
@@ -242,18 +242,16 @@ def drive(
     ray = import_ray()
     pool.use(dataset)
     pool.begin_run()
-    writers: dict[str, PredictionWriter] = {}
-    for f in formulations:
-        if not (session.run.predictions_dir / f"{f}.json").exists():
-            writers[f] = session.run.writer(f)
+    empty = set(empty_label_spaces(dataset, image_ids))  # nothing asked, nothing predicted (as offline)
+    writers = session.run.open_writers(formulations)
     try:
         todo: dict[str, list[int]] = {}
         for f, writer in writers.items():
             missing = [i for i in image_ids if i not in writer.done_images]
             for i in missing:
-                if not dataset.label_space(i):  # nothing asked, nothing predicted (as in one process)
+                if i in empty:
                     writer.add_image(i, [])
-            todo[f] = [i for i in missing if dataset.label_space(i)]
+            todo[f] = [i for i in missing if i not in empty]
         size = chunk_size or default_chunk_size(max(len(v) for v in todo.values()) if todo else 0, pool.size)
         plan = WorkPlan(todo, size)
         total = len(writers) * len(image_ids)
