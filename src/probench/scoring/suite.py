@@ -300,8 +300,8 @@ def score_run(
 
     ``dataset_check`` decides what a dataset whose content hash differs from run.json's
     ``dataset.hash`` does: "record" (``dataset_hash_matches`` false), "refuse" (a
-    :class:`DatasetMismatch` naming both hashes, before any scoring) or "allow" (scored,
-    recorded as ``dataset_mismatch_allowed``)."""
+    :class:`DatasetMismatch` naming both hashes, before any scoring) or "allow" (scored; a
+    mismatch is recorded as ``dataset_mismatch_allowed``, absent when the hashes match)."""
     from probench.cache.run import RunDir
 
     if dataset_check not in DATASET_CHECKS:
@@ -340,7 +340,7 @@ def score_run(
     out["model"] = model.get("name") if isinstance(model, dict) else None
     out["dataset_hash"] = dataset.content_hash
     out["dataset_hash_matches"] = matches
-    if dataset_check == "allow":
+    if dataset_check == "allow" and matches is False:
         out["dataset_mismatch_allowed"] = True
     out["formulations_incomplete"] = run.incomplete_formulations()
     return out
