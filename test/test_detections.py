@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from probench.detections import Detections
+from probench.detections import Detections, DetectionsError
 
 
 def test_a_box_clipped_to_a_line_is_dropped_with_its_score_prompt_and_mask() -> None:
@@ -34,3 +35,10 @@ def test_without_the_image_size_nothing_is_dropped() -> None:
 def test_all_boxes_degenerate_gives_empty_detections() -> None:
     dets = Detections.from_arrays([[-20.0, 5.0, -1.0, 9.0]], [0.5], [0], image_size=(10, 10))
     assert len(dets) == 0 and dets.xyxy.shape == (0, 4)
+
+
+def test_masks_of_the_wrong_length_are_named_even_when_a_box_is_dropped() -> None:
+    xyxy = [[1.0, 1.0, 5.0, 5.0], [20.0, 1.0, 30.0, 5.0]]  # the second lies right of the image
+    with pytest.raises(DetectionsError, match="masks must be"):
+        Detections.from_arrays(xyxy, [0.9, 0.8], [0, 0], image_size=(10, 10),
+                               masks=np.zeros((3, 10, 10), dtype=bool))

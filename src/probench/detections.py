@@ -116,7 +116,9 @@ class Detections:
         prompt_index = np.asarray(prompt_index).reshape(-1)
         if image_size is not None:
             keep = (x2 > x1) & (y2 > y1)
-            if not keep.all() and len(scores) == len(keep) == len(prompt_index):
+            same_length = len(scores) == len(keep) == len(prompt_index)
+            # wrong lengths are left to the constructor, which names them (DetectionsError)
+            if not keep.all() and same_length and (masks is None or len(masks) == len(keep)):
                 xyxy, scores, prompt_index = xyxy[keep], scores[keep], prompt_index[keep]
                 if masks is not None:
                     masks = np.asarray(masks)[keep]
