@@ -117,11 +117,8 @@ class _Formulation:
         det = self.m.gt_match[:, self.areas.index("all"), t]
         ok = det >= 0
         d = det[ok]
-        pair = self.m.det_pair
-        first = np.ones(len(pair), bool)  # kept detections are sorted by pair, then score
-        first[1:] = pair[1:] != pair[:-1]
         top1 = np.zeros(len(det), bool)
-        top1[ok] = first[d]
+        top1[ok] = self.m.det_rank[d] == 0
         score = np.full(len(det), -np.inf)
         score[ok] = self.m.det_score[d]
         box = np.zeros((len(det), 4))
