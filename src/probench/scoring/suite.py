@@ -278,6 +278,23 @@ def _best_formulation(m: Mapping[str, float | None]) -> dict[str, Any]:
     }
 
 
+TIE_TEXT = "tie"  # k* as tables write it when every formulation has the same mAP.5
+
+
+def best_formulation_text(m: Mapping[str, Any]) -> str | None:
+    """k* as tables print it: the formulation, :data:`TIE_TEXT` when every formulation has
+    the same mAP.5 (``best_formulation`` null, ``best_formulation_ties`` listed), else None."""
+    best = m.get("best_formulation")
+    if best is None and m.get("best_formulation_ties"):
+        return TIE_TEXT
+    return None if best is None else str(best)
+
+
+def json_object(value: object) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else {}: an optional part that is absent or malformed."""
+    return value if isinstance(value, dict) else {}
+
+
 def _diff(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
@@ -308,8 +325,7 @@ def score_run(
     if not run.path.is_dir():
         raise ScoringUsageError(f"{run.path}: no such run folder")
     info = run.info  # a CacheError when run.json is not a JSON object
-    ds_field = info.get("dataset")
-    run_ds: dict[str, Any] = ds_field if isinstance(ds_field, dict) else {}
+    run_ds = json_object(info.get("dataset"))
     run_hash = run_ds.get("hash")
     matches = None if run_hash is None else run_hash == dataset.content_hash
     if matches is False and dataset_check == "refuse":
