@@ -11,13 +11,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from probench.data.dataset import FORMULATIONS, PROMPT_TYPES, Dataset
+from probench.data.dataset import Dataset
 from probench.scoring.ap import average_precision, mean_ap
 from probench.scoring.consistency import Recovery, pcr_plc
 from probench.scoring.constants import COCO_IOUS, PCR_IOU, SIZES, SWEEP_IOUS, all_thresholds, sweep_key
 from probench.scoring.errors import DatasetMismatch, ScoringError, ScoringUsageError
 from probench.scoring.match import Matched, match
 from probench.scoring.tables import DetArrays, GroundTruth
+from probench.vocabulary import FORMULATIONS, PROMPT_TYPES
 
 ORIG_AREAS = ("all", *SIZES)  # the size breakdown is reported under orig only
 
