@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from probench.detections import Detections
+from probench.detections import Detections, DetectionsError
 
 
 def test_a_box_clipped_to_a_line_is_dropped_with_its_score_prompt_and_mask() -> None:
@@ -34,3 +35,29 @@ def test_without_the_image_size_nothing_is_dropped() -> None:
 def test_all_boxes_degenerate_gives_empty_detections() -> None:
     dets = Detections.from_arrays([[-20.0, 5.0, -1.0, 9.0]], [0.5], [0], image_size=(10, 10))
     assert len(dets) == 0 and dets.xyxy.shape == (0, 4)
+
+
+def test_masks_of_the_wrong_length_are_named_even_when_a_box_is_dropped() -> None:
+    xyxy = [[1.0, 1.0, 5.0, 5.0], [20.0, 1.0, 30.0, 5.0]]  # the second lies right of the image
+    with pytest.raises(DetectionsError, match="masks must be"):
+        Detections.from_arrays(xyxy, [0.9, 0.8], [0, 0], image_size=(10, 10),
+                               masks=np.zeros((3, 10, 10), dtype=bool))
+
+
+def test_with_timing_equals_a_full_rebuild() -> None:
+    masks = np.zeros((2, 10, 10), dtype=bool)
+    masks[1, 2, 3] = True
+    dets = Detections.from_arrays([[1.0, 1.0, 5.0, 5.0], [2.0, 2.0, 9.0, 8.0]], [0.9, 0.4], [1, 0],
+                                  image_size=(10, 10), masks=masks,
+                                  timings_ms={"preprocess": 1.5, "forward": 2.0, "postprocess": 0.25})
+    timed = dets.with_timing("text", 3)
+    rebuilt = Detections(dets.xyxy, dets.scores, dets.prompt_index, dets.masks,
+                         {**dets.timings_ms, "text": 3.0, "total": 1.5 + 2.0 + 0.25 + 3.0})
+    for name in ("xyxy", "scores", "prompt_index", "masks"):
+        mine, theirs = getattr(timed, name), getattr(rebuilt, name)
+        assert mine.dtype == theirs.dtype and mine.shape == theirs.shape and np.array_equal(mine, theirs)
+    assert timed.timings_ms == rebuilt.timings_ms and timed.timings_ms["total"] == 6.75
+    assert dets.timings_ms["total"] == 3.75  # the original is left as it was
+    # a stage set again replaces its time; total follows
+    assert dets.with_timing("text", 3).with_timing("text", 1).timings_ms["total"] == 4.75
+    assert Detections.empty().with_timing("text", 0.5).timings_ms == {"text": 0.5, "total": 0.5}

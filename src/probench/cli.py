@@ -22,20 +22,20 @@ from typing import NoReturn, Protocol
 from probench import __version__
 from probench.errors import ProbenchError
 
-# name -> (module, one-line help, issue that builds it)
-COMMANDS: dict[str, tuple[str, str, int]] = {
-    "validate": ("probench.data.cli", "check a dataset; every problem named with its record id", 3),
-    "models": ("probench.models.cli_models", "list the model zoo", 4),
-    "infer": ("probench.models.cli_infer", "offline inference into the prediction cache (resumable)", 4),
-    "latency": ("probench.models.cli_latency", "the paper's latency protocol", 4),
-    "score": ("probench.scoring.cli", "the full metric suite of a run", 3),
-    "report": ("probench.report.cli", "Table II (Markdown + CSV) and the paper's figures as PNG", 3),
-    "bag": ("probench.bags.cli", "write a dataset as a rosbag2 (mcap or sqlite3)", 6),
-    "eval": ("probench.ros.cli_eval", "replay a bag through the ROS 2 graph and score it", 6),
-    "ground": ("probench.ground.cli", "ground a rosbag2's camera: detections, annotated images, video", 12),
-    "console": ("probench.console.cli", "a web page to watch and prompt a running grounding node", 12),
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "validate": ("probench.data.cli", "check a dataset; every problem named with its record id"),
+    "models": ("probench.models.cli_models", "list the model zoo"),
+    "infer": ("probench.models.cli_infer", "offline inference into the prediction cache (resumable)"),
+    "latency": ("probench.models.cli_latency", "the paper's latency protocol"),
+    "score": ("probench.scoring.cli", "the full metric suite of a run"),
+    "report": ("probench.report.cli", "Table II (Markdown + CSV) and the paper's figures as PNG"),
+    "bag": ("probench.bags.cli", "write a dataset as a rosbag2 (mcap or sqlite3)"),
+    "eval": ("probench.ros.cli_eval", "replay a bag through the ROS 2 graph and score it"),
+    "ground": ("probench.ground.cli", "ground a rosbag2's camera: detections, annotated images, video"),
+    "console": ("probench.console.cli", "a web page to watch and prompt a running grounding node"),
     "sweep": ("probench.scale.cli_sweep", "infer, latency and score for many models, then one report "
-              "(resumable; --ray to scale out)", 13),
+              "(resumable; --ray to scale out)"),
 }
 
 
@@ -62,19 +62,11 @@ def build_parser(command: str | None = None) -> tuple[argparse.ArgumentParser, C
     parser.add_argument("--version", action="version", version=f"probench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     module: Command | None = None
-    for name, (module_name, help_text, _issue) in COMMANDS.items():
+    for name, (module_name, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name == command:
-            try:
-                module = importlib.import_module(module_name)
-            except ModuleNotFoundError as exc:
-                if exc.name != module_name:
-                    raise
-                module = None
-            if module is not None:
-                module.add_arguments(p)
-            else:
-                p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+            module = importlib.import_module(module_name)
+            module.add_arguments(p)
     return parser, module
 
 
@@ -88,10 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    if module is None:
-        issue = COMMANDS[args.command][2]
-        print(f"probench {args.command}: not built yet (issue {issue})", file=sys.stderr)
-        return 2
+    # parse_args exits unless a listed command was chosen, and that one's module was imported.
+    assert module is not None
     try:
         return int(module.run(args) or 0)
     except ProbenchError as exc:

@@ -116,7 +116,9 @@ class Detections:
         prompt_index = np.asarray(prompt_index).reshape(-1)
         if image_size is not None:
             keep = (x2 > x1) & (y2 > y1)
-            if not keep.all() and len(scores) == len(keep) == len(prompt_index):
+            same_length = len(scores) == len(keep) == len(prompt_index)
+            # wrong lengths are left to the constructor, which names them (DetectionsError)
+            if not keep.all() and same_length and (masks is None or len(masks) == len(keep)):
                 xyxy, scores, prompt_index = xyxy[keep], scores[keep], prompt_index[keep]
                 if masks is not None:
                     masks = np.asarray(masks)[keep]
@@ -138,10 +140,16 @@ class Detections:
         return Detections(self.xyxy[keep], self.scores[keep], self.prompt_index[keep], masks, self.timings_ms)
 
     def with_timing(self, stage: str, ms: float) -> Detections:
-        """The same detections with one stage's time set (``total`` recomputed)."""
+        """The same detections with one stage's time set (``total`` recomputed). On every
+        ``detect()``: the arrays are shared, not validated again (they were when built)."""
         timings = {k: v for k, v in self.timings_ms.items() if k != "total"}
         timings[stage] = float(ms)
-        return Detections(self.xyxy, self.scores, self.prompt_index, self.masks, timings)
+        timings["total"] = sum(timings.get(s, 0.0) for s in STAGES)
+        out = object.__new__(Detections)
+        for name, value in (("xyxy", self.xyxy), ("scores", self.scores), ("prompt_index", self.prompt_index),
+                            ("masks", self.masks), ("timings_ms", timings)):
+            object.__setattr__(out, name, value)  # a frozen dataclass, built without __post_init__
+        return out
 
     def above(self, threshold: float) -> Detections:
         return self.filter(self.scores >= threshold)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from probench.data import PROMPT_TYPES, load_dataset
+from probench.data import load_dataset
+from probench.vocabulary import PROMPT_TYPES
 
 SAMPLE = Path(__file__).resolve().parents[2] / "datasets" / "probench-sample"
 

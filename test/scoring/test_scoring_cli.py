@@ -76,6 +76,22 @@ def test_a_dataset_other_than_the_runs_is_refused(tmp_path: Path, capsys: pytest
     assert m["dataset_hash"] == ds_hash and m["pcr50"] == 1.0
 
 
+def test_allowing_a_mismatch_records_nothing_when_the_hashes_match(tmp_path: Path) -> None:
+    ds, ds_hash = _dataset(tmp_path, ONE_TARGET)
+    run = tmp_path / "run"
+    write_run(run, example_predictions(), dataset={"hash": ds_hash})
+    allow = ["--allow-dataset-mismatch", "--quiet"]
+    assert main(["score", "--dataset", str(ds), "--run", str(run), *allow]) == 0
+    m = _metrics(run)
+    assert m["dataset_hash_matches"] is True and "dataset_mismatch_allowed" not in m
+    # a run.json without a hash: nothing mismatched either
+    unhashed = tmp_path / "unhashed"
+    write_run(unhashed, example_predictions())
+    assert main(["score", "--dataset", str(ds), "--run", str(unhashed), *allow]) == 0
+    m = _metrics(unhashed)
+    assert m["dataset_hash_matches"] is None and "dataset_mismatch_allowed" not in m
+
+
 def test_a_run_without_a_dataset_hash_is_scored(tmp_path: Path) -> None:
     ds, _ = _dataset(tmp_path, ONE_TARGET)
     run = tmp_path / "run"

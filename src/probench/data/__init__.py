@@ -1,19 +1,9 @@
 """Data in: Pro-Bench datasets (loading, validation, synthetic generation) and images."""
 
-from probench.data.dataset import (
-    FORMULATIONS,
-    PROMPT_TYPES,
-    Annotation,
-    Dataset,
-    ImageRecord,
-    Query,
-    load_dataset,
-)
+from probench.data.dataset import Annotation, Dataset, ImageRecord, Query, load_dataset
 from probench.data.errors import DatasetError, ImageDecodeError
 
 __all__ = [
-    "FORMULATIONS",
-    "PROMPT_TYPES",
     "Annotation",
     "Dataset",
     "DatasetError",

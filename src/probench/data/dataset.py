@@ -18,12 +18,9 @@ from typing import Any
 import numpy as np
 
 from probench.data.errors import DatasetError
-from probench.vocabulary import FORMULATIONS, KNOWN_DOMAINS, PROMPT_TYPES, TEMPLATE_PREFIX
+from probench.vocabulary import FORMULATIONS, TEMPLATE_PREFIX
 
-__all__ = [
-    "FORMULATIONS", "KNOWN_DOMAINS", "PROMPT_TYPES", "TEMPLATE_PREFIX", "Annotation", "Dataset",
-    "ImageRecord", "Query", "dataset_from_queries", "load_dataset",
-]
+__all__ = ["Annotation", "Dataset", "ImageRecord", "Query", "dataset_from_queries", "load_dataset"]
 
 
 

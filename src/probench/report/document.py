@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from probench import __version__
-from probench.report.load import Entry, json_object
+from probench.report.load import Entry
 from probench.report.table import format_number
+from probench.scoring.suite import json_object
 from probench.vocabulary import PROMPT_TYPES
 
 GROUP_ORDER: dict[str, tuple[str, ...]] = {
@@ -140,11 +141,7 @@ def _fmt(v: object) -> str:
 
 def _warnings(runs: list[Entry]) -> list[str]:
     out = []
-    hashes = {
-        (e.info.get("dataset") or {}).get("hash")
-        for e in runs
-        if isinstance(e.info.get("dataset"), dict) and (e.info.get("dataset") or {}).get("hash")
-    }
+    hashes = {h for e in runs if (h := json_object(e.info.get("dataset")).get("hash"))}
     if len(hashes) > 1:
         out.append("The runs were made on **different datasets** (run.json dataset hashes differ): "
                    "their rows are not comparable.")

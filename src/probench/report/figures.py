@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from probench.cache.atomic import write_bytes_atomic
-from probench.report.load import Entry, json_object
+from probench.report.load import Entry
+from probench.scoring.suite import json_object
 from probench.vocabulary import FORMULATIONS
 
 SWEEP: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from probench.errors import ProbenchError
 from probench.report.errors import ReportError, ReportUsageError
+from probench.scoring.suite import TIE_TEXT, json_object
 from probench.vocabulary import FORMULATIONS
 
 if TYPE_CHECKING:
@@ -88,11 +89,6 @@ class Entry:
 
     def _where(self, key: str) -> str:
         return f"{self.path / 'metrics.json' if self.path else self.label}: {key}"
-
-
-def json_object(value: object) -> dict[str, Any]:
-    """``value`` when it is a JSON object, else {}: an optional part that is absent or malformed."""
-    return value if isinstance(value, dict) else {}
 
 
 def _num(v: object, where: str) -> float | None:
@@ -224,12 +220,11 @@ def load_reference(path: str | Path) -> list[Entry]:
             else:
                 metrics[col] = value
         best = (row.get("best_formulation") or "").strip()
-        if best and best not in (*FORMULATIONS, "tie"):
-            raise ReportError(
-                f"{path} line {line}: best_formulation {best!r} is not one of orig, cat, tmpl, tie"
-            )
+        if best and best not in (*FORMULATIONS, TIE_TEXT):
+            allowed = ", ".join((*FORMULATIONS, TIE_TEXT))
+            raise ReportError(f"{path} line {line}: best_formulation {best!r} is not one of {allowed}")
         metrics["best_formulation"] = best if best in FORMULATIONS else None
-        if best == "tie":  # as our table2.csv writes an all-formulation tie
+        if best == TIE_TEXT:  # as our table2.csv writes an all-formulation tie
             metrics["best_formulation_ties"] = list(FORMULATIONS)
         entries.append(Entry(name + PAPER_MARK, metrics, reference=True, family=PAPER_FAMILIES.get(name)))
     return entries

@@ -18,6 +18,7 @@ import csv
 import io
 
 from probench.report.load import COLUMNS, NUMERIC, Entry
+from probench.scoring.suite import best_formulation_text
 
 LOWER_IS_BETTER: frozenset[str] = frozenset({"latency_ms", "delta_max"})
 MARKDOWN_COLUMNS: tuple[str, ...] = (*COLUMNS, "pcr50_top1", "plc_top1")
@@ -65,9 +66,7 @@ def cell(entry: Entry, column: str) -> str:
     if column == "model":
         return entry.label
     if column == "best_formulation":
-        if entry.text(column) is None and entry.metrics.get("best_formulation_ties"):
-            return "tie"  # every formulation has the same mAP.5: none is best
-        return entry.text(column) or ""
+        return best_formulation_text(entry.metrics) or ""
     return format_number(column, entry.number(column))
 
 

@@ -34,12 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _threshold(text: str) -> float:
+    from probench.scoring.errors import ScoringUsageError
+    from probench.scoring.suite import check_score_threshold
+
     try:
         value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0.0 <= value <= 1.0:  # NaN fails too
-        raise argparse.ArgumentTypeError(f"{text!r} is not a score in [0, 1]")
+        check_score_threshold(value)  # NaN fails too
+    except (ValueError, ScoringUsageError) as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a score in [0, 1]") from exc
     return value
 
 
@@ -49,9 +51,9 @@ def _fmt(v: object) -> str:
 
 def best_text(m: Mapping[str, Any]) -> str:
     """k* as printed: the formulation, "tie" when every formulation has the same mAP.5."""
-    if m.get("best_formulation") is None and m.get("best_formulation_ties"):
-        return "tie"
-    return _fmt(m.get("best_formulation"))
+    from probench.scoring.suite import best_formulation_text
+
+    return _fmt(best_formulation_text(m))
 
 
 def summary_table(m: Mapping[str, Any]) -> str:

@@ -35,6 +35,7 @@ class Matched:
     det_score: np.ndarray  # (N,)
     det_box: np.ndarray  # (N, 4)
     det_order: np.ndarray  # (N,) index in the given predictions (COCO's tie-break)
+    det_rank: np.ndarray  # (N,) place in its pair's score order: 0 = the pair's first prediction
     tp: npt.NDArray[np.bool_]  # (N, A, T) bool: matched to a non-ignored GT
     # (N, A, T) bool: matched to an ignored GT, or unmatched and out of area range
     ignored: npt.NDArray[np.bool_]
@@ -174,6 +175,7 @@ def match(gt: GroundTruth, dets: DetArrays, areas: tuple[str, ...], thresholds: 
         det_score=d_score,
         det_box=d_box,
         det_order=sel,
+        det_rank=rank[keep],
         tp=tp,
         ignored=det_ig,
         gt_match=gt_match,

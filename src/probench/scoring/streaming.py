@@ -8,10 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from probench.data.dataset import FORMULATIONS, Dataset
+from probench.data.dataset import Dataset
 from probench.scoring.errors import ScoringUsageError
 from probench.scoring.suite import score
 from probench.scoring.tables import DetArrays, GroundTruth
+from probench.vocabulary import FORMULATIONS
 
 
 class StreamingScorer:

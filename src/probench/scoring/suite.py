@@ -11,13 +11,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from probench.data.dataset import FORMULATIONS, PROMPT_TYPES, Dataset
+from probench.data.dataset import Dataset
 from probench.scoring.ap import average_precision, mean_ap
 from probench.scoring.consistency import Recovery, pcr_plc
 from probench.scoring.constants import COCO_IOUS, PCR_IOU, SIZES, SWEEP_IOUS, all_thresholds, sweep_key
 from probench.scoring.errors import DatasetMismatch, ScoringError, ScoringUsageError
 from probench.scoring.match import Matched, match
 from probench.scoring.tables import DetArrays, GroundTruth
+from probench.vocabulary import FORMULATIONS, PROMPT_TYPES
 
 ORIG_AREAS = ("all", *SIZES)  # the size breakdown is reported under orig only
 
@@ -117,11 +118,8 @@ class _Formulation:
         det = self.m.gt_match[:, self.areas.index("all"), t]
         ok = det >= 0
         d = det[ok]
-        pair = self.m.det_pair
-        first = np.ones(len(pair), bool)  # kept detections are sorted by pair, then score
-        first[1:] = pair[1:] != pair[:-1]
         top1 = np.zeros(len(det), bool)
-        top1[ok] = first[d]
+        top1[ok] = self.m.det_rank[d] == 0
         score = np.full(len(det), -np.inf)
         score[ok] = self.m.det_score[d]
         box = np.zeros((len(det), 4))
@@ -281,6 +279,23 @@ def _best_formulation(m: Mapping[str, float | None]) -> dict[str, Any]:
     }
 
 
+TIE_TEXT = "tie"  # k* as tables write it when every formulation has the same mAP.5
+
+
+def best_formulation_text(m: Mapping[str, Any]) -> str | None:
+    """k* as tables print it: the formulation, :data:`TIE_TEXT` when every formulation has
+    the same mAP.5 (``best_formulation`` null, ``best_formulation_ties`` listed), else None."""
+    best = m.get("best_formulation")
+    if best is None and m.get("best_formulation_ties"):
+        return TIE_TEXT
+    return None if best is None else str(best)
+
+
+def json_object(value: object) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else {}: an optional part that is absent or malformed."""
+    return value if isinstance(value, dict) else {}
+
+
 def _diff(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
@@ -300,8 +315,8 @@ def score_run(
 
     ``dataset_check`` decides what a dataset whose content hash differs from run.json's
     ``dataset.hash`` does: "record" (``dataset_hash_matches`` false), "refuse" (a
-    :class:`DatasetMismatch` naming both hashes, before any scoring) or "allow" (scored,
-    recorded as ``dataset_mismatch_allowed``)."""
+    :class:`DatasetMismatch` naming both hashes, before any scoring) or "allow" (scored; a
+    mismatch is recorded as ``dataset_mismatch_allowed``, absent when the hashes match)."""
     from probench.cache.run import RunDir
 
     if dataset_check not in DATASET_CHECKS:
@@ -311,8 +326,7 @@ def score_run(
     if not run.path.is_dir():
         raise ScoringUsageError(f"{run.path}: no such run folder")
     info = run.info  # a CacheError when run.json is not a JSON object
-    ds_field = info.get("dataset")
-    run_ds: dict[str, Any] = ds_field if isinstance(ds_field, dict) else {}
+    run_ds = json_object(info.get("dataset"))
     run_hash = run_ds.get("hash")
     matches = None if run_hash is None else run_hash == dataset.content_hash
     if matches is False and dataset_check == "refuse":
@@ -340,7 +354,7 @@ def score_run(
     out["model"] = model.get("name") if isinstance(model, dict) else None
     out["dataset_hash"] = dataset.content_hash
     out["dataset_hash_matches"] = matches
-    if dataset_check == "allow":
+    if dataset_check == "allow" and matches is False:
         out["dataset_mismatch_allowed"] = True
     out["formulations_incomplete"] = run.incomplete_formulations()
     return out

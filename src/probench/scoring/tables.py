@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from probench.data.dataset import FORMULATIONS, Dataset
+from probench.data.dataset import Dataset
 from probench.scoring.errors import ScoringError
+from probench.vocabulary import FORMULATIONS
 
 
 @dataclass
