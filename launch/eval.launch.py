@@ -1,4 +1,4 @@
-"""Replay a probench bag through the grounding node and score it (CONTRACTS.md §5).
+"""Replay a probench bag through the grounding node and score it (docs/EVALUATOR_NODE.md).
 
     ros2 launch probench eval.launch.py bag:=bags/probench-sample out:=runs/sample model:=tiny-owlv2
 

@@ -1,4 +1,4 @@
-"""Start the live grounding node (CONTRACTS.md §5).
+"""Start the live grounding node (docs/GROUNDING_NODE.md).
 
     ros2 launch probench grounding.launch.py image_topic:=/camera/color/image_raw \\
         prompt:="a red backpack; a fire extinguisher" model:=owlv2-b device:=cuda

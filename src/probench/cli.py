@@ -1,4 +1,4 @@
-"""The ``probench`` command line (CONTRACTS.md §4).
+"""The ``probench`` command line (the README's command table; a page per command in docs/).
 
 Each command lives in the room it belongs to, as a module with ``add_arguments(parser)``
 and ``run(args) -> int``; this file only dispatches, importing just the chosen command's

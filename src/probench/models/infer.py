@@ -1,4 +1,4 @@
-"""Offline inference into the prediction cache (``probench infer``, CONTRACTS.md §2).
+"""Offline inference into the prediction cache (``probench infer``; docs/FORMATS.md, "Run folders").
 
 For each formulation and each image (in image-id order) the detector gets the prompts of
 the image's label space (``Dataset.prompts_for``); identical prompt texts of different
@@ -77,7 +77,7 @@ def check_something_to_ask(dataset: Dataset, image_ids: Sequence[int]) -> list[i
         raise InferenceError(
             f"none of the {len(image_ids)} image(s){where} has a label space (no query_ids and no "
             "annotations), so there is nothing to ask the model; give each image its query_ids "
-            "(CONTRACTS.md §1)"
+            "(docs/FORMATS.md, \"Datasets\")"
         )
     return empty
 

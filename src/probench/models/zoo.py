@@ -30,7 +30,7 @@ from probench.models.errors import BackendUnavailableError, ModelError, UnknownM
 from probench.models.spec import RUNTIMES, TINY_PREFIX, ModelRecord, ModelSpec
 from probench.models.testing import scripted_detector
 
-ALIASES = {"owlv2": "owlv2-b"}  # tiny-owlv2 must always exist (CONTRACTS §4)
+ALIASES = {"owlv2": "owlv2-b"}  # tiny-owlv2 must always exist (the demo and the tests use it)
 
 # The rows of the paper's Table II, in its order.
 PAPER_ORDER = (

@@ -1,4 +1,4 @@
-"""The metric suite (CONTRACTS.md §3): COCO AP on label spaces, the IoU sweep, prompt
+"""The metric suite (docs/METRICS.md): COCO AP on label spaces, the IoU sweep, prompt
 robustness (deltas, PCR, PLC) and breakdowns, on a vectorised numpy engine.
 Definitions: docs/METRICS.md."""
 

@@ -1,4 +1,4 @@
-"""The fixed parameters of the metric suite (CONTRACTS.md §3), as pycocotools spells them.
+"""The fixed parameters of the metric suite (docs/METRICS.md), as pycocotools spells them.
 
 The float values matter: a match is decided by ``iou >= threshold``, so the thresholds are
 built exactly as pycocotools builds them (``np.linspace``) to agree bit for bit.
@@ -13,7 +13,7 @@ MAX_DETS = 100  # COCO maxDets: per image per query (category)
 REC_THRS = np.linspace(0.0, 1.00, int(np.round((1.00 - 0.0) / 0.01)) + 1, endpoint=True)
 # the standard ten thresholds of mAP.5:.95, as pycocotools' Params.iouThrs
 COCO_IOUS = np.linspace(0.5, 0.95, int(np.round((0.95 - 0.5) / 0.05)) + 1, endpoint=True)
-# the IoU sweep of CONTRACTS §3 (keys "0.10", ..., "0.90", "0.95")
+# the IoU sweep (docs/METRICS.md) (keys "0.10", ..., "0.90", "0.95")
 SWEEP_IOUS = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95])
 # COCO area ranges (inclusive at both ends, as pycocotools compares them)
 AREA_RANGES: dict[str, tuple[float, float]] = {

@@ -1,4 +1,4 @@
-"""The full metric suite (CONTRACTS.md §3): ``score`` on in-memory predictions, ``score_run``
+"""The full metric suite (docs/METRICS.md): ``score`` on in-memory predictions, ``score_run``
 on a run folder. Definitions and edge cases: docs/METRICS.md.
 """
 
@@ -136,7 +136,7 @@ def score(
     pcr_score_threshold: float | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Every metric of CONTRACTS §3 for the formulations given (a subset of orig/cat/tmpl).
+    """Every metric of docs/METRICS.md for the formulations given (a subset of orig/cat/tmpl).
     ``pcr_score_threshold`` adds pcr50_at / plc_at (recovery by predictions scoring at
     least that). ``progress`` shows a tqdm bar on stderr (one step per formulation, then
     breakdowns)."""
@@ -311,7 +311,7 @@ def score_run(
     dataset_check: str = "record",
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Score a run folder (CONTRACTS §2): its complete formulations, latency and realtime.
+    """Score a run folder (docs/FORMATS.md, "Run folders"): its complete formulations, latency and realtime.
 
     ``dataset_check`` decides what a dataset whose content hash differs from run.json's
     ``dataset.hash`` does: "record" (``dataset_hash_matches`` false), "refuse" (a
