@@ -9,7 +9,7 @@ preprocessing (one bilinear ``interpolate`` of the uploaded frame to the model's
 Per model and frame size (one synthetic frame, JPEG-encoded once):
 
 - ``decode``: the frame's JPEG -> RGB as the grounding node decodes it
-  (:func:`probench.ros.convert.images.compressed_to_device`: OpenCV on CPU, nvJPEG on CUDA);
+  (:func:`probench.msgs.images.compressed_to_device`: OpenCV on CPU, nvJPEG on CUDA);
 - ``text cold``: a prompt set never seen (every prompt encoded); ``text warm``: the mean
   text stage over a stream of frames whose prompt sets are new combinations of known
   prompts (per-prompt caches answer them; per-set caches encode each new set), and its
@@ -143,7 +143,7 @@ def bench_model(
     import torch
 
     from probench.models.zoo import load_detector
-    from probench.ros.convert.images import compressed_to_device
+    from probench.msgs.images import compressed_to_device
 
     sync = torch.cuda.synchronize if device.startswith("cuda") else None
     h, w = size

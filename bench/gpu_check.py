@@ -235,7 +235,7 @@ def decode_check(root: Path, device: str) -> tuple[Any, str]:
 
     import numpy as np
 
-    from probench.ros.convert.images import compressed_to_device
+    from probench.msgs.images import compressed_to_device
 
     rows, lines = [], ["| frame | decode ms | max diff to the CPU frame |", "|---|---|---|"]
     for jpg in sorted(root.glob("frame_*.jpg")):

@@ -3,7 +3,7 @@
     ros2 launch probench grounding.launch.py image_topic:=/camera/color/image_raw \\
         prompt:="a red backpack; a fire extinguisher" model:=owlv2-b device:=cuda
 
-A thin layer over :mod:`probench.ros.node_spec`: the node declares its parameters itself;
+A thin layer over :mod:`probench.realtime.node_spec`: the node declares its parameters itself;
 this file only passes ``params_file`` (default: the package's config/grounding.yaml) plus
 overrides for the arguments given (an empty argument leaves the file's value). Arguments
 are parsed as plain strings, never evaluated. ``image_topic`` moves both image inputs
@@ -22,8 +22,8 @@ def generate_launch_description():
     from launch.substitutions import LaunchConfiguration
     from launch_ros.actions import Node
 
+    from probench.realtime.node_spec import LAUNCH_ARGUMENTS, grounding_from_arguments
     from probench.ros.dds_profile import profile_environment
-    from probench.ros.node_spec import LAUNCH_ARGUMENTS, grounding_from_arguments
 
     def node(context, *args, **kwargs):
         values = {name: LaunchConfiguration(name).perform(context) for name in LAUNCH_ARGUMENTS}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write the docs' node tables from the code that declares them (probench.ros.node_spec).
+"""Write the docs' node tables from the code that declares them (probench.realtime.node_spec).
 
     python scripts/gen_docs_tables.py            # rewrite every generated region in place
     python scripts/gen_docs_tables.py --check    # exit 1 naming each region that is stale
@@ -53,7 +53,7 @@ def _arguments(arguments: dict[str, tuple[str, str]]) -> str:
 
 
 def _grounding_topics() -> str:
-    from probench.ros.node_spec import TOPICS
+    from probench.realtime.node_spec import TOPICS
 
     return _table(
         ("topic", "direction", "type", "QoS"),
@@ -62,7 +62,7 @@ def _grounding_topics() -> str:
 
 
 def _image_encodings() -> str:
-    from probench.ros.convert.images import COMPRESSED_FORMATS, ENCODINGS
+    from probench.msgs.images import COMPRESSED_FORMATS, ENCODINGS
 
     raw = ", ".join(f"`{e}`" for e in ENCODINGS)
     compressed = ", ".join(f"`{f}`" for f in COMPRESSED_FORMATS)
@@ -71,7 +71,8 @@ def _image_encodings() -> str:
 
 def tables() -> dict[str, Callable[[], str]]:
     """Region name -> the function that renders its text (imports happen on use)."""
-    from probench.ros import graph, node_spec
+    from probench.realtime import node_spec
+    from probench.ros import graph
 
     return {
         "grounding-params": node_spec.GROUNDING_PARAMS.markdown,

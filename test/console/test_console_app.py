@@ -18,7 +18,7 @@ from probench.console.bridge import DetectionItem, DiagnosticsView, graph_names,
 from probench.console.errors import BridgeError, ConsoleUsageError
 from probench.console.guard import host_name, is_loopback, new_token, token_matches
 from probench.models.base import MAX_PROMPT_CHARS, MAX_PROMPTS
-from probench.ros.node_spec import prompt_message_limit
+from probench.realtime.node_spec import prompt_message_limit
 
 LOCAL = "http://127.0.0.1:8080"
 WS = "ws://127.0.0.1:8080"  # the test client's WebSocket ignores base_url

@@ -2,7 +2,7 @@
 
 It follows the real node's rules (docs/DESIGN.md, ROS graph contract): a one-slot mailbox
 that keeps the newest frame, one worker thread, each frame answered with the prompt set
-stamped for it (:class:`probench.ros.grounding_worker.StampedPromptSets`) by the scripted
+stamped for it (:class:`probench.realtime.grounding_worker.StampedPromptSets`) by the scripted
 ``test-instant`` detector, answers in arrival order. Knobs make it misbehave on purpose:
 slow (``model_s``), answering with a class id the frame was not asked (``wrong_class``),
 answering twice (``duplicate``), answering a stamp nobody sent (``stray_after``), holding
@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from probench.models.testing import ScriptedDetector
-from probench.ros.eval_stream import Answer
-from probench.ros.grounding_worker import StampedPromptSets
+from probench.realtime.eval_stream import Answer
+from probench.realtime.grounding_worker import StampedPromptSets
 
 GROUNDING = {
     "model": "test-instant",

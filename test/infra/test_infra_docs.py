@@ -14,8 +14,8 @@ from types import ModuleType
 import pytest
 
 from probench.cli import COMMANDS
+from probench.realtime.node_spec import GROUNDING_PARAMS
 from probench.report import paper
-from probench.ros.node_spec import GROUNDING_PARAMS
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from probench.detections import Detections
-from probench.ros import convert
-from probench.ros.errors import (
+from probench.msgs.errors import (
     CompressedImageError,
     ImageDataError,
     ImageEncodingError,
@@ -19,6 +18,7 @@ from probench.ros.errors import (
     ImageStepError,
     MessageConversionError,
 )
+from probench.ros import convert
 
 
 @pytest.fixture
@@ -242,7 +242,7 @@ def test_diagnostics(requires_vision_msgs: None) -> None:
 def test_param_declaration_types_are_rclpy_types(requires_vision_msgs: None) -> None:
     from rclpy.parameter import Parameter
 
-    from probench.ros.node_spec import EVALUATOR_PARAMS, GROUNDING_PARAMS
+    from probench.realtime.node_spec import EVALUATOR_PARAMS, GROUNDING_PARAMS
 
     samples = {"string": "x", "double": 1.5, "integer": 2, "bool": True, "string_array": ["x"]}
     for table in (GROUNDING_PARAMS, EVALUATOR_PARAMS):

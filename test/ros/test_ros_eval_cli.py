@@ -86,8 +86,8 @@ def _existing_ros_run(repo_root: Path, out: Path) -> None:
     """A run folder as the evaluator leaves it, for test-slow-5ms in camera-rate mode."""
     from probench.bags.reader import ProbenchBag
     from probench.cache.identity import open_run
-    from probench.ros.eval_run import ros_identity
-    from probench.ros.node_spec import EVALUATOR_PARAMS, GROUNDING_PARAMS
+    from probench.realtime.eval_run import ros_identity
+    from probench.realtime.node_spec import EVALUATOR_PARAMS, GROUNDING_PARAMS
 
     bag = repo_root / "bags" / "probench-sample"
     grounding = {**GROUNDING_PARAMS.defaults(), "model": "test-slow-5ms", "score_threshold": 0.0,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from probench.ros.eval_realtime import realtime_summary
-from probench.ros.node_spec import EVALUATOR_PARAMS, GROUNDING_PARAMS
+from probench.realtime.eval_realtime import realtime_summary
+from probench.realtime.node_spec import EVALUATOR_PARAMS, GROUNDING_PARAMS
 
 
 def test_every_parameter_and_figure_is_documented(repo_root: Path) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from helpers.launch_fakes import run_launch
-from probench.ros.errors import ParameterValueError
-from probench.ros.node_spec import LAUNCH_ARGUMENTS, default_params_file
+from probench.realtime.errors import ParameterValueError
+from probench.realtime.node_spec import LAUNCH_ARGUMENTS, default_params_file
 
 LAUNCH_FILE = Path(__file__).resolve().parents[2] / "launch" / "grounding.launch.py"
 

@@ -1,8 +1,8 @@
 """The per-frame trace of a ROS replay: ``RUN/realtime_frames.jsonl``.
 
-Written by the evaluator (:mod:`probench.ros.eval_run`, one JSON line per resolved frame
+Written by the evaluator (:mod:`probench.realtime.eval_run`, one JSON line per resolved frame
 and per stray answer, appended as the replay goes, resumable like the prediction logs),
-read by the realtime figures (:mod:`probench.ros.eval_realtime`) and the report's latency
+read by the realtime figures (:mod:`probench.realtime.eval_realtime`) and the report's latency
 timeline. Frame records: ``kind: "frame"``, ``formulation``, ``image_id``, ``session``
 (0, then one more per resume), ``seq`` (position among the session's frames), ``warmup``,
 ``stamp_ns``, ``scheduled_ns``, ``sent_ns``, ``received_ns`` (null when not answered),

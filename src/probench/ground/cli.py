@@ -19,7 +19,7 @@ _PREFIX = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from probench.ros.node_spec import PARAMETER_DEFAULTS
+    from probench.realtime.node_spec import PARAMETER_DEFAULTS
 
     io = parser.add_argument_group("input and output")
     io.add_argument("--bag", required=True, help="rosbag2 to ground: a folder, or a .mcap / .db3 file")
@@ -96,7 +96,7 @@ def plan_from_args(args: argparse.Namespace) -> GroundPlan:
     """The checked :class:`~probench.ground.run.GroundPlan` (usage errors before any bag read)."""
     from probench.ground.prompts import parse_prompt_flag
     from probench.models.zoo import check_model_name
-    from probench.ros.node_spec import GROUNDING_PARAMS
+    from probench.realtime.node_spec import GROUNDING_PARAMS
 
     for flag, name in (("--score-threshold", "score_threshold"), ("--max-detections", "max_detections")):
         try:  # the node's own parameter table: the same ranges as grounding_node

@@ -1,5 +1,5 @@
 """One recorded frame: decoded and grounded exactly as the grounding node's worker does it
-(the node's own CDR readers and converters from :mod:`probench.ros.convert`, no rclpy)."""
+(the node's own CDR readers and converters from :mod:`probench.msgs`, no rclpy)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from probench.bags.layout import COMPRESSED_MSGTYPE
 from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.ground.errors import GroundError
-from probench.ros.grounding_worker import Prompts
+from probench.realtime.grounding_worker import Prompts
 
 if TYPE_CHECKING:
     from probench.models.base import Detector
@@ -49,17 +49,17 @@ class Grounded:
 def decode(frame: Frame) -> tuple[Any, np.ndarray]:
     """``(header, rgb)`` of a frame (rgb may be a read-only view of the message bytes), or a
     one-line :class:`GroundError` naming the frame."""
-    from probench.ros import convert
+    from probench.msgs.wire import rgb_from_cdr
 
     try:
-        return convert.rgb_from_cdr(frame.raw, compressed=frame.msgtype == COMPRESSED_MSGTYPE)
+        return rgb_from_cdr(frame.raw, compressed=frame.msgtype == COMPRESSED_MSGTYPE)
     except ProbenchError as exc:
         raise GroundError(f"{frame.topic} frame {frame.index} (t={frame.t_ns} ns): {exc}") from exc
 
 
 def ground(frame: Frame, detector: Detector, prompts: Prompts, max_detections: int) -> Grounded:
     """Decode, detect (nothing without prompts, as the node) and serialize one frame."""
-    from probench.ros.convert import detections_to_cdr, top_order
+    from probench.msgs.wire import detections_to_cdr, top_order
 
     t0 = time.perf_counter()
     header, rgb = decode(frame)
@@ -78,7 +78,7 @@ def ground(frame: Frame, detector: Detector, prompts: Prompts, max_detections: i
 
 def dropped(frame: Frame, reason: str) -> Grounded:
     """A frame the node would never have processed: an empty answer, marked."""
-    from probench.ros.convert import detections_to_cdr
+    from probench.msgs.wire import detections_to_cdr
 
     header, rgb = decode(frame)
     empty = Detections.empty()

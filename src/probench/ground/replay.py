@@ -1,6 +1,6 @@
 """The grounding node's worker rules on a bag's own clock.
 
-The node's :class:`~probench.ros.grounding_worker.FrameWorker` (one-slot frame mailbox,
+The node's :class:`~probench.realtime.grounding_worker.FrameWorker` (one-slot frame mailbox,
 prompt queue applied first, a prompt change dropping the waiting frame) is driven here
 without its thread: each recorded frame or prompt change is put in at its recorded time,
 and the jobs the worker would start run one by one on a virtual clock.
@@ -21,8 +21,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from probench.ros.grounding_stats import GroundingStats
-from probench.ros.grounding_worker import FrameWorker, Prompts
+from probench.realtime.grounding_stats import GroundingStats
+from probench.realtime.grounding_worker import FrameWorker, Prompts
 
 REPLACED = "replaced by a newer frame while the model was busy"
 PROMPT_CHANGE = "dropped by a prompt change before it was processed"

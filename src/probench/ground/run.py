@@ -23,7 +23,7 @@ from probench.ground.outputs import GroundOutputs, output_topics
 from probench.ground.prompts import PromptEvent, read_schedule, recorded_event
 from probench.ground.replay import MailboxReplay
 from probench.ground.summary import GroundSummary
-from probench.ros.grounding_worker import Prompts
+from probench.realtime.grounding_worker import Prompts
 
 
 @dataclass(frozen=True)

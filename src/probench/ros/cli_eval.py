@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from probench.cache.run import RunDir
 from probench.errors import CheckFailed, Interrupted, UsageError
-from probench.ros.node_spec import MODES
+from probench.realtime.node_spec import MODES
 from probench.scoring.cli import pcr_lines
 from probench.vocabulary import FORMULATIONS
 
@@ -136,9 +136,9 @@ def check_run_folder(graph: list[dict[str, Any]], bag: ProbenchBag) -> None:
     """Refuse (naming the field) a run folder that holds another experiment, from the
     parameters both nodes will get: before any node starts, so before any model loads."""
     from probench.cache.identity import check_folder
-    from probench.ros.eval_run import ros_identity
+    from probench.realtime.eval_run import ros_identity
+    from probench.realtime.node_spec import EVALUATOR_PARAMS, GROUNDING_PARAMS
     from probench.ros.graph import resolved_parameters
-    from probench.ros.node_spec import EVALUATOR_PARAMS, GROUNDING_PARAMS
 
     g_desc, e_desc = graph
     try:

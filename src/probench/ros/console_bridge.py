@@ -59,7 +59,7 @@ class RosConsoleBridge:
         from std_msgs.msg import String
         from vision_msgs.msg import Detection2DArray, LabelInfo
 
-        from probench.ros.node_spec import diagnostic_status_name
+        from probench.realtime.node_spec import diagnostic_status_name
 
         if stream_source not in STREAM_SOURCES:
             raise ConsoleUsageError(f"stream source must be one of {', '.join(STREAM_SOURCES)}")

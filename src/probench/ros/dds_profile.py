@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
-from probench.ros import package_config
+from probench.realtime import package_config
 
 PROFILE_VAR = "FASTDDS_DEFAULT_PROFILES_FILE"
 # Any of these set (non-empty) means the user chose their own Fast DDS XML.

@@ -1,39 +1,8 @@
-"""Errors of the ROS room: message conversion and node configuration problems."""
+"""Errors of the ROS room (node setup, transport). Message conversion errors live in
+:mod:`probench.msgs.errors`, parameter value errors in :mod:`probench.realtime.errors`."""
 
-from probench.errors import CheckFailed, UsageError
+from probench.errors import CheckFailed
 
 
 class RosError(CheckFailed):
     """Something in the ROS layer failed (node setup, transport...)."""
-
-
-class MessageConversionError(CheckFailed):
-    """A message could not be turned into data (or back); the message names the problem."""
-
-
-class ImageEncodingError(MessageConversionError):
-    """The image's ``encoding`` is not one the node understands."""
-
-
-class ImageSizeError(MessageConversionError):
-    """The image has zero width or height (or absurd dimensions)."""
-
-
-class ImageStepError(MessageConversionError):
-    """The image's ``step`` (bytes per row) does not fit its width and encoding."""
-
-
-class ImageDataError(MessageConversionError):
-    """The image's ``data`` is shorter or longer than ``step * height``."""
-
-
-class CompressedImageError(MessageConversionError):
-    """A CompressedImage has an unsupported format or does not decode."""
-
-
-class PromptMessageError(UsageError):
-    """A prompt message is empty, too long, or not decodable text."""
-
-
-class ParameterValueError(UsageError):
-    """A node parameter was given a value outside what it accepts."""

@@ -1,11 +1,11 @@
 """``evaluator_node``: replays a probench bag through the grounding node and scores it.
 
-The node is the DDS side of the replay (an :class:`probench.ros.eval_run.EvaluatorLink`):
+The node is the DDS side of the replay (an :class:`probench.realtime.eval_run.EvaluatorLink`):
 it publishes each frame's prompt set as a ``vision_msgs/LabelInfo`` on ``frame_prompts``
 whose header.stamp is the frame's stamp, then the frame on ``image`` (or
 ``image/compressed``), and hands every Detection2DArray arriving on ``detections`` to the
 run's collector. The run itself (plan, stream, collect, finish) is
-:func:`probench.ros.eval_run.run_evaluation`; docs/EVALUATION.md describes the design.
+:func:`probench.realtime.eval_run.run_evaluation`; docs/EVALUATION.md describes the design.
 When the run is scored the node exits, so the launch (or ``probench eval``) shuts down.
 """
 
@@ -28,10 +28,11 @@ from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
 from probench.errors import ProbenchError
+from probench.realtime.errors import ParameterValueError
+from probench.realtime.eval_stream import Answer, Interrupted
+from probench.realtime.node_spec import EVALUATOR_NAME, EVALUATOR_PARAMS, EvaluatorConfig
 from probench.ros import convert
-from probench.ros.errors import ParameterValueError, RosError
-from probench.ros.eval_stream import Answer, Interrupted
-from probench.ros.node_spec import EVALUATOR_NAME, EVALUATOR_PARAMS, EvaluatorConfig
+from probench.ros.errors import RosError
 
 NODE_NAME = EVALUATOR_NAME
 _GROUNDING_PARAMS = ("model", "device", "precision", "weights", "score_threshold", "max_detections",
@@ -63,7 +64,7 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
         except (ProbenchError, ValueError) as exc:
             raise ParameterValueError(f"{NODE_NAME}: {exc}") from None
 
-    # -- the link (probench.ros.eval_stream.Link) -------------------------------------------
+    # -- the link (probench.realtime.eval_stream.Link) -------------------------------------------
     def announce(self, stamp_ns: int, texts: Sequence[str]) -> None:
         header = Header()
         convert.set_stamp(header.stamp, stamp_ns)
@@ -215,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         executor.add_node(node)
         spinner = threading.Thread(target=_spin, args=(executor,), name="evaluator-spin", daemon=True)
         spinner.start()
-        from probench.ros.eval_run import run_evaluation
+        from probench.realtime.eval_run import run_evaluation
 
         metrics = run_evaluation(node, node.cfg)
         rt = metrics.get("realtime") or {}

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from probench.errors import UsageError
-from probench.ros import PACKAGE, package_config
-from probench.ros.node_spec import MODES, grounding_node_description
+from probench.realtime import PACKAGE, package_config
+from probench.realtime.node_spec import MODES, grounding_node_description
 from probench.vocabulary import parse_formulations
 
 EVALUATOR_EXECUTABLE = "evaluator_node"

@@ -3,7 +3,7 @@
 A lifecycle node (configure loads the model, activate starts processing, deactivate stops,
 cleanup releases the model; ``autostart`` does configure+activate on start). Real time:
 the image callbacks only put the newest (still serialized) message into a one-slot
-mailbox; a worker thread (:mod:`probench.ros.grounding_worker`) processes the newest frame,
+mailbox; a worker thread (:mod:`probench.realtime.grounding_worker`) processes the newest frame,
 so frames never queue behind a slow model (the replaced ones are counted as skipped).
 Operator prompt changes (``prompt`` topic, ``prompts`` parameter) are queued for the worker,
 which makes the text side ready and acknowledges each accepted set with a LabelInfo.
@@ -43,11 +43,10 @@ from vision_msgs.msg import Detection2DArray, LabelInfo
 from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.models.base import BaseDetector, check_prompts
-from probench.ros import convert
-from probench.ros.errors import ParameterValueError, RosError
-from probench.ros.grounding_stats import DECODE_STAGE, GroundingStats, Health, diagnostic_level
-from probench.ros.grounding_worker import FrameWorker, Prompts, StampedPromptSets
-from probench.ros.node_spec import (
+from probench.realtime.errors import ParameterValueError
+from probench.realtime.grounding_stats import DECODE_STAGE, GroundingStats, Health, diagnostic_level
+from probench.realtime.grounding_worker import FrameWorker, Prompts, StampedPromptSets
+from probench.realtime.node_spec import (
     GROUNDING_PARAMS,
     NODE_NAME,
     GroundingConfig,
@@ -55,6 +54,8 @@ from probench.ros.node_spec import (
     diagnostic_status_name,
     prompts_from_message,
 )
+from probench.ros import convert
+from probench.ros.errors import RosError
 
 _THROTTLE_S = 5.0
 # On SIGINT/SIGTERM: how long the frame in flight may take to finish. ros2 launch sends

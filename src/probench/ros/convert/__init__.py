@@ -1,26 +1,30 @@
-"""ALL conversion between ROS messages and probench data (numpy images, Detections).
+"""ALL conversion between ROS messages and probench data (numpy images, Detections), as one
+entry point for the nodes.
 
-One entry point, three files:
-
-- :mod:`.images`: image messages -> RGB uint8. Duck-typed: any object with ``height``,
-  ``width``, ``encoding``, ``step``, ``is_bigendian`` and ``data`` (an rclpy
-  ``sensor_msgs/Image``, a ``rosbags`` message, a ``SimpleNamespace``) converts, without
-  rclpy. Every malformed input raises a specific :mod:`probench.ros.errors` exception
-  naming the problem; nothing trusts ``step``/``data`` to agree. ``rgb8`` is a zero-copy
-  view of the message buffer; other encodings take one ``cv2.cvtColor``.
-- :mod:`.messages`: Detections -> Detection2DArray (and back), prompts -> LabelInfo,
-  RGB -> Image, stats -> DiagnosticArray (message classes imported lazily: they need the
-  ROS message packages, not a running rclpy).
-- :mod:`.wire`: the same, straight from/to serialized CDR bytes (the node's hot path).
+- :mod:`.messages` (here): Detections -> Detection2DArray (and back), prompts -> LabelInfo,
+  RGB -> Image, stats -> DiagnosticArray, parameter rows -> descriptors (message classes
+  imported lazily: they need the ROS message packages, not a running rclpy).
+- re-exported from :mod:`probench.msgs` (no rclpy, shared with ``probench ground`` and the
+  bag code): :mod:`probench.msgs.images`, image messages -> RGB uint8, duck-typed, every
+  malformed input a specific :mod:`probench.msgs.errors` exception; and
+  :mod:`probench.msgs.wire`, the same straight from/to serialized CDR bytes (the node's hot
+  path).
 """
 
-from probench.ros.convert.images import (
+from probench.msgs.images import (
     COMPRESSED_FORMATS,
     ENCODINGS,
     MAX_SIDE,
     compressed_to_rgb,
     image_to_rgb,
     rgb_to_fields,
+)
+from probench.msgs.wire import (
+    compressed_from_cdr,
+    detections_to_cdr,
+    image_from_cdr,
+    prompt_text,
+    rgb_from_cdr,
 )
 from probench.ros.convert.messages import (
     LEVELS,
@@ -36,13 +40,6 @@ from probench.ros.convert.messages import (
     stats_to_diagnostics,
     to_header,
     top_order,
-)
-from probench.ros.convert.wire import (
-    compressed_from_cdr,
-    detections_to_cdr,
-    image_from_cdr,
-    prompt_text,
-    rgb_from_cdr,
 )
 
 __all__ = [

@@ -13,11 +13,12 @@ from typing import Any
 import numpy as np
 
 from probench.detections import Detections
-from probench.ros.convert.images import rgb_to_fields
-from probench.ros.convert.shapes import Detection2DArray as Detection2DArrayShape
-from probench.ros.convert.shapes import DiagnosticArray, Header, LabelInfo, Stamp
-from probench.ros.errors import MessageConversionError
-from probench.ros.params import Param
+from probench.msgs.errors import MessageConversionError
+from probench.msgs.images import rgb_to_fields
+from probench.msgs.shapes import Detection2DArray as Detection2DArrayShape
+from probench.msgs.shapes import DiagnosticArray, Header, LabelInfo, Stamp
+from probench.msgs.wire import checked_prompt_index, top_order
+from probench.realtime.params import Param
 
 
 # -- messages (need the ROS message packages, not a running rclpy) -------------------------
@@ -124,24 +125,6 @@ def rgb_to_image_msg(rgb: np.ndarray, header: Header, encoding: str = "rgb8") ->
     return msg
 
 
-def top_order(detections: Detections, max_detections: int | None = None) -> np.ndarray:
-    """Indices of the detections by descending score, at most ``max_detections`` of them
-    (what gets published)."""
-    order = np.argsort(-detections.scores, kind="stable")
-    if max_detections is not None:
-        order = order[: max(0, int(max_detections))]
-    return order
-
-
-def _checked_prompt_index(detections: Detections, order: np.ndarray, prompts: Sequence[str]) -> np.ndarray:
-    pidx: np.ndarray = detections.prompt_index[order]
-    if len(pidx) and int(pidx.max()) >= len(prompts):
-        raise MessageConversionError(
-            f"detection answers prompt {int(pidx.max())} but only {len(prompts)} prompts are active"
-        )
-    return pidx
-
-
 def detections_to_msg(
     detections: Detections,
     header: Any,
@@ -161,7 +144,7 @@ def detections_to_msg(
         return out
     order = top_order(detections, max_detections)
     xyxy = detections.xyxy[order]
-    pidx = _checked_prompt_index(detections, order, prompts)
+    pidx = checked_prompt_index(detections, order, prompts)
     cx = ((xyxy[:, 0] + xyxy[:, 2]) * 0.5).tolist()
     cy = ((xyxy[:, 1] + xyxy[:, 3]) * 0.5).tolist()
     sx = (xyxy[:, 2] - xyxy[:, 0]).tolist()
@@ -268,7 +251,7 @@ def diagnostics_to_statuses(msg: DiagnosticArray) -> list[tuple[str, str, str, d
 
 # -- parameter declarations ------------------------------------------------------------------
 def param_declaration(param: Param) -> tuple[Any, Any]:
-    """``(default, ParameterDescriptor)`` to declare a :class:`probench.ros.params.Param`:
+    """``(default, ParameterDescriptor)`` to declare a :class:`probench.realtime.params.Param`:
     its type, description, when it applies, and its range or choices as data."""
     from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
     from rclpy.parameter import Parameter

@@ -30,7 +30,7 @@ Collect (:class:`Collector`, called from the transport's thread for every answer
 - an answer for a stamp that is not pending (given up, answered already, unknown) is
   ``stray``: counted in the trace, never credited.
 
-Every resolved frame becomes one trace record (:mod:`probench.ros.eval_realtime`) and its
+Every resolved frame becomes one trace record (:mod:`probench.realtime.eval_realtime`) and its
 COCO results, handed to ``emit`` (the run's writer).
 """
 
@@ -47,8 +47,8 @@ import numpy as np
 
 from probench.cache.trace import ANSWERED, MISATTRIBUTED, MISSED, STRAY, frame_record
 from probench.errors import Interrupted
-from probench.ros.eval_plan import FramePlan, results_for_frame
-from probench.ros.node_spec import MODES
+from probench.realtime.eval_plan import FramePlan, results_for_frame
+from probench.realtime.node_spec import MODES
 from probench.vocabulary import AttributionError, CocoResult
 
 # Interrupted lives in probench.errors (a run folder records it); re-exported for the nodes

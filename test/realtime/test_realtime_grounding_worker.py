@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from probench.ros.grounding_stats import GroundingStats
-from probench.ros.grounding_worker import FrameWorker
+from probench.realtime.grounding_stats import GroundingStats
+from probench.realtime.grounding_worker import FrameWorker
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -165,7 +165,7 @@ def test_stop_forgets_prompts_until_reacknowledged() -> None:
 
 # -- per-frame prompt sets, bound by stamp ----------------------------------------------------
 def test_stamped_set_is_taken_once_and_older_sets_are_forgotten() -> None:
-    from probench.ros.grounding_worker import StampedPromptSets
+    from probench.realtime.grounding_worker import StampedPromptSets
 
     sets = StampedPromptSets()
     for stamp, texts in ((10, ("a",)), (20, ("b", "c")), (30, ("d",))):
@@ -177,7 +177,7 @@ def test_stamped_set_is_taken_once_and_older_sets_are_forgotten() -> None:
 
 
 def test_stamped_sets_are_bounded() -> None:
-    from probench.ros.grounding_worker import StampedPromptSets
+    from probench.realtime.grounding_worker import StampedPromptSets
 
     sets = StampedPromptSets(capacity=3)
     for stamp in range(1, 6):
@@ -187,7 +187,7 @@ def test_stamped_sets_are_bounded() -> None:
 
 
 def test_a_frame_waits_briefly_for_its_set_only_while_sets_are_in_use() -> None:
-    from probench.ros.grounding_worker import StampedPromptSets
+    from probench.realtime.grounding_worker import StampedPromptSets
 
     live = StampedPromptSets()
     t0 = time.monotonic()

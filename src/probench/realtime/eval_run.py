@@ -2,10 +2,10 @@
 
 1. :func:`plan`: the run's identity (the grounding node's model settings, the bag's dataset,
    the replay settings) opens or resumes the run folder (:mod:`probench.cache.identity`),
-   and each formulation gets the frames still to do (:mod:`probench.ros.eval_plan`).
-2. :func:`probench.ros.eval_stream.stream`: per formulation, each frame's stamped prompt set
+   and each formulation gets the frames still to do (:mod:`probench.realtime.eval_plan`).
+2. :func:`probench.realtime.eval_stream.stream`: per formulation, each frame's stamped prompt set
    then its image, at ``rate_hz`` or as fast as answered.
-3. :meth:`probench.ros.eval_stream.Collector.collect` credits each answer to its frame;
+3. :meth:`probench.realtime.eval_stream.Collector.collect` credits each answer to its frame;
    :class:`Recorder` (one thread, so that no file write delays the replay clock) appends a
    trace record per frame (``realtime_frames.jsonl``) and the frame's results to the
    prediction cache (resumable: docs/FORMATS.md, "predictions/<formulation>.json"), then
@@ -29,10 +29,10 @@ from probench.cache.crash import crash_point
 from probench.cache.identity import RunIdentity, RunSession
 from probench.cache.run import JsonlLog, RunDir
 from probench.cache.trace import TRACE_FILE, read_trace
-from probench.ros.eval_plan import FormulationPlan, FramePlan, plan_formulation
-from probench.ros.eval_realtime import realtime_summary
-from probench.ros.eval_stream import Answer, Collector, Link, stream
-from probench.ros.node_spec import EvaluatorConfig
+from probench.realtime.eval_plan import FormulationPlan, FramePlan, plan_formulation
+from probench.realtime.eval_realtime import realtime_summary
+from probench.realtime.eval_stream import Answer, Collector, Link, stream
+from probench.realtime.node_spec import EvaluatorConfig
 from probench.vocabulary import CocoResult
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ _Write = tuple[FramePlan | None, dict[str, Any] | None, list[CocoResult]]
 
 
 class EvaluatorLink(Link, Protocol):
-    """The transport (:class:`probench.ros.eval_stream.Link`) plus what the run needs."""
+    """The transport (:class:`probench.realtime.eval_stream.Link`) plus what the run needs."""
 
     def grounding_parameters(self, timeout: float) -> dict[str, Any]:
         """The grounding node's model settings (model, device, precision, weights, ...)."""

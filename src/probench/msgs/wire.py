@@ -11,15 +11,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from types import SimpleNamespace
-from typing import Literal
 
 import numpy as np
 
 from probench.detections import Detections
-from probench.ros.convert.images import compressed_to_rgb, image_to_rgb
-from probench.ros.convert.messages import _checked_prompt_index, top_order
-from probench.ros.convert.shapes import CompressedMessage, Header, ImageMessage
-from probench.ros.errors import MessageConversionError, PromptMessageError
+from probench.msgs.errors import MessageConversionError, PromptMessageError
+from probench.msgs.images import compressed_to_rgb, image_to_rgb
+from probench.msgs.shapes import CompressedMessage, Header, ImageMessage
 
 
 # -- incoming -----------------------------------------------------------------------------
@@ -72,6 +70,24 @@ class _Cdr:
         return SimpleNamespace(stamp=SimpleNamespace(sec=sec, nanosec=nanosec), frame_id=self.string())
 
 
+def top_order(detections: Detections, max_detections: int | None = None) -> np.ndarray:
+    """Indices of the detections by descending score, at most ``max_detections`` of them
+    (what gets published)."""
+    order = np.argsort(-detections.scores, kind="stable")
+    if max_detections is not None:
+        order = order[: max(0, int(max_detections))]
+    return order
+
+
+def checked_prompt_index(detections: Detections, order: np.ndarray, prompts: Sequence[str]) -> np.ndarray:
+    pidx: np.ndarray = detections.prompt_index[order]
+    if len(pidx) and int(pidx.max()) >= len(prompts):
+        raise MessageConversionError(
+            f"detection answers prompt {int(pidx.max())} but only {len(prompts)} prompts are active"
+        )
+    return pidx
+
+
 def image_from_cdr(data: bytes) -> ImageMessage:
     """A serialized ``sensor_msgs/Image`` as its fields (``header`` with ``stamp.sec``/
     ``stamp.nanosec``/``frame_id``; ``data`` a zero-copy memoryview), for :func:`image_to_rgb`."""
@@ -111,25 +127,10 @@ def prompt_text(serialized: bytes) -> str:
     rclpy itself decodes strings with replacement characters, so invalid bytes would turn
     into a prompt of U+FFFD; here they raise :class:`PromptMessageError` instead.
     """
-    from rclpy.serialization import deserialize_message
-    from std_msgs.msg import String
-
     try:
-        text: str = deserialize_message(serialized, String).data
-    except Exception as exc:  # any failure means a malformed message
-        raise PromptMessageError(f"undecodable message ({type(exc).__name__}: {exc})") from exc
-    if "\ufffd" in text:  # maybe a genuine U+FFFD, maybe a decoding failure: check the bytes
-        data = bytes(serialized)
-        # the byte order from the CDR encapsulation id
-        order: Literal["little", "big"] = "little" if len(data) > 1 and data[1] & 1 else "big"
-        n = int.from_bytes(data[4:8], order) if len(data) >= 8 else -1
-        try:
-            if n < 1 or len(data) < 8 + n:
-                raise ValueError("bad string length")
-            return data[8 : 8 + n - 1].decode("utf-8")
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise PromptMessageError(f"undecodable message: not valid UTF-8 ({exc})") from exc
-    return text
+        return _Cdr(bytes(serialized)).string()
+    except MessageConversionError as exc:
+        raise PromptMessageError(f"undecodable message: {exc}") from exc
 
 
 # Serialized form of the same message, for Publisher.publish(bytes): rclpy's conversion of
@@ -157,7 +158,7 @@ def detections_to_cdr(
     """:func:`detections_to_msg`, serialized (``vision_msgs/Detection2DArray`` CDR bytes)."""
     order = top_order(detections, max_detections)
     xyxy = detections.xyxy[order]
-    pidx = _checked_prompt_index(detections, order, prompts)
+    pidx = checked_prompt_index(detections, order, prompts)
     hdr = struct.pack("<iI", header.stamp.sec, header.stamp.nanosec) + _cdr_string(header.frame_id)
     parts = [_CDR_LE, hdr]
     off = len(hdr)  # offset in the payload (after the encapsulation header)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from probench.ros import node_spec
-from probench.ros.errors import ParameterValueError
-from probench.ros.grounding_stats import GroundingStats, Health, diagnostic_level
+from probench.realtime import node_spec
+from probench.realtime.errors import ParameterValueError
+from probench.realtime.grounding_stats import GroundingStats, Health, diagnostic_level
 
 
 def test_yaml_defaults_match_the_node_declarations(repo_root) -> None:
@@ -48,7 +48,7 @@ def test_split_prompts() -> None:
 
 def test_prompts_from_message_holds_the_node_limits() -> None:
     from probench.models.base import MAX_PROMPT_CHARS, MAX_PROMPTS
-    from probench.ros.errors import PromptMessageError
+    from probench.msgs.errors import PromptMessageError
 
     assert node_spec.prompts_from_message(" a red cup ;the door; ") == ("a red cup", "the door")
     limit = node_spec.prompt_message_limit()

@@ -8,8 +8,8 @@ import cv2
 import numpy as np
 import pytest
 
-from probench.ros.convert import images
-from probench.ros.errors import CompressedImageError
+from probench.msgs import images
+from probench.msgs.errors import CompressedImageError
 
 
 def _frame() -> np.ndarray:

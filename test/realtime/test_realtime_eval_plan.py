@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from probench.ros.eval_plan import AttributionError, frame_plan, plan_formulation, results_for_frame
+from probench.realtime.eval_plan import AttributionError, frame_plan, plan_formulation, results_for_frame
 
 
 def _info(image_id: int, queries: list[tuple[int, str, str]]) -> dict:
@@ -63,7 +63,7 @@ def test_a_prompt_with_a_semicolon_is_sent_intact() -> None:
 def test_prefetch_keeps_order_bounds_memory_and_passes_errors() -> None:
     import time
 
-    from probench.ros.eval_run import prefetch
+    from probench.realtime.eval_run import prefetch
 
     produced = []
 

@@ -25,7 +25,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
-from probench.ros.grounding_stats import GroundingStats
+from probench.realtime.grounding_stats import GroundingStats
 
 Prompts = tuple[str, ...]
 

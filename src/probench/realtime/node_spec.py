@@ -2,7 +2,7 @@
 grounding node's launch arguments.
 
 Pure data (no rclpy, no launch): each node declares its parameters from its table
-(:mod:`probench.ros.params`), ``launch/*.launch.py`` and the eval graph build their node
+(:mod:`probench.realtime.params`), ``launch/*.launch.py`` and the eval graph build their node
 descriptions from :func:`grounding_node_description`, and the tests check
 ``config/*.yaml`` and the docs' tables against the same rows, so nothing drifts apart.
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probench.ros import PACKAGE, package_config
-from probench.ros.params import Param, ParamTable
+from probench.realtime import PACKAGE, package_config
+from probench.realtime.params import Param, ParamTable
 from probench.vocabulary import FORMULATIONS, PREPROCESS_PATHS, parse_formulations
 
 EXECUTABLE = "grounding_node"
@@ -195,7 +195,7 @@ def prompts_from_message(text: str) -> tuple[str, ...]:
     ``probench ground`` and ``probench console`` all read prompts through this."""
     from probench.errors import ProbenchError
     from probench.models.base import check_prompts
-    from probench.ros.errors import PromptMessageError
+    from probench.msgs.errors import PromptMessageError
 
     if not isinstance(text, str):
         raise PromptMessageError(f"a prompt message is text, not {type(text).__name__}")
@@ -229,7 +229,7 @@ def grounding_node_description(
     overrides = dict(overrides or {})
     unknown = sorted(set(overrides) - set(PARAMETER_DEFAULTS))
     if unknown:
-        from probench.ros.errors import ParameterValueError
+        from probench.realtime.errors import ParameterValueError
 
         raise ParameterValueError(f"unknown grounding_node parameter(s): {', '.join(unknown)}")
     params: list[Any] = [str(params_file or default_params_file())]
@@ -261,7 +261,7 @@ def grounding_from_arguments(values: Mapping[str, str]) -> dict[str, Any]:
     if prompt.strip():
         prompts = split_prompts(prompt)
         if not prompts:
-            from probench.ros.errors import ParameterValueError
+            from probench.realtime.errors import ParameterValueError
 
             raise ParameterValueError(f"prompt argument has no target description: {prompt!r}")
         overrides["prompts"] = prompts

@@ -1,4 +1,4 @@
-"""probench.ros.params: one parameter-table format for both nodes (types, ranges, choices,
+"""probench.realtime.params: one parameter-table format for both nodes (types, ranges, choices,
 required values, typed configs, the docs' Markdown table), and the two real tables."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import pytest
 
 from probench.errors import UsageError
 from probench.models.errors import PromptError
-from probench.ros.node_spec import (
+from probench.realtime.node_spec import (
     EVALUATOR_PARAMS,
     GROUNDING_PARAMS,
     EvaluatorConfig,
     GroundingConfig,
 )
-from probench.ros.params import Param, ParamTable
+from probench.realtime.params import Param, ParamTable
 
 
 def _table() -> ParamTable:

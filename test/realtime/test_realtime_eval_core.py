@@ -13,10 +13,10 @@ import pytest
 
 from helpers.fake_link import FakeGroundingLink
 from probench.cache.trace import frame_record, latest_frames
-from probench.ros.eval_plan import FramePlan
-from probench.ros.eval_realtime import realtime_summary
-from probench.ros.eval_stream import Answer, Collector, Interrupted, stream
-from probench.ros.node_spec import EvaluatorConfig
+from probench.realtime.eval_plan import FramePlan
+from probench.realtime.eval_realtime import realtime_summary
+from probench.realtime.eval_stream import Answer, Collector, Interrupted, stream
+from probench.realtime.node_spec import EvaluatorConfig
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -202,7 +202,7 @@ def _cfg(bag: Path, out: Path, **kw) -> EvaluatorConfig:
 
 
 def _run(cfg: EvaluatorConfig, link: FakeGroundingLink) -> dict:
-    from probench.ros.eval_run import run_evaluation
+    from probench.realtime.eval_run import run_evaluation
 
     try:
         return run_evaluation(link, cfg)

@@ -7,8 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from probench.ros.convert.shapes import CompressedFields, ImageFields
-from probench.ros.errors import (
+from probench.msgs.errors import (
     CompressedImageError,
     ImageDataError,
     ImageEncodingError,
@@ -16,6 +15,7 @@ from probench.ros.errors import (
     ImageStepError,
     MessageConversionError,
 )
+from probench.msgs.shapes import CompressedFields, ImageFields
 
 # encoding -> (channels, bytes per channel, conversion to RGB)
 ENCODINGS: dict[str, tuple[int, int, str]] = {
