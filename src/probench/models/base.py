@@ -35,13 +35,19 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypedDict, runtime_checkable
 
 import numpy as np
 
 from probench.detections import Detections
 from probench.models.errors import ImageInputError, PromptError
 from probench.models.spec import ModelRecord, TextCache
+
+if TYPE_CHECKING:  # typed as Any by mypy (pyproject: torch is skipped)
+    from torch import Tensor
+
+    # A frame: RGB uint8 (H, W, 3), a numpy array or a torch tensor (decoded on the GPU).
+    Frame: TypeAlias = np.ndarray | Tensor
 
 MAX_PROMPT_CHARS = 512  # a target description longer than this is almost surely a mistake
 MAX_PROMPTS = 1024

@@ -17,7 +17,7 @@ from typing import Literal, TypedDict
 
 from probench.models.spec import Capabilities, ModelSpec
 
-_MODULE = "probench.models.ultra"
+_MODULE = "probench.models.ultra.adapter"
 _REQUIRES = ("torch", "ultralytics")
 _HINT = (
     "pip install ultralytics (the project venv has it); real weights: put the checkpoint "
@@ -35,7 +35,7 @@ class UltraArch(TypedDict):
     tiny_imgsz: int
 
 
-# Per zoo name; read by ultra.py.
+# Per zoo name; read by the ultra package (probench.models.ultra).
 ARCH: dict[str, UltraArch] = {
     "yolo-world-s": {"kind": "world", "yaml": "yolov8s-worldv2.yaml", "imgsz": 640, "tiny_imgsz": 128},
     "yolo-world-x": {"kind": "world", "yaml": "yolov8x-worldv2.yaml", "imgsz": 640, "tiny_imgsz": 64},

@@ -100,7 +100,7 @@ def weights_present(spec: ModelSpec) -> bool:
 
         return weights_in_cache(spec.checkpoint)
     if spec.backend == "ultralytics":
-        from probench.models.ultra import weights_present as ultra_weights_present
+        from probench.models.ultra.weights import weights_present as ultra_weights_present
 
         return ultra_weights_present(spec)
     return False

@@ -27,7 +27,8 @@ from probench.models.accel.cache import ArtifactCache
 from probench.models.accel.errors import ExportError, RuntimeUnavailableError
 from probench.models.base import BaseDetector
 from probench.models.hf_common import MAX_PER_PROMPT
-from probench.models.ultra import UltralyticsDetector, results_to_detections
+from probench.models.ultra.adapter import UltralyticsDetector
+from probench.models.ultra.postprocess import results_to_detections
 
 FORMATS = {"onnx": ".onnx", "engine": ".engine"}
 
