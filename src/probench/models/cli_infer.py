@@ -18,7 +18,7 @@ from probench.models.spec import RUNTIMES
 from probench.vocabulary import PREPROCESS_PATHS
 
 if TYPE_CHECKING:
-    from probench.models.base import BaseDetector
+    from probench.models.base import Detector
 
 
 def add_common_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,7 +89,7 @@ def requested_model(args: argparse.Namespace) -> dict[str, Any]:
                              runtime=args.runtime, preprocess=args.preprocess))
 
 
-def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[BaseDetector, float]:
+def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[Detector, float]:
     """The detector the flags name, and the seconds it took to build."""
     from probench.models.zoo import load_detector
 

@@ -144,13 +144,9 @@ class GroundingDinoDetector(hf.HFDetector):
     text_cache = "per-set"  # one joint caption per set (module doc)
     text_cache_size = 256  # prompt sets (each holds its captions' BERT output)
 
-    def __init__(self, model: Any, image_processor: Any, tokenizer: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.model = model
-        self.image_processor = image_processor
-        self.tokenizer = tokenizer
-        self.max_text_len = int(model.config.max_text_len)
-        self.bert_cache = TextCache(model.model.text_backbone)
+    def _attach(self) -> None:
+        self.max_text_len = int(self.model.config.max_text_len)
+        self.bert_cache = TextCache(self.model.model.text_backbone)
 
     # -- text side ------------------------------------------------------------------------
     def captions(self, prompts: Sequence[str]) -> list[_Caption]:
@@ -278,44 +274,19 @@ def _with_vocab(cfg: dict[str, Any], tokenizer: Any, vocab_size: int = 0) -> dic
     return cfg
 
 
-def build(
-    spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
-    weights: str | None, random_weights: bool, preprocess: str = "device",
-) -> GroundingDinoDetector:
-    dev, dtype = hf.resolve_device(device, precision)
-    config_cls, model_cls = _classes(spec)
-    if random_weights:
-        from probench.models.tiny_tokenizers import bert_tokenizer
-
-        tokenizer = bert_tokenizer()
-        with hf.seeded():
-            model = model_cls(config_cls(**_with_vocab(_real_config(spec), tokenizer, 30522)))  # BERT's
-        image_processor = _image_processor(spec, dict(_REAL_IMAGE))
-        source = "random init (real-size config; generated tokenizer)"
-    else:
-        model, image_processor, tokenizer, source = hf.load_pretrained(
-            spec.name, spec.checkpoint, model_cls.from_pretrained, weights
-        )
-    det = GroundingDinoDetector(
-        hf.finish_model(model, dev, dtype), image_processor, tokenizer,
-        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold, preprocess=preprocess,
-    )
-    det.weights_source = source
-    return det
-
-
-def build_tiny(
-    spec: ModelSpec, *, device: str, precision: str, score_threshold: float, preprocess: str = "device"
-) -> GroundingDinoDetector:
+def _random(spec: ModelSpec, tiny: bool) -> hf.RandomBuild:
+    """The tiny or the real-size config with a generated BERT tokenizer."""
     from probench.models.tiny_tokenizers import bert_tokenizer
 
-    dev, dtype = hf.resolve_device(device, precision)
     config_cls, model_cls = _classes(spec)
     tokenizer = bert_tokenizer()
-    with hf.seeded():
-        model = model_cls(config_cls(**_with_vocab(_tiny_config(), tokenizer)))
-    return GroundingDinoDetector(
-        hf.finish_model(model, dev, dtype), _image_processor(spec, dict(TINY_IMAGE)), tokenizer,
-        name="tiny-" + spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
-        preprocess=preprocess,
-    )
+    if tiny:
+        cfg, image = _with_vocab(_tiny_config(), tokenizer), TINY_IMAGE
+    else:
+        cfg, image = _with_vocab(_real_config(spec), tokenizer, 30522), _REAL_IMAGE  # BERT's vocabulary
+    image_processor = _image_processor(spec, dict(image))
+    return hf.RandomBuild(tokenizer, lambda: model_cls(config_cls(**cfg)), image_processor)
+
+
+_FACTORY = hf.HFFactory(GroundingDinoDetector, _random, lambda spec: _classes(spec)[1])
+build, build_tiny = _FACTORY.build, _FACTORY.build_tiny  # the zoo's factories (specs_transformers)

@@ -1,5 +1,5 @@
 """Shared plumbing of the transformers adapters: device/precision, offline weight loading,
-deterministic tiny builds.
+deterministic tiny builds, and the zoo factories every adapter shares (:class:`HFFactory`).
 
 Imported only by the adapters (it imports torch), never by the zoo listing.
 """
@@ -10,11 +10,18 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from probench.errors import UsageError
 from probench.models.base import BaseDetector
 from probench.models.errors import ModelError, WeightsNotFoundError
+from probench.models.spec import ModelSpec
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transformers (pyproject)
+    from torch import device as TorchDevice
+    from torch import dtype as TorchDtype
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    from transformers.image_processing_utils import BaseImageProcessor
 
 TINY_SEED = 0  # every tiny model is built right after torch.manual_seed(TINY_SEED)
 MAX_PER_PROMPT = 100  # COCO maxDets: the cap on boxes per prompt (DESIGN.md, detector contract)
@@ -165,20 +172,27 @@ class HFDetector(BaseDetector):
     """BaseDetector plus the torch device and dtype every transformers adapter needs, and the
     two preprocessing paths (``preprocess``: "device" or "reference")."""
 
-    image_processor: Any  # the transformers image processor: set by each adapter's __init__
-
     def __init__(
-        self, *, name: str, dev: Any, dtype: Any, score_threshold: float = 0.0, preprocess: str = "device"
+        self, model: PreTrainedModel, image_processor: BaseImageProcessor, tokenizer: PreTrainedTokenizerBase,
+        *, name: str, dev: TorchDevice, dtype: TorchDtype, score_threshold: float = 0.0,
+        preprocess: str = "device",
     ) -> None:
         from probench.models.preprocess import Uploader, check_preprocess
 
         super().__init__(device=str(dev), score_threshold=score_threshold)
+        self.model = model
+        self.image_processor = image_processor
+        self.tokenizer = tokenizer
         self.name = name
         self.dev = dev
         self.dtype = dtype
         self.preprocess = check_preprocess(preprocess)
         self._upload = Uploader(dev)
         self._device_pixels: Callable[[Sequence[Any]], dict[str, Any]] | None = None
+        self._attach()
+
+    def _attach(self) -> None:
+        """The adapter's own setup on its model, once the fields above are set."""
 
     def pixel_inputs(self, images: Sequence[Any]) -> dict[str, Any]:
         """The model's image inputs (``pixel_values``, and ``pixel_mask`` where the processor
@@ -195,3 +209,76 @@ class HFDetector(BaseDetector):
         if self._device_pixels is None:
             self._device_pixels = device_pixels(image_processor, self.dev, self.dtype)
         return self._device_pixels(self._upload(images))
+
+
+RANDOM_SOURCE = "random init (real-size config; generated tokenizer)"
+DetectorT = TypeVar("DetectorT", bound=HFDetector)
+
+
+class RandomBuild(NamedTuple):
+    """An adapter's model without weights: its generated tokenizer, ``make`` (the model,
+    built under the tiny seed) and its image processor."""
+
+    tokenizer: PreTrainedTokenizerBase
+    make: Callable[[], PreTrainedModel]
+    image_processor: BaseImageProcessor
+
+
+class HFFactory(Generic[DetectorT]):
+    """The zoo factories of a transformers adapter (``build`` and ``build_tiny``, the zoo
+    contract): real weights from a local folder or the HF cache, or a seeded random model
+    from ``random_build(spec, tiny)``, made into a ``detector`` on the device and dtype."""
+
+    def __init__(
+        self, detector: type[DetectorT], random_build: Callable[[ModelSpec, bool], RandomBuild],
+        model_class: Callable[[ModelSpec], type[PreTrainedModel]],
+    ) -> None:
+        self.detector, self.random_build, self.model_class = detector, random_build, model_class
+
+    def build(
+        self, spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
+        weights: str | None, random_weights: bool, preprocess: str = "device",
+    ) -> DetectorT:
+        """``<name>``: the real model (``random_weights``: the real-size config, random weights)."""
+        dev, dtype = resolve_device(device, precision)
+        if random_weights:
+            model, image_processor, tokenizer = self._random(spec, tiny=False)
+            source = RANDOM_SOURCE
+        else:
+            model, image_processor, tokenizer, source = load_pretrained(
+                spec.name, spec.checkpoint, self.model_class(spec).from_pretrained, weights
+            )
+        det = self._detector(
+            spec.name, model, image_processor, tokenizer, dev, dtype, score_threshold, preprocess
+        )
+        det.weights_source = source
+        return det
+
+    def build_tiny(
+        self, spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
+        preprocess: str = "device",
+    ) -> DetectorT:
+        """``tiny-<name>``: the adapter's tiny config with seeded random weights."""
+        dev, dtype = resolve_device(device, precision)
+        model, image_processor, tokenizer = self._random(spec, tiny=True)
+        return self._detector(
+            "tiny-" + spec.name, model, image_processor, tokenizer, dev, dtype, score_threshold, preprocess
+        )
+
+    def _random(
+        self, spec: ModelSpec, *, tiny: bool
+    ) -> tuple[PreTrainedModel, BaseImageProcessor, PreTrainedTokenizerBase]:
+        parts = self.random_build(spec, tiny)
+        with seeded():
+            model = parts.make()
+        return model, parts.image_processor, parts.tokenizer
+
+    def _detector(
+        self, name: str, model: PreTrainedModel, image_processor: BaseImageProcessor,
+        tokenizer: PreTrainedTokenizerBase, dev: TorchDevice, dtype: TorchDtype, score_threshold: float,
+        preprocess: str,
+    ) -> DetectorT:
+        return self.detector(
+            finish_model(model, dev, dtype), image_processor, tokenizer,
+            name=name, dev=dev, dtype=dtype, score_threshold=score_threshold, preprocess=preprocess,
+        )

@@ -22,7 +22,7 @@ device tensor; ``reference`` is the processor.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from probench.detections import Detections
 from probench.models import hf_common as hf
 from probench.models.base import StageTimer
 from probench.models.spec import ModelSpec
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips transformers (pyproject)
+    from transformers import PreTrainedModel
 
 NMS_IOU = 0.5  # the processor's default
 TEXT_LEN = 77  # the processor's text max_length
@@ -76,13 +79,10 @@ class OmDetTurboDetector(hf.HFDetector):
     text_cache = "per-set"  # the task sentence is joint (module doc)
     text_cache_size = 256
 
-    def __init__(self, model: Any, image_processor: Any, tokenizer: Any, **kwargs: Any) -> None:
+    def _attach(self) -> None:
         from transformers.models.omdet_turbo.modeling_omdet_turbo import OmDetTurboLRUCache
 
-        super().__init__(**kwargs)
-        self.model = model
-        self.image_processor = image_processor
-        self.tokenizer = tokenizer
+        model = self.model
         model.language_cache_class = OmDetTurboLRUCache(CLASS_CACHE)
         self._embed_language = type(model).get_language_embedding.__get__(model)
         self._active_language: Any = None
@@ -165,49 +165,29 @@ def _tok_ids(tokenizer: Any) -> tuple[int, int, int, int]:
     return len(tokenizer), tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id
 
 
-def build(
-    spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
-    weights: str | None, random_weights: bool, preprocess: str = "device",
-) -> OmDetTurboDetector:
-    import transformers as tf
-
-    dev, dtype = hf.resolve_device(device, precision)
-    if random_weights:
-        from probench.models.tiny_tokenizers import clip_tokenizer
-
-        tokenizer = clip_tokenizer(pad_token=CLIP_PAD)
-        with hf.seeded():
-            model = tf.OmDetTurboForObjectDetection(tf.OmDetTurboConfig(**_real_config(*_tok_ids(tokenizer))))
-        image_processor = _image_processor(640)
-        source = "random init (real-size config; generated tokenizer)"
-    else:
-        model, image_processor, tokenizer, source = hf.load_pretrained(
-            spec.name, spec.checkpoint, tf.OmDetTurboForObjectDetection.from_pretrained, weights
-        )
-    det = OmDetTurboDetector(
-        hf.finish_model(model, dev, dtype), image_processor, tokenizer,
-        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold, preprocess=preprocess,
-    )
-    det.weights_source = source
-    return det
-
-
-def build_tiny(
-    spec: ModelSpec, *, device: str, precision: str, score_threshold: float, preprocess: str = "device"
-) -> OmDetTurboDetector:
+def _random(spec: ModelSpec, tiny: bool) -> hf.RandomBuild:
+    """The tiny or the real-size config with a generated CLIP tokenizer."""
     import transformers as tf
 
     from probench.models.tiny_tokenizers import clip_tokenizer
 
-    dev, dtype = hf.resolve_device(device, precision)
     tokenizer = clip_tokenizer(pad_token=CLIP_PAD)
-    cfg, timm_kwargs = _tiny_config(*_tok_ids(tokenizer))
-    config = tf.OmDetTurboConfig(**cfg)
-    config.timm_kwargs = timm_kwargs  # read by OmDetTurboVisionBackbone -> timm.create_model
-    with hf.seeded():
-        model = tf.OmDetTurboForObjectDetection(config)
-    return OmDetTurboDetector(
-        hf.finish_model(model, dev, dtype), _image_processor(TINY_IMAGE), tokenizer,
-        name="tiny-" + spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
-        preprocess=preprocess,
-    )
+    if tiny:
+        cfg, timm_kwargs = _tiny_config(*_tok_ids(tokenizer))
+        config = tf.OmDetTurboConfig(**cfg)
+        config.timm_kwargs = timm_kwargs  # read by OmDetTurboVisionBackbone -> timm.create_model
+    else:
+        config = tf.OmDetTurboConfig(**_real_config(*_tok_ids(tokenizer)))
+    side = TINY_IMAGE if tiny else 640
+    return hf.RandomBuild(tokenizer, lambda: tf.OmDetTurboForObjectDetection(config), _image_processor(side))
+
+
+def _model_class(spec: ModelSpec) -> type[PreTrainedModel]:
+    import transformers as tf
+
+    cls: type[PreTrainedModel] = tf.OmDetTurboForObjectDetection
+    return cls
+
+
+_FACTORY = hf.HFFactory(OmDetTurboDetector, _random, _model_class)
+build, build_tiny = _FACTORY.build, _FACTORY.build_tiny  # the zoo's factories (specs_transformers)

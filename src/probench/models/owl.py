@@ -104,11 +104,8 @@ class OwlDetector(hf.HFDetector):
     text_cache_size = 4096  # query embeddings (D floats each); Pro-Bench asks ~1.5k distinct texts
     text_batch = TEXT_BATCH  # misses encoded in fixed-size batches: bit-reproducible (base.py)
 
-    def __init__(self, model: Any, image_processor: Any, tokenizer: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.model = model
-        self.image_processor = image_processor
-        self.tokenizer = tokenizer
+    def _attach(self) -> None:
+        model = self.model
         self._clip = getattr(model, "owlv2", None) or model.owlvit
         self.max_text_len = int(model.config.text_config.max_position_embeddings)
         import torch
@@ -173,34 +170,6 @@ class OwlDetector(hf.HFDetector):
         ]
 
 
-def build(
-    spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
-    weights: str | None, random_weights: bool, preprocess: str = "device",
-) -> OwlDetector:
-    dev, dtype = hf.resolve_device(device, precision)
-    config_cls, model_cls, _ = _classes(spec)
-    if random_weights:
-        from probench.models.tiny_tokenizers import clip_tokenizer
-
-        tokenizer = clip_tokenizer(pad_token="!")
-        cfg = _vocab_config(REAL_CONFIGS[spec.name], tokenizer, vocab_size=49408)  # CLIP's
-        with hf.seeded():
-            model = model_cls(config_cls(**cfg))
-        side = cfg["vision_config"]["image_size"]
-        image_processor = _image_processor(spec, side)
-        source = "random init (real-size config; generated tokenizer)"
-    else:
-        model, image_processor, tokenizer, source = hf.load_pretrained(
-            spec.name, spec.checkpoint, model_cls.from_pretrained, weights
-        )
-    det = OwlDetector(
-        hf.finish_model(model, dev, dtype), image_processor, tokenizer,
-        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold, preprocess=preprocess,
-    )
-    det.weights_source = source
-    return det
-
-
 def _tame(model: Any) -> Any:
     """Random init saturates the tiny heads (scores ~1, degenerate boxes): shrink the last
     box layer and the logit shift/scale so boxes sit near each patch's prior box and scores
@@ -214,19 +183,21 @@ def _tame(model: Any) -> Any:
     return model
 
 
-def build_tiny(
-    spec: ModelSpec, *, device: str, precision: str, score_threshold: float, preprocess: str = "device"
-) -> OwlDetector:
+def _random(spec: ModelSpec, tiny: bool) -> hf.RandomBuild:
+    """The tiny config (heads tamed) or the real-size one, with a generated CLIP tokenizer."""
     from probench.models.tiny_tokenizers import clip_tokenizer
 
-    dev, dtype = hf.resolve_device(device, precision)
     config_cls, model_cls, _ = _classes(spec)
     tokenizer = clip_tokenizer(pad_token="!")
-    cfg = _vocab_config(_tiny_config(spec.name), tokenizer)
-    with hf.seeded():
-        model = _tame(model_cls(config_cls(**cfg)))
-    return OwlDetector(
-        hf.finish_model(model, dev, dtype), _image_processor(spec, TINY_IMAGE), tokenizer,
-        name="tiny-" + spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
-        preprocess=preprocess,
-    )
+    if tiny:
+        cfg = _vocab_config(_tiny_config(spec.name), tokenizer)
+        return hf.RandomBuild(
+            tokenizer, lambda: _tame(model_cls(config_cls(**cfg))), _image_processor(spec, TINY_IMAGE)
+        )
+    real = _vocab_config(REAL_CONFIGS[spec.name], tokenizer, vocab_size=49408)  # CLIP's
+    side = real["vision_config"]["image_size"]
+    return hf.RandomBuild(tokenizer, lambda: model_cls(config_cls(**real)), _image_processor(spec, side))
+
+
+_FACTORY = hf.HFFactory(OwlDetector, _random, lambda spec: _classes(spec)[1])
+build, build_tiny = _FACTORY.build, _FACTORY.build_tiny  # the zoo's factories (specs_transformers)

@@ -95,11 +95,7 @@ class Sam3Detector(hf.HFDetector):
     text_cache_size = 2048  # (32 x D) token features per prompt
     text_batch = TEXT_BATCH  # misses encoded in fixed-size batches: bit-reproducible (base.py)
 
-    def __init__(self, model: Any, image_processor: Any, tokenizer: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.model = model
-        self.image_processor = image_processor
-        self.tokenizer = tokenizer
+    def _attach(self) -> None:
         self.return_masks = False
 
     def _encode_texts(self, prompts: tuple[str, ...]) -> list[tuple[Any, Any]]:
@@ -191,44 +187,16 @@ def _image_processor(side: int) -> Any:
     return tf.Sam3ImageProcessor(size={"height": side, "width": side})
 
 
-def build(
-    spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
-    weights: str | None, random_weights: bool, preprocess: str = "device",
-) -> Sam3Detector:
-    dev, dtype = hf.resolve_device(device, precision)
-    config_cls, model_cls = _classes(spec)
-    if random_weights:
-        from probench.models.tiny_tokenizers import clip_tokenizer
-
-        tokenizer = clip_tokenizer(pad_token="<|endoftext|>")
-        with hf.seeded():
-            model = model_cls(config_cls(**_real_config(spec, tokenizer)))
-        image_processor = _image_processor(1008)
-        source = "random init (real-size config; generated tokenizer)"
-    else:
-        model, image_processor, tokenizer, source = hf.load_pretrained(
-            spec.name, spec.checkpoint, model_cls.from_pretrained, weights
-        )
-    det = Sam3Detector(
-        hf.finish_model(model, dev, dtype), image_processor, tokenizer,
-        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold, preprocess=preprocess,
-    )
-    det.weights_source = source
-    return det
-
-
-def build_tiny(
-    spec: ModelSpec, *, device: str, precision: str, score_threshold: float, preprocess: str = "device"
-) -> Sam3Detector:
+def _random(spec: ModelSpec, tiny: bool) -> hf.RandomBuild:
+    """The tiny or the real-size config with a generated CLIP tokenizer."""
     from probench.models.tiny_tokenizers import clip_tokenizer
 
-    dev, dtype = hf.resolve_device(device, precision)
     config_cls, model_cls = _classes(spec)
     tokenizer = clip_tokenizer(pad_token="<|endoftext|>")
-    with hf.seeded():
-        model = model_cls(config_cls(**_tiny_config(spec, tokenizer)))
-    return Sam3Detector(
-        hf.finish_model(model, dev, dtype), _image_processor(TINY_IMAGE), tokenizer,
-        name="tiny-" + spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
-        preprocess=preprocess,
-    )
+    cfg = _tiny_config(spec, tokenizer) if tiny else _real_config(spec, tokenizer)
+    side = TINY_IMAGE if tiny else 1008
+    return hf.RandomBuild(tokenizer, lambda: model_cls(config_cls(**cfg)), _image_processor(side))
+
+
+_FACTORY = hf.HFFactory(Sam3Detector, _random, lambda spec: _classes(spec)[1])
+build, build_tiny = _FACTORY.build, _FACTORY.build_tiny  # the zoo's factories (specs_transformers)

@@ -18,7 +18,7 @@ import numpy as np
 
 from probench.models.errors import BackendUnavailableError, ModelError
 
-if TYPE_CHECKING:  # typed as Any by mypy (pyproject: torch is skipped)
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch (pyproject)
     from collections.abc import Callable
 
     from torch import Tensor

@@ -39,7 +39,7 @@ from probench.scale.cluster import Cluster
 from probench.scale.worker import ModelArgs
 
 if TYPE_CHECKING:
-    from probench.models.base import BaseDetector
+    from probench.models.base import Detector
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -115,10 +115,10 @@ class _Model:
         self.cfg, self.dataset, self.cluster = cfg, dataset, cluster
         self.args = ModelArgs(name, device=cfg.device, precision=cfg.precision, runtime=cfg.runtime)
         self.run = run_folder(cfg.out, name)
-        self._detector: BaseDetector | None = None
+        self._detector: Detector | None = None
         self._load_s: float | None = None
 
-    def detector(self) -> BaseDetector:
+    def detector(self) -> Detector:
         if self._detector is None:
             t0 = time.perf_counter()
             self._detector = self.args.load()

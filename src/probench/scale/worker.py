@@ -30,7 +30,7 @@ from probench.vocabulary import CocoResult
 if TYPE_CHECKING:
     import argparse
 
-    from probench.models.base import BaseDetector
+    from probench.models.base import Detector
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class ModelArgs:
         return dict(model_record(self.name, weights=self.weights, random_weights=self.random_weights,
                                  runtime=self.runtime, preprocess=self.preprocess))  # fmt: skip
 
-    def load(self) -> BaseDetector:
+    def load(self) -> Detector:
         from probench.models.zoo import load_detector
 
         return load_detector(**asdict(self))

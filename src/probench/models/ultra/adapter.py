@@ -19,13 +19,13 @@ from probench.models.ultra.postprocess import ImageBoxes, postprocess, results_t
 from probench.models.ultra.tiny import random_model
 from probench.models.ultra.weights import Kind, find_checkpoint, model_class, real_text_encoder
 
-if TYPE_CHECKING:  # typed as Any by mypy (pyproject: torch and ultralytics are skipped)
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch and ultralytics (pyproject)
     from torch import Tensor
     from torch import device as TorchDevice
     from ultralytics import YOLOE, YOLOWorld
     from ultralytics.engine.results import Results
 
-    from probench.models.base import Frame
+    from probench.models.preprocess import Frame
     from probench.models.ultra.postprocess import RawOutput
     from probench.models.ultra_text import TextEncoder
 

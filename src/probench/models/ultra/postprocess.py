@@ -16,7 +16,7 @@ import numpy as np
 from probench.detections import Detections
 from probench.models.hf_common import MAX_PER_PROMPT, cap_per_prompt
 
-if TYPE_CHECKING:  # typed as Any by mypy (pyproject: torch and ultralytics are skipped)
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch and ultralytics (pyproject)
     from torch import Tensor
     from ultralytics.engine.results import Results
 

@@ -13,7 +13,7 @@ from probench.models.specs_ultralytics import UltraArch
 from probench.models.ultra.weights import Kind, model_class
 from probench.models.ultra_text import TINY_SEED, HashTextEncoder
 
-if TYPE_CHECKING:  # typed as Any by mypy (pyproject: torch and ultralytics are skipped)
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch and ultralytics (pyproject)
     from torch import device as TorchDevice
     from ultralytics import YOLOE, YOLOWorld
 

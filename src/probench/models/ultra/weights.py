@@ -13,7 +13,7 @@ from probench.models.errors import BackendUnavailableError, ModelError, WeightsN
 from probench.models.spec import ModelSpec
 from probench.models.ultra_text import ClipTextEncoder, MobileClipTextEncoder
 
-if TYPE_CHECKING:  # typed as Any by mypy (pyproject: torch and ultralytics are skipped)
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch and ultralytics (pyproject)
     from types import ModuleType
 
     from torch import device as TorchDevice
