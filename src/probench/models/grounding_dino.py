@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,6 +38,13 @@ from probench.detections import Detections
 from probench.models import hf_common as hf
 from probench.models.base import StageTimer
 from probench.models.spec import ModelSpec
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transformers (pyproject)
+    from torch import Tensor
+    from torch.nn import Module
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+    from transformers.image_processing_utils import BaseImageProcessor
+    from transformers.utils import ModelOutput
 
 _SWIN_T = {"embed_dim": 96, "depths": [2, 2, 6, 2], "num_heads": [3, 6, 12, 24], "window_size": 7,
            "image_size": 224}
@@ -83,7 +90,7 @@ def _tiny_config() -> dict[str, Any]:
     }
 
 
-def _classes(spec: ModelSpec) -> tuple[Any, Any]:
+def _classes(spec: ModelSpec) -> tuple[type[PretrainedConfig], type[PreTrainedModel]]:
     import transformers as tf
 
     if _mm(spec):
@@ -96,11 +103,11 @@ class _Caption:
     """One forward pass worth of prompts."""
 
     first: int  # index of its first prompt in the prompt set
-    tokens: dict[str, Any]  # tokenizer output (tensors)
+    tokens: dict[str, Tensor]  # tokenizer output
     token_phrase: np.ndarray  # (max_text_len,) phrase index (local) per token, -1 elsewhere
     n_phrases: int
     key: tuple[int, ...]  # the token ids, read once on the CPU (TextCache.active's key)
-    hidden: Any = None  # the BERT backbone's output for these tokens (1, L, D), on the device
+    hidden: Tensor | None = None  # the BERT backbone's output for these tokens (1, L, D), on the device
 
 
 def _join(phrases: list[str]) -> str:
@@ -116,27 +123,29 @@ class TextCache:
     the captions of the prompt set being run; anything else runs the real backbone.
     """
 
-    def __init__(self, backbone: Any) -> None:
+    def __init__(self, backbone: Module) -> None:
         self.backbone = backbone
-        self.active: dict[tuple[int, ...], Any] = {}
+        self.active: dict[tuple[int, ...], Tensor] = {}
         self.calls = 0  # real BERT runs (tests read it)
         self._forward = backbone.forward
         backbone.forward = self.forward
 
-    def encode(self, input_ids: Any, **kwargs: Any) -> Any:
+    def encode(self, input_ids: Tensor, **kwargs: object) -> Tensor:
         """The real backbone's last hidden state for one caption (1, L, D)."""
         self.calls += 1
         out = self._forward(input_ids, **kwargs)
-        return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+        hidden: Tensor = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+        return hidden
 
-    def forward(self, input_ids: Any, *args: Any, **kwargs: Any) -> Any:
+    def forward(self, input_ids: Tensor, *args: object, **kwargs: object) -> ModelOutput:
         from transformers.modeling_outputs import BaseModelOutput
 
         same_rows = bool((input_ids == input_ids[:1]).all())
         hidden = self.active.get(tuple(input_ids[0].tolist())) if same_rows else None
         if hidden is None:
             self.calls += 1
-            return self._forward(input_ids, *args, **kwargs)
+            out: ModelOutput = self._forward(input_ids, *args, **kwargs)
+            return out
         return BaseModelOutput(last_hidden_state=hidden.expand(input_ids.shape[0], -1, -1))
 
 
@@ -241,7 +250,7 @@ class GroundingDinoDetector(hf.HFDetector):
         )
 
 
-def _bert_masks(gd_model: Any, input_ids: Any) -> dict[str, Any]:
+def _bert_masks(gd_model: PreTrainedModel, input_ids: Tensor) -> dict[str, Tensor | bool]:
     """The arguments GroundingDinoModel passes to its text backbone (phrase-wise attention)."""
     import importlib
 
@@ -261,13 +270,15 @@ def _bert_masks(gd_model: Any, input_ids: Any) -> dict[str, Any]:
     }
 
 
-def _image_processor(spec: ModelSpec, size: dict[str, int]) -> Any:
+def _image_processor(spec: ModelSpec, size: dict[str, int]) -> BaseImageProcessor:
     import transformers as tf
 
     return tf.GroundingDinoImageProcessor(size=size)
 
 
-def _with_vocab(cfg: dict[str, Any], tokenizer: Any, vocab_size: int = 0) -> dict[str, Any]:
+def _with_vocab(
+    cfg: dict[str, Any], tokenizer: PreTrainedTokenizerBase, vocab_size: int = 0
+) -> dict[str, Any]:
     """Token ids of the generated tokenizer; ``vocab_size`` keeps a real-size embedding table."""
     cfg = {**cfg, "text_config": {**cfg["text_config"], "vocab_size": max(vocab_size, len(tokenizer)),
                                    "pad_token_id": tokenizer.pad_token_id}}

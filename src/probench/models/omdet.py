@@ -31,8 +31,14 @@ from probench.models import hf_common as hf
 from probench.models.base import StageTimer
 from probench.models.spec import ModelSpec
 
-if TYPE_CHECKING:  # names for the checker only: mypy skips transformers (pyproject)
-    from transformers import PreTrainedModel
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transformers (pyproject)
+    from torch import Tensor
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    from transformers.image_processing_utils import BaseImageProcessor
+    from transformers.utils import ModelOutput
+
+    # OmDetTurboForObjectDetection.get_language_embedding: class embeddings, task embeddings, task mask
+    Language = tuple[Tensor, Tensor, Tensor]
 
 NMS_IOU = 0.5  # the processor's default
 TEXT_LEN = 77  # the processor's text max_length
@@ -85,17 +91,18 @@ class OmDetTurboDetector(hf.HFDetector):
         model = self.model
         model.language_cache_class = OmDetTurboLRUCache(CLASS_CACHE)
         self._embed_language = type(model).get_language_embedding.__get__(model)
-        self._active_language: Any = None
+        self._active_language: Language | None = None
         # Instance attribute, not a module change: the forward pass asks this for its text
         # features and gets the active set's stored ones.
         model.get_language_embedding = self._language_embedding
 
-    def _language_embedding(self, *args: Any, **kwargs: Any) -> Any:
+    def _language_embedding(self, *args: object, **kwargs: object) -> Language:
         if self._active_language is not None:
             return self._active_language
-        return self._embed_language(*args, **kwargs)
+        language: Language = self._embed_language(*args, **kwargs)
+        return language
 
-    def _tokens(self, prompts: tuple[str, ...]) -> dict[str, Any]:
+    def _tokens(self, prompts: tuple[str, ...]) -> dict[str, Tensor]:
         import torch
 
         kw = {"padding": "max_length", "truncation": True, "max_length": TEXT_LEN, "return_tensors": "pt"}
@@ -109,7 +116,7 @@ class OmDetTurboDetector(hf.HFDetector):
             "classes_structure": torch.tensor([len(prompts)], dtype=torch.long, device=self.dev),
         }
 
-    def _encode_prompts(self, prompts: tuple[str, ...]) -> tuple[dict[str, Any], Any]:
+    def _encode_prompts(self, prompts: tuple[str, ...]) -> tuple[dict[str, Tensor], Language]:
         import torch
 
         tokens = self._tokens(prompts)
@@ -120,7 +127,7 @@ class OmDetTurboDetector(hf.HFDetector):
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
         import torch
 
-        state: tuple[dict[str, Any], Any] = text_state  # type: ignore[assignment]
+        state: tuple[dict[str, Tensor], Language] = text_state  # type: ignore[assignment]
         tokens, language = state
         h, w = int(image.shape[0]), int(image.shape[1])
         timer = StageTimer(sync=hf.cuda_sync(self.dev))
@@ -141,7 +148,7 @@ class OmDetTurboDetector(hf.HFDetector):
         )
 
 
-def _post_process(out: Any, size: tuple[int, int], n_classes: int) -> dict[str, np.ndarray]:
+def _post_process(out: ModelOutput, size: tuple[int, int], n_classes: int) -> dict[str, np.ndarray]:
     """The processor's post-processing (threshold 0, NMS 0.5), as numpy."""
     from transformers.models.omdet_turbo import processing_omdet_turbo as pp
 
@@ -154,14 +161,14 @@ def _post_process(out: Any, size: tuple[int, int], n_classes: int) -> dict[str, 
     return {"boxes": boxes.cpu().numpy(), "scores": scores.cpu().numpy(), "labels": labels.cpu().numpy()}
 
 
-def _image_processor(side: int) -> Any:
+def _image_processor(side: int) -> BaseImageProcessor:
     import transformers as tf
 
     # The checkpoint's preprocessor: DETR-style processor, plain resize to 640x640, no pad.
     return tf.DetrImageProcessor(size={"height": side, "width": side}, do_pad=False)
 
 
-def _tok_ids(tokenizer: Any) -> tuple[int, int, int, int]:
+def _tok_ids(tokenizer: PreTrainedTokenizerBase) -> tuple[int, int, int, int]:
     return len(tokenizer), tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id
 
 

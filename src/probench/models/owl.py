@@ -22,7 +22,7 @@ image.
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,11 @@ from probench.detections import Detections
 from probench.models import hf_common as hf
 from probench.models.base import TEXT_BATCH, StageTimer
 from probench.models.spec import ModelSpec
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transformers (pyproject)
+    from torch import Tensor
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+    from transformers.image_processing_utils import BaseImageProcessor
 
 # Real-size configs (from the checkpoints' config.json), used for random_weights builds.
 REAL_CONFIGS: dict[str, dict[str, Any]] = {
@@ -70,7 +75,9 @@ def _tiny_config(name: str) -> dict[str, Any]:
     }
 
 
-def _classes(spec: ModelSpec) -> tuple[Any, Any, Any]:
+def _classes(
+    spec: ModelSpec,
+) -> tuple[type[PretrainedConfig], type[PreTrainedModel], type[BaseImageProcessor]]:
     """(config class, model class, image processor class) of the spec's OWL generation."""
     import transformers as tf
 
@@ -79,7 +86,7 @@ def _classes(spec: ModelSpec) -> tuple[Any, Any, Any]:
     return tf.Owlv2Config, tf.Owlv2ForObjectDetection, tf.Owlv2ImageProcessor
 
 
-def _image_processor(spec: ModelSpec, side: int) -> Any:
+def _image_processor(spec: ModelSpec, side: int) -> BaseImageProcessor:
     _, _, proc_cls = _classes(spec)
     size = {"height": side, "width": side}
     if spec.name == "owlvit":
@@ -87,7 +94,9 @@ def _image_processor(spec: ModelSpec, side: int) -> Any:
     return proc_cls(size=size)
 
 
-def _vocab_config(cfg: dict[str, Any], tokenizer: Any, vocab_size: int | None = None) -> dict[str, Any]:
+def _vocab_config(
+    cfg: dict[str, Any], tokenizer: PreTrainedTokenizerBase, vocab_size: int | None = None
+) -> dict[str, Any]:
     """Token ids of the generated tokenizer; ``vocab_size`` keeps a real-size embedding table."""
     cfg = {**cfg, "text_config": dict(cfg["text_config"])}
     cfg["text_config"].update(
@@ -112,7 +121,7 @@ class OwlDetector(hf.HFDetector):
 
         self._stack = torch.stack  # bound once: joining is on every prompt-set change
 
-    def _encode_texts(self, prompts: tuple[str, ...]) -> list[Any]:
+    def _encode_texts(self, prompts: tuple[str, ...]) -> list[Tensor]:
         import torch
 
         tok = self.tokenizer(
@@ -125,10 +134,10 @@ class OwlDetector(hf.HFDetector):
             )
         return list(out.pooler_output.clone())  # one (D,) row per query
 
-    def _join_texts(self, items: list[object], prompts: tuple[str, ...]) -> Any:
+    def _join_texts(self, items: list[object], prompts: tuple[str, ...]) -> Tensor:
         return self._stack(items)[None]  # (1, Q, D): shared by every image
 
-    def _forward(self, pixel_values: Any, text: Any) -> tuple[Any, Any]:
+    def _forward(self, pixel_values: Tensor, text: Tensor) -> tuple[Tensor, Tensor]:
         import torch
 
         with torch.inference_mode():
@@ -146,7 +155,7 @@ class OwlDetector(hf.HFDetector):
         """One forward for the whole batch; each result's timings are its share of the batch."""
         return self._run_many(images, text_state)
 
-    def _run_many(self, images: list[np.ndarray], text: Any) -> list[Detections]:
+    def _run_many(self, images: list[np.ndarray], text: Tensor) -> list[Detections]:
         timer = StageTimer(sync=hf.cuda_sync(self.dev))
         with timer.stage("preprocess"):
             pv = self.pixel_inputs(images)["pixel_values"]
@@ -170,7 +179,7 @@ class OwlDetector(hf.HFDetector):
         ]
 
 
-def _tame(model: Any) -> Any:
+def _tame(model: PreTrainedModel) -> PreTrainedModel:
     """Random init saturates the tiny heads (scores ~1, degenerate boxes): shrink the last
     box layer and the logit shift/scale so boxes sit near each patch's prior box and scores
     spread over (0, 1) — closer to a trained model's output shape, still deterministic."""
