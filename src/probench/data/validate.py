@@ -8,7 +8,7 @@ first problem: a user fixing a dataset sees the whole list at once.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeGuard
 
@@ -112,26 +112,43 @@ def _check_query(name: str, c: dict[str, Any], problems: list[str]) -> None:
                 problems.append(f"{name}: prompt {k!r} must be a string, not {_type_name(v)}")
             elif not v.strip():
                 problems.append(f"{name}: prompt {k!r} is empty")
-    types = c.get("prompt_types")
+    types = _list_field(c, "prompt_types", "a list", name, problems)
     if types is not None:
-        if not isinstance(types, list):
-            problems.append(f"{name}: 'prompt_types' must be a list, not {_type_name(types)}")
-        else:
-            for t in types:
-                if t not in PROMPT_TYPES:
-                    problems.append(f"{name}: unknown prompt type {t!r} (expected one of {_TYPES})")
-            if len(set(map(str, types))) != len(types):
-                problems.append(f"{name}: 'prompt_types' lists a type twice")
+        problems += _members(
+            types, PROMPT_TYPES, lambda t: f"unknown prompt type {t!r} (expected one of {_TYPES})",
+            "'prompt_types' lists a type twice", name,
+        )
     coref = c.get("coref")
     if coref is not None:
         if not isinstance(coref, list) or not coref:
             problems.append(f"{name}: 'coref' must be a non-empty list of formulations, not {coref!r}")
         else:
-            for k in coref:
-                if k not in FORMULATIONS:
-                    problems.append(f"{name}: unknown formulation {k!r} in 'coref' (expected {_FORMS})")
-            if len(set(map(str, coref))) != len(coref):
-                problems.append(f"{name}: 'coref' lists a formulation twice")
+            problems += _members(
+                coref, FORMULATIONS, lambda k: f"unknown formulation {k!r} in 'coref' (expected {_FORMS})",
+                "'coref' lists a formulation twice", name,
+            )
+
+
+def _list_field(
+    rec: dict[str, Any], key: str, what: str, name: str, problems: list[str]
+) -> list[object] | None:
+    """``rec[key]`` when it is a list; None when it is absent, or not a list (a problem)."""
+    value = rec.get(key)
+    if value is None or isinstance(value, list):
+        return value
+    problems.append(f"{name}: '{key}' must be {what}, not {_type_name(value)}")
+    return None
+
+
+def _members(
+    items: list[object], allowed: Collection[str], unknown: Callable[[object], str], twice: str, name: str
+) -> list[str]:
+    """The problems of a list that must hold distinct members of ``allowed`` (in order: each
+    unknown item, then a repeat)."""
+    problems = [f"{name}: {unknown(x)}" for x in items if x not in allowed]
+    if len(set(map(str, items))) != len(items):
+        problems.append(f"{name}: {twice}")
+    return problems
 
 
 def _check_image(
@@ -151,21 +168,18 @@ def _check_image(
     dom = im.get("domain")
     if dom is not None and not isinstance(dom, str):
         problems.append(f"{name}: 'domain' must be a string, not {_type_name(dom)}")
-    qids = im.get("query_ids")
+    qids = _list_field(im, "query_ids", "a list of query ids", name, problems)
     if qids is not None:
-        if not isinstance(qids, list):
-            problems.append(f"{name}: 'query_ids' must be a list of query ids, not {_type_name(qids)}")
-        else:
-            seen: set[int] = set()
-            for q in qids:
-                if not _is_int(q):
-                    problems.append(f"{name}: 'query_ids' entry {q!r} is not an integer")
-                elif q not in queries:
-                    problems.append(f"{name}: 'query_ids' names unknown query {q}")
-                elif q in seen:
-                    problems.append(f"{name}: 'query_ids' lists query {q} twice")
-                else:
-                    seen.add(q)
+        seen: set[int] = set()
+        for q in qids:
+            if not _is_int(q):
+                problems.append(f"{name}: 'query_ids' entry {q!r} is not an integer")
+            elif q not in queries:
+                problems.append(f"{name}: 'query_ids' names unknown query {q}")
+            elif q in seen:
+                problems.append(f"{name}: 'query_ids' lists query {q} twice")
+            else:
+                seen.add(q)
     if root is not None and fn is not None and not (Path(root) / fn).is_file():
         problems.append(f"{name}: image file {fn!r} not found under {root}")
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from probench.models.errors import BackendUnavailableError, ModelError
+from probench.models.errors import ModelError, import_backend
 
 if TYPE_CHECKING:  # names for the checker only: mypy skips torch (pyproject)
     from collections.abc import Callable
@@ -89,9 +89,4 @@ class MobileClipTextEncoder:
 
 
 def _import_clip() -> ModuleType:
-    try:
-        import clip
-    except ImportError as exc:
-        raise BackendUnavailableError(f"the real YOLO-World/YOLOE text encoders need {CLIP_HINT}") from exc
-    module: ModuleType = clip
-    return module
+    return import_backend("clip", lambda exc: f"the real YOLO-World/YOLOE text encoders need {CLIP_HINT}")

@@ -14,6 +14,7 @@ from probench.models.accel.errors import AccelError, RuntimeUnavailableError
 from probench.models.accel.onnx_export import INPUTS, export_owl_onnx, owl_onnx_parts
 from probench.models.accel.owl_runtime import ExportedOwlDetector
 from probench.models.base import BaseDetector
+from probench.models.errors import import_backend
 from probench.models.owl import OwlDetector
 
 if TYPE_CHECKING:  # names for the checker only: mypy skips torch and onnxruntime (pyproject)
@@ -24,14 +25,10 @@ if TYPE_CHECKING:  # names for the checker only: mypy skips torch and onnxruntim
 
 
 def _onnxruntime() -> ModuleType:
-    try:
-        import onnxruntime
-    except ImportError as exc:
-        raise RuntimeUnavailableError(
-            f"onnxruntime is not installed ({exc}); pip install onnxruntime"
-        ) from exc
-    module: ModuleType = onnxruntime
-    return module
+    return import_backend(
+        "onnxruntime", lambda exc: f"onnxruntime is not installed ({exc}); pip install onnxruntime",
+        RuntimeUnavailableError,
+    )
 
 
 def providers_for(device: str) -> list[str]:

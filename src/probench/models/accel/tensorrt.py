@@ -22,6 +22,7 @@ from probench.models.accel.errors import TENSORRT_HINT, AccelError, ExportError,
 from probench.models.accel.onnx_export import INPUTS, OUTPUTS, export_owl_onnx, owl_geometry, owl_onnx_parts
 from probench.models.accel.owl_runtime import ExportedOwlDetector
 from probench.models.base import BaseDetector
+from probench.models.errors import import_backend
 from probench.models.owl import OwlDetector
 
 if TYPE_CHECKING:  # names for the checker only: mypy skips torch (pyproject)
@@ -34,12 +35,7 @@ WORKSPACE_GIB = 4
 
 def tensorrt_module() -> ModuleType:
     """``import tensorrt`` or a clear :class:`RuntimeUnavailableError`."""
-    try:
-        import tensorrt
-    except ImportError as exc:
-        raise RuntimeUnavailableError(f"{TENSORRT_HINT} ({exc})") from exc
-    module: ModuleType = tensorrt
-    return module
+    return import_backend("tensorrt", lambda exc: f"{TENSORRT_HINT} ({exc})", RuntimeUnavailableError)
 
 
 def require_tensorrt(device: str) -> ModuleType:

@@ -243,14 +243,8 @@ def build_tiny(
 
 
 def build(
-    spec: ModelSpec,
-    *,
-    device: str = "cpu",
-    precision: str = "fp32",
-    score_threshold: float = 0.0,
-    weights: str | None = None,
-    random_weights: bool = False,
-    preprocess: str = "device",
+    spec: ModelSpec, *, device: str = "cpu", precision: str = "fp32", score_threshold: float = 0.0,
+    weights: str | None = None, random_weights: bool = False, preprocess: str = "device",
 ) -> UltralyticsDetector:
     """The real model from local files (``weights``: the checkpoint file or a folder holding
     it and its text encoder), or the real-size architecture with random weights."""
