@@ -160,7 +160,7 @@ class Console:
         return json.dumps(self.state(), allow_nan=False)
 
     # -- actions -----------------------------------------------------------------------
-    def send_prompt(self, text: Any) -> tuple[str, ...]:
+    def send_prompt(self, text: object) -> tuple[str, ...]:
         if not isinstance(text, str):
             raise _HttpError(400, "'text' must be a string of ';'-separated target descriptions")
         try:
@@ -230,7 +230,7 @@ async def _read_acks(ws: WebSocket, credit: _Credit) -> None:
             credit.n = min(credit.n + 1, MAX_IN_FLIGHT)
 
 
-async def _json_body(request: Request, limit: int) -> Mapping[str, Any]:
+async def _json_body(request: Request, limit: int) -> Mapping[str, object]:
     ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if ctype != "application/json":
         raise _HttpError(415, "send JSON with Content-Type: application/json")

@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path, PurePosixPath
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 from probench.vocabulary import FORMULATIONS, PROMPT_TYPES
 
+Record = dict[str, object]  # a JSON object of annotations.json, not validated yet
 _FORMS = list(FORMULATIONS)
 _TYPES = list(PROMPT_TYPES)
 BOX_TOLERANCE = 1e-3  # pixels a box may overhang the image border (float rounding in exporters)
@@ -23,11 +24,11 @@ def _is_int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _positive_int(v: object) -> bool:
+def _positive_int(v: object) -> TypeGuard[int]:
     return _is_int(v) and v > 0
 
 
-def _is_num(v: object) -> bool:
+def _is_num(v: object) -> TypeGuard[float]:
     return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
 
 
@@ -39,11 +40,11 @@ def _type_name(v: object) -> str:
 class _Records:
     """One section's records, named and de-duplicated by id."""
 
-    def __init__(self, coco: dict[str, Any], key: str, label: str, problems: list[str]) -> None:
+    def __init__(self, coco: Record, key: str, label: str, problems: list[str]) -> None:
         self.key, self.label, self.problems = key, label, problems
-        self.by_id: dict[int, dict[str, Any]] = {}
+        self.by_id: dict[int, Record] = {}
         raw = coco.get(key)
-        self.items: list[tuple[str, dict[str, Any]]] = []
+        self.items: list[tuple[str, Record]] = []
         if raw is None:
             problems.append(f"annotations.json: '{key}' is missing (a list of records)")
             return
@@ -71,7 +72,7 @@ class _Records:
             self.by_id[rid] = rec
             self.items.append((name, rec))
 
-    def __iter__(self) -> Iterator[tuple[str, dict[str, Any]]]:
+    def __iter__(self) -> Iterator[tuple[str, Record]]:
         return iter(self.items)
 
 
@@ -93,7 +94,7 @@ def validate_coco(coco: object, root: Path | None = None) -> list[str]:
     return problems
 
 
-def _check_query(name: str, c: dict[str, Any], problems: list[str]) -> None:
+def _check_query(name: str, c: Record, problems: list[str]) -> None:
     label = c.get("name")
     if not isinstance(label, str) or not label.strip():
         problems.append(f"{name}: 'name' must be a non-empty string, not {label!r}")
@@ -130,7 +131,7 @@ def _check_query(name: str, c: dict[str, Any], problems: list[str]) -> None:
 
 
 def _list_field(
-    rec: dict[str, Any], key: str, what: str, name: str, problems: list[str]
+    rec: Record, key: str, what: str, name: str, problems: list[str]
 ) -> list[object] | None:
     """``rec[key]`` when it is a list; None when it is absent, or not a list (a problem)."""
     value = rec.get(key)
@@ -152,7 +153,7 @@ def _members(
 
 
 def _check_image(
-    name: str, im: dict[str, Any], queries: dict[int, dict[str, Any]], root: Path | None, problems: list[str]
+    name: str, im: Record, queries: dict[int, Record], root: Path | None, problems: list[str]
 ) -> None:
     fn = im.get("file_name")
     if not isinstance(fn, str) or not fn.strip():
@@ -185,7 +186,7 @@ def _check_image(
 
 
 def _check_annotation(
-    name: str, a: dict[str, Any], images: dict[int, dict[str, Any]], queries: dict[int, dict[str, Any]],
+    name: str, a: Record, images: dict[int, Record], queries: dict[int, Record],
     problems: list[str],
 ) -> None:
     im = None
@@ -201,7 +202,7 @@ def _check_annotation(
         problems.append(f"{name}: 'category_id' must be an integer (a query id), not {qid!r}")
     elif qid not in queries:
         problems.append(f"{name}: unknown query (category) id {qid}")
-    elif im is not None and isinstance(im.get("query_ids"), list) and qid not in im["query_ids"]:
+    elif im is not None and isinstance(qids := im.get("query_ids"), list) and qid not in qids:
         problems.append(f"{name}: query {qid} has ground truth in image {iid} but is not in its 'query_ids'")
     bbox = a.get("bbox")
     if not isinstance(bbox, list) or len(bbox) != 4 or not all(_is_num(v) for v in bbox):
@@ -210,10 +211,11 @@ def _check_annotation(
         x, y, w, h = bbox
         if w <= 0 or h <= 0:
             problems.append(f"{name}: 'bbox' {bbox} has a non-positive width or height")
-        elif im is not None and _positive_int(im.get("width")) and _positive_int(im.get("height")):
+        elif (im is not None and _positive_int(width := im.get("width"))
+              and _positive_int(height := im.get("height"))):
             tol = BOX_TOLERANCE
-            if x < -tol or y < -tol or x + w > im["width"] + tol or y + h > im["height"] + tol:
-                size = f"{im['width']}x{im['height']}"
+            if x < -tol or y < -tol or x + w > width + tol or y + h > height + tol:
+                size = f"{width}x{height}"
                 problems.append(f"{name}: 'bbox' {bbox} lies outside image {iid} ({size})")
     area = a.get("area")
     if area is not None and (not _is_num(area) or area < 0):

@@ -16,7 +16,7 @@ and the Ray driver use.
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +39,8 @@ from probench.vocabulary import (
 
 
 def offline_identity(
-    model: dict[str, Any], dataset: Dataset, *, device: str, precision: str, score_threshold: float = 0.0,
-    limit: int | None = None,
+    model: Mapping[str, object], dataset: Dataset, *, device: str, precision: str,
+    score_threshold: float = 0.0, limit: int | None = None,
 ) -> RunIdentity:
     """The identity of an offline inference run (``probench infer``, single process or Ray)."""
     return RunIdentity(

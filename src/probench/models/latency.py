@@ -26,7 +26,7 @@ during the timed runs; the preprocessing path (``device`` or ``reference``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -197,7 +197,9 @@ def load_workload(
     return workload
 
 
-def latency_identity(model: dict[str, Any], dataset: Dataset, *, device: str, precision: str) -> RunIdentity:
+def latency_identity(
+    model: Mapping[str, object], dataset: Dataset, *, device: str, precision: str
+) -> RunIdentity:
     """What a latency measurement is of (checked against the folder on the shared fields)."""
     return RunIdentity(source="offline", model=model, dataset=dataset.summary(), device=device,
                        precision=precision)

@@ -30,6 +30,8 @@ from probench.vocabulary import CocoResult
 if TYPE_CHECKING:
     import argparse
 
+    from ray import ObjectRef  # a name for the checker only: mypy skips ray (pyproject)
+
     from probench.models.base import Detector
 
 
@@ -106,7 +108,7 @@ class InferWorker:
 
     def __init__(self, model: ModelArgs, cpus: int | None = None) -> None:
         self.dataset: Dataset | None = None
-        self._dataset_ref: Any = None
+        self._dataset_ref: ObjectRef | None = None
         self.error: BaseException | None = None
         t0 = time.perf_counter()
         try:
@@ -127,7 +129,7 @@ class InferWorker:
                     torch_threads=torch.get_num_threads() if torch is not None else None)  # fmt: skip
         return info
 
-    def _dataset(self, dataset: Dataset | list[Any]) -> Dataset:
+    def _dataset(self, dataset: Dataset | list[ObjectRef]) -> Dataset:
         if isinstance(dataset, Dataset):
             return dataset
         ref = dataset[0]
@@ -138,7 +140,7 @@ class InferWorker:
         return self.dataset
 
     def run_chunk(
-        self, dataset: Dataset | list[Any], formulation: str, items: Sequence[tuple[int, bytes]]
+        self, dataset: Dataset | list[ObjectRef], formulation: str, items: Sequence[tuple[int, bytes]]
     ) -> Iterator[tuple[int, list[CocoResult], float]]:
         """``(image_id, results, seconds)`` per image, in order, each as soon as it is done.
         ``dataset``: the dataset itself, or ``[ref]`` to it in Ray's object store."""
