@@ -36,29 +36,22 @@ if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transforme
     from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
     from transformers.image_processing_utils import BaseImageProcessor
 
+
+def _tower(hidden: int, heads: int, layers: int = 12, **extra: int) -> dict[str, int]:
+    """A CLIP transformer tower's config (the MLP is 4 x hidden wide in every OWL checkpoint)."""
+    return {"hidden_size": hidden, "intermediate_size": 4 * hidden, "num_hidden_layers": layers,
+            "num_attention_heads": heads, **extra}
+
+
+_TEXT_B = _tower(512, 8, max_position_embeddings=16)
 # Real-size configs (from the checkpoints' config.json), used for random_weights builds.
 REAL_CONFIGS: dict[str, dict[str, Any]] = {
-    "owlv2-b": {
-        "text_config": {"hidden_size": 512, "intermediate_size": 2048, "num_hidden_layers": 12,
-                        "num_attention_heads": 8, "max_position_embeddings": 16},
-        "vision_config": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
-                          "num_attention_heads": 12, "image_size": 960, "patch_size": 16},
-        "projection_dim": 512,
-    },
-    "owlv2-l": {
-        "text_config": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
-                        "num_attention_heads": 12, "max_position_embeddings": 16},
-        "vision_config": {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
-                          "num_attention_heads": 16, "image_size": 1008, "patch_size": 14},
-        "projection_dim": 768,
-    },
-    "owlvit": {
-        "text_config": {"hidden_size": 512, "intermediate_size": 2048, "num_hidden_layers": 12,
-                        "num_attention_heads": 8, "max_position_embeddings": 16},
-        "vision_config": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
-                          "num_attention_heads": 12, "image_size": 768, "patch_size": 32},
-        "projection_dim": 512,
-    },
+    "owlv2-b": {"text_config": _TEXT_B, "vision_config": _tower(768, 12, image_size=960, patch_size=16),
+                "projection_dim": 512},
+    "owlv2-l": {"text_config": _tower(768, 12, max_position_embeddings=16),
+                "vision_config": _tower(1024, 16, 24, image_size=1008, patch_size=14), "projection_dim": 768},
+    "owlvit": {"text_config": _TEXT_B, "vision_config": _tower(768, 12, image_size=768, patch_size=32),
+               "projection_dim": 512},
 }
 
 TINY_IMAGE = 64
