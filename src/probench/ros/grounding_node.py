@@ -192,7 +192,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             self.get_logger().error(f"model refused prompts, previous stay active: {exc}")
             return False
         header = Header(stamp=stamp, frame_id="")
-        self._pub_labels.publish(convert.prompts_to_label_info(prompts, header, self.config.score_threshold))
+        self._pub_labels.publish(convert.label_info_to_cdr(prompts, header, self.config.score_threshold))
         return True
 
     # -- images -------------------------------------------------------------------------
