@@ -247,7 +247,7 @@ def open_run(
     formulations: Sequence[str] = (),
     overwrite: bool = False,
     timing_key: str = "run_s",
-    extra: Mapping[str, Any] | None = None,
+    extra: Mapping[str, object] | None = None,
 ) -> RunSession:
     """Create or resume the run folder at ``path`` for ``identity`` (module doc); writes
     ``run.json`` with status ``running`` and returns the session. ``formulations`` asked by

@@ -84,7 +84,7 @@ def _num(value: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
-def _diagnostics_json(view: NodeView) -> dict[str, Any] | None:
+def _diagnostics_json(view: NodeView) -> dict[str, object] | None:
     d = view.diagnostics
     if d is None:
         return None
@@ -141,7 +141,7 @@ class Console:
                        "prompts": MAX_PROMPTS}
 
     # -- state -------------------------------------------------------------------------
-    def state(self) -> dict[str, Any]:
+    def state(self) -> dict[str, object]:
         view = self.bridge.view()
         dets = sorted(view.detections, key=lambda d: -d.score)[:MAX_LISTED]
         frame = self.bridge.latest_frame()

@@ -11,7 +11,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from probench.errors import UsageError
 from probench.models.spec import RUNTIMES
@@ -81,7 +81,7 @@ def check_paths(args: argparse.Namespace) -> Path:
     return out
 
 
-def requested_model(args: argparse.Namespace) -> dict[str, Any]:
+def requested_model(args: argparse.Namespace) -> dict[str, object]:
     """The run's model record from the flags alone (the registry's, before any load)."""
     from probench.models.zoo import model_record
 

@@ -22,7 +22,7 @@ device tensor; ``reference`` is the processor.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -52,7 +52,7 @@ def task_prompt(prompts: tuple[str, ...]) -> str:
     return f"Detect {', '.join(prompts)}."
 
 
-def _tiny_config(vocab: int, pad_id: int, bos: int, eos: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def _tiny_config(vocab: int, pad_id: int, bos: int, eos: int) -> tuple[dict[str, object], dict[str, object]]:
     # The text width must equal class_embed_dim and differ from the decoder width (32), as in
     # the real model (512 vs 256): transformers only builds the task projection then.
     text = {"model_type": "clip_text_model", "hidden_size": 48, "intermediate_size": 37,
@@ -73,7 +73,7 @@ def _tiny_config(vocab: int, pad_id: int, bos: int, eos: int) -> tuple[dict[str,
     return cfg, timm_kwargs
 
 
-def _real_config(vocab: int, pad_id: int, bos: int, eos: int) -> dict[str, Any]:
+def _real_config(vocab: int, pad_id: int, bos: int, eos: int) -> dict[str, object]:
     # The checkpoint's config.json: transformers' defaults are this checkpoint (Swin-T timm
     # backbone, CLIP ViT-B/32-size text tower, 900 queries, 640 px).
     text = {"model_type": "clip_text_model", "vocab_size": max(vocab, 49408), "pad_token_id": pad_id,

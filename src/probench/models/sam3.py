@@ -27,7 +27,7 @@ benchmark scores boxes.
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -60,7 +60,7 @@ def _classes(spec: ModelSpec) -> tuple[type[PretrainedConfig], type[PreTrainedMo
     return tf.Sam3Config, tf.Sam3Model
 
 
-def _tiny_config(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
+def _tiny_config(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> dict[str, object]:
     backbone = {"model_type": "sam3_vit_model", "hidden_size": 32, "num_hidden_layers": 2,
                 "num_attention_heads": 2, "intermediate_size": 64, "image_size": TINY_IMAGE,
                 "patch_size": 14, "window_size": 4, "global_attn_indexes": [1]}
@@ -83,7 +83,7 @@ def _tiny_config(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> dict[st
     }
 
 
-def _real_config(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
+def _real_config(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> dict[str, object]:
     # transformers' defaults are the published architectures (ViT-H/14 at 1008 px, DETR
     # encoder/decoder, mask decoder). The text tower is spelled out: a partial dict would be
     # completed with plain CLIP defaults, not SAM3's.

@@ -63,7 +63,7 @@ class Cluster:
         return (f"{kind}: {len(self.nodes)} node(s) ({', '.join(n['ip'] for n in self.nodes)}), "
                 f"{self.cpus:g} CPU, {self.gpus:g} GPU")  # fmt: skip
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, object]:
         return {"address": self.address, "local": self.local, "nodes": [n["ip"] for n in self.nodes],
                 "cpus": self.cpus, "gpus": self.gpus}  # fmt: skip
 

@@ -23,7 +23,7 @@ import re
 import socket
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -272,7 +272,8 @@ def _latency_on_ray(
 
 
 def _timed(
-    steps: list[Step], model: str, name: str, complete: bool, action: Any, previous: dict[str, Any]
+    steps: list[Step], model: str, name: str, complete: bool, action: Callable[[Step], None],
+    previous: dict[str, Any],
 ) -> None:
     step = Step(model, name)
     steps.append(step)
@@ -369,7 +370,10 @@ def run_sweep(cfg: SweepConfig, dataset: Dataset) -> dict[str, Any]:
 
 def _model_steps(model: _Model, steps: list[Step], previous: dict[str, Any]) -> None:
     """infer, latency, score of one model; a failed step ends this model's turn."""
-    plan: list[tuple[str, Any, Any]] = [("infer", model.infer_complete, model.infer)]
+    # (step name, whether it is already done, the step)
+    plan: list[tuple[str, Callable[[], bool], Callable[[Step], None]]] = [
+        ("infer", model.infer_complete, model.infer)
+    ]
     if model.cfg.latency is not None:
         plan.append(("latency", model.latency_complete, model.latency))
     plan.append(("score", model.score_complete, model.score))

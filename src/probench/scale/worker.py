@@ -47,7 +47,7 @@ class ModelArgs:
     runtime: str = "torch"
     preprocess: str = "device"
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, object]:
         from probench.models.zoo import model_record
 
         return dict(model_record(self.name, weights=self.weights, random_weights=self.random_weights,
