@@ -26,7 +26,6 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from importlib import resources
-from typing import Any
 
 import numpy as np
 from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
@@ -75,8 +74,10 @@ def encode_jpeg(rgb: np.ndarray, quality: int = 80, max_width: int = 1280) -> by
     return buf.tobytes()
 
 
-def _num(value: Any) -> float | None:
+def _num(value: float | str | None) -> float | None:
     """A finite float from a diagnostics value, else None (JSON has no NaN)."""
+    if value is None:
+        return None
     try:
         out = float(value)
     except (TypeError, ValueError):
