@@ -154,8 +154,10 @@ def detections_to_cdr(
     prompts: Sequence[str],
     *,
     max_detections: int | None = None,
+    track_ids: np.ndarray | None = None,
 ) -> bytes:
-    """:func:`detections_to_msg`, serialized (``vision_msgs/Detection2DArray`` CDR bytes)."""
+    """:func:`detections_to_msg`, serialized (``vision_msgs/Detection2DArray`` CDR bytes);
+    ``track_ids`` (aligned with ``detections``, -1: none) go into each Detection2D.id."""
     order = top_order(detections, max_detections)
     xyxy = detections.xyxy[order]
     pidx = checked_prompt_index(detections, order, prompts)
@@ -175,6 +177,8 @@ def detections_to_cdr(
         boxes[:, 4] = xyxy[:, 3] - xyxy[:, 1]
         bbox = [b.tobytes() for b in boxes.astype("<f8")]
         score = [struct.pack("<d", v) for v in detections.scores[order].tolist()]
+        tids = [-1] * len(order) if track_ids is None else np.asarray(track_ids)[order].tolist()
+        ids = [_cdr_string(str(t)) if t >= 0 else _EMPTY_ID for t in tids]
         for i, pi in enumerate(pidx.tolist()):
             pad = -off % 4  # Detection2D.header.stamp.sec: int32
             parts += [_PAD[pad], hdr]
@@ -183,8 +187,8 @@ def detections_to_cdr(
             label = labels[pi]
             off += pad + len(label)
             pad2 = -off % 8  # score: float64
-            parts += [_PAD[pad], label, _PAD[pad2], score[i], _POSE_BLOCK, bbox[i], _EMPTY_ID]
-            off += pad2 + 8 + len(_POSE_BLOCK) + 40 + len(_EMPTY_ID)
+            parts += [_PAD[pad], label, _PAD[pad2], score[i], _POSE_BLOCK, bbox[i], ids[i]]
+            off += pad2 + 8 + len(_POSE_BLOCK) + 40 + len(ids[i])
     return b"".join(parts)
 
 

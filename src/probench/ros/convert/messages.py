@@ -131,9 +131,11 @@ def detections_to_msg(
     prompts: Sequence[str],
     *,
     max_detections: int | None = None,
+    track_ids: np.ndarray | None = None,
 ) -> Any:
     """``vision_msgs/Detection2DArray``: the array and each detection carry ``header``; each
-    result's ``class_id`` is the prompt text, ``score`` in [0, 1]; bbox center/size in pixels.
+    result's ``class_id`` is the prompt text, ``score`` in [0, 1]; bbox center/size in pixels;
+    ``id`` the track id (``track_ids`` aligned with ``detections``; "" without one).
     With ``max_detections`` only the highest-scoring ones are kept. An empty ``detections``
     gives an empty array (still published: the evaluator counts it as an answer)."""
     m = _msgs()
@@ -151,13 +153,15 @@ def detections_to_msg(
     sy = (xyxy[:, 3] - xyxy[:, 1]).tolist()
     scores = detections.scores[order].tolist()
     labels = [prompts[i] for i in pidx.tolist()]
+    ids = ([""] * len(order) if track_ids is None
+           else [str(t) if t >= 0 else "" for t in np.asarray(track_ids)[order].tolist()])
     # Hot path (up to 100 detections per frame): the generated constructors build every
     # default sub-message (a PoseWithCovariance with 36 doubles each...), ~40 us per
     # detection; _new fills the fields directly, and the unused pose is one shared object.
     pose = _pose_default()
     new, cls = _new, m
     out.detections = [
-        new(cls.Detection2D, header=header, id="",
+        new(cls.Detection2D, header=header, id=ids[i],
             bbox=new(cls.BoundingBox2D, size_x=sx[i], size_y=sy[i],
                      center=new(cls.Pose2D, theta=0.0, position=new(cls.Point2D, x=cx[i], y=cy[i]))),
             results=[new(cls.ObjectHypothesisWithPose, pose=pose,
