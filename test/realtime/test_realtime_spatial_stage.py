@@ -11,7 +11,13 @@ import pytest
 
 from probench.detections import Detections
 from probench.realtime.grounding_worker import StampedMap
-from probench.realtime.spatial_stage import DEPTH_STAGE, TRACK_STAGE, DepthFields, SpatialSettings, SpatialStage
+from probench.realtime.spatial_stage import (
+    DEPTH_STAGE,
+    TRACK_STAGE,
+    DepthFields,
+    SpatialSettings,
+    SpatialStage,
+)
 
 MS = 1_000_000
 K = [50.0, 0, 31.5, 0, 50.0, 23.5, 0, 0, 1]

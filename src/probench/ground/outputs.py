@@ -10,6 +10,9 @@ the log time of the input frame it answers (so a viewer overlays it on that fram
   when it becomes active: class_map[i] = (i, prompt i), threshold = the score threshold;
 - ``P/debug_image/compressed`` (sensor_msgs/CompressedImage, jpeg): the annotated frame;
 - ``P/dropped`` (std_msgs/Header, ``--realtime`` only): the header of each dropped frame;
+- ``P/detections_3d`` (vision_msgs/Detection3DArray, RGB-D bags only): one per input frame,
+  with its header, as the node's ``detections_3d`` (empty when the frame got no 3D);
+- with ``--track``, Detection2D.id / Detection3D.id carry the track ids;
 - with ``--keep-images``: the image topic (and the prompt topic) as recorded.
 
 All files are built out of sight and moved into place only when the run succeeds.
@@ -31,13 +34,15 @@ from probench.ground.errors import GroundError
 from probench.ground.frames import Grounded
 from probench.ground.replay import SHORT_REASONS
 from probench.ground.video import VideoSink
+from probench.msgs.spatial import DETECTION_3D_ARRAY, SPATIAL_TYPES, detections_3d_message
+from probench.spatial.depth import Detections3D
 
 DETECTIONS_MSGTYPE = "vision_msgs/msg/Detection2DArray"
 LABEL_INFO_MSGTYPE = "vision_msgs/msg/LabelInfo"
 HEADER_MSGTYPE = "std_msgs/msg/Header"
 
 
-def output_topics(prefix: str, realtime: bool) -> dict[str, str]:
+def output_topics(prefix: str, realtime: bool, depth: bool = False) -> dict[str, str]:
     """Output topic -> message type."""
     topics = {
         f"{prefix}/detections": DETECTIONS_MSGTYPE,
@@ -46,6 +51,8 @@ def output_topics(prefix: str, realtime: bool) -> dict[str, str]:
     }
     if realtime:
         topics[f"{prefix}/dropped"] = HEADER_MSGTYPE
+    if depth:
+        topics[f"{prefix}/detections_3d"] = DETECTION_3D_ARRAY
     return topics
 
 
@@ -64,7 +71,7 @@ def annotate(item: Grounded) -> np.ndarray:
     from probench.viz import draw_detections
 
     bgr = cv2.cvtColor(np.ascontiguousarray(item.rgb), cv2.COLOR_RGB2BGR)
-    out = draw_detections(bgr, item.detections, item.prompts, bgr=True)
+    out = draw_detections(bgr, item.detections, item.prompts, bgr=True, extras=spatial_labels(item))
     if item.dropped:
         h, w = out.shape[:2]
         scale = max(0.35, min(h, w) / 700)
@@ -76,9 +83,32 @@ def annotate(item: Grounded) -> np.ndarray:
     return out
 
 
+def spatial_labels(item: Grounded) -> list[str] | None:
+    """Per detection: ``#<track id>`` and the distance ``2.41 m`` where known; None without either."""
+    if item.track_ids is None and item.d3 is None:
+        return None
+    n = len(item.detections)
+    ids = item.track_ids if item.track_ids is not None else np.full(n, -1)
+    dist: dict[int, float] = {}
+    if item.d3 is not None:
+        dist = dict(zip(item.d3.index.tolist(), item.d3.distance.tolist(), strict=True))
+    return [" ".join(([f"#{ids[i]}"] if ids[i] >= 0 else []) + ([f"{dist[i]:.2f} m"] if i in dist else []))
+            for i in range(n)]
+
+
+def _spatial_record(item: Grounded, i: int, xyz: dict[int, list[float]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if item.track_ids is not None:
+        out["track_id"] = int(item.track_ids[i]) if item.track_ids[i] >= 0 else None
+    if item.d3 is not None:
+        out["xyz_m"] = xyz.get(i)
+    return out
+
+
 def jsonl_record(item: Grounded) -> dict[str, Any]:
     """One line of ``--jsonl``."""
     dets = item.detections
+    xyz = {} if item.d3 is None else dict(zip(item.d3.index.tolist(), item.d3.centre.tolist(), strict=True))
     return {
         "frame": item.frame.index,
         "t_ns": item.frame.t_ns,
@@ -92,8 +122,8 @@ def jsonl_record(item: Grounded) -> dict[str, Any]:
         "timings_ms": item.timings_ms,
         "detections": [
             {"class_id": item.prompts[int(pi)], "prompt_index": int(pi), "score": float(s),
-             "box_xyxy": [float(v) for v in box]}
-            for box, s, pi in zip(dets.xyxy, dets.scores, dets.prompt_index, strict=True)
+             "box_xyxy": [float(v) for v in box], **_spatial_record(item, i, xyz)}
+            for i, (box, s, pi) in enumerate(zip(dets.xyxy, dets.scores, dets.prompt_index, strict=True))
         ],
     }
 
@@ -114,6 +144,7 @@ class GroundOutputs:
         overwrite: bool = False,
         jpeg_quality: int = 85,
         score_threshold: float = 0.0,
+        depth: bool = False,
     ) -> None:
         from probench.bags.staged import StagedBagWriter
         from probench.bags.typestore import vision_typestore
@@ -127,7 +158,7 @@ class GroundOutputs:
         self._jsonl: IO[str] | None = None
         self.video: VideoSink | None = None
         try:
-            names = output_topics(prefix, realtime)
+            names = output_topics(prefix, realtime, depth)
             self._conn = {
                 name.removeprefix(prefix): self._bag.add_topic(
                     name, msgtype, self.ts, qos=[_transient_local()] if msgtype == LABEL_INFO_MSGTYPE else ()
@@ -150,6 +181,11 @@ class GroundOutputs:
 
         t = item.frame.t_ns
         self._bag.write(self._conn["/detections"], t, item.detections_cdr)
+        if "/detections_3d" in self._conn:
+            est = item.d3 if item.d3 is not None else Detections3D.empty()
+            types = {name: self.ts.types[name] for name in SPATIAL_TYPES}
+            msg3 = detections_3d_message(types, est, item.detections, self._header(item.header), item.prompts)
+            self._bag.write(self._conn["/detections_3d"], t, self.ts.serialize_cdr(msg3, DETECTION_3D_ARRAY))
         if item.dropped:
             self._bag.write(self._conn["/dropped"], t, self.ts.serialize_cdr(self._header(item.header),
                                                                              HEADER_MSGTYPE))

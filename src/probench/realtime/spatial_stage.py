@@ -31,7 +31,6 @@ from probench.spatial.tracking import PromptTrackers
 
 TRACK_STAGE = "track"
 DEPTH_STAGE = "depth_3d"
-_DEPTH_BUFFER = 8  # depth images kept while their colour frame is awaited
 
 
 @dataclass(frozen=True)
@@ -40,6 +39,8 @@ class SpatialSettings:
     tracking: bool
     tolerance_s: float = 0.02
     min_depth_pixels: int = 50
+    wait_s: float | None = None  # longest wait for a frame's depth; None: tolerance_s
+    depth_buffer: int = 8  # depth images kept while their colour frame is awaited
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class SpatialStage:
     def __init__(self, settings: SpatialSettings) -> None:
         self.settings = settings
         self.trackers = PromptTrackers() if settings.tracking else None
-        self.depth_frames: StampedMap[DepthFields] = StampedMap(capacity=_DEPTH_BUFFER)
+        self.depth_frames: StampedMap[DepthFields] = StampedMap(capacity=settings.depth_buffer)
         self._lock = threading.Lock()
         self._k: Intrinsics | None = None
         self._k_problem = "no CameraInfo received yet"
@@ -79,7 +80,7 @@ class SpatialStage:
         except IntrinsicsError as exc:
             with self._lock:
                 self._k, self._k_problem = None, f"CameraInfo unusable: {exc}"
-            return self._once(self._k_problem)
+            return self.once(self._k_problem)
         with self._lock:
             self._k, self._k_problem = intr, ""
         return None
@@ -99,7 +100,8 @@ class SpatialStage:
         if not self.settings.depth:
             return None, 0.0, None
         tol_ns = int(self.settings.tolerance_s * 1e9)
-        depth = self.depth_frames.take(stamp_ns, wait_s=self.settings.tolerance_s, tolerance_ns=tol_ns)
+        wait_s = self.settings.tolerance_s if self.settings.wait_s is None else self.settings.wait_s
+        depth = self.depth_frames.take(stamp_ns, wait_s=wait_s, tolerance_ns=tol_ns)
         t0 = time.perf_counter()
         with self._lock:
             k, k_problem = self._k, self._k_problem
@@ -133,9 +135,10 @@ class SpatialStage:
 
     def _wait(self, why: str) -> str | None:
         self.waiting = why
-        return self._once(why)
+        return self.once(why)
 
-    def _once(self, why: str) -> str | None:
+    def once(self, why: str) -> str | None:
+        """``why`` the first time it is said, else None (one log line per reason)."""
         with self._lock:
             if why in self._said:
                 return None
