@@ -29,7 +29,7 @@ from probench.spatial.errors import DepthEncodingError, IntrinsicsError, Spatial
 
 DEPTH_ENCODINGS: dict[str, tuple[np.dtype[Any], float]] = {
     "16UC1": (np.dtype("<u2"), 0.001), "mono16": (np.dtype("<u2"), 0.001), "32FC1": (np.dtype("<f4"), 1.0)}
-MAX_SAMPLES = 1024  # per box: a larger box is read on a regular grid of about this many pixels
+GRID = 16  # each box is read on a GRID x GRID lattice of its pixels
 GAP_REL = 0.05  # a jump of more than 5% of the depth between sorted depths starts a new cluster
 SPREAD_PERCENTILES = (5.0, 95.0)
 
@@ -148,81 +148,85 @@ class Detections3D:
         return out
 
 
+def robust_depths(values: np.ndarray, gap_rel: float = GAP_REL) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of ``values`` (N, S) in metres, NaN/inf/<=0 invalid: (depth, spread, cluster
+    size), each (N,). A row's valid depths are sorted and split into clusters where they jump
+    by more than ``gap_rel`` of the depth; the depth is the median of the largest cluster
+    (ties go to the nearer), the spread its 5th-95th percentile range. A row without a valid
+    value gets depth NaN and size 0. One pass over all rows (no Python loop)."""
+    vals = np.where(np.isfinite(values) & (values > 0), values, np.inf).astype(np.float64, copy=False)
+    n, m = vals.shape
+    v = np.sort(vals, axis=1)  # invalid (inf) last
+    counts = np.isfinite(v).sum(axis=1)
+    cid = np.zeros((n, m), np.int64)
+    with np.errstate(invalid="ignore"):  # inf - inf
+        np.cumsum(np.diff(v, axis=1) > gap_rel * v[:, 1:], axis=1, out=cid[:, 1:])
+    valid = np.arange(m)[None, :] < counts[:, None]
+    flat = (np.arange(n)[:, None] * m + cid)[valid]
+    sizes = np.bincount(flat, minlength=n * m).reshape(n, m)
+    best = sizes.argmax(axis=1)  # the first (nearest) of equal clusters
+    rows = np.arange(n)
+    size = sizes[rows, best]
+    start = (cid == best[:, None]).argmax(axis=1)
+    last = np.maximum(size - 1, 0)
+    depth = 0.5 * (v[rows, start + last // 2] + v[rows, start + (last + 1) // 2])
+    lo, hi = (v[rows, start + np.floor(p / 100.0 * last + 0.5).astype(np.int64)] for p in SPREAD_PERCENTILES)
+    empty = size == 0
+    depth[empty] = np.nan
+    with np.errstate(invalid="ignore"):  # rows without a valid value: inf - inf
+        spread = np.where(empty, 0.0, hi - lo)
+    return depth, spread, size
+
+
 def robust_depth(values: np.ndarray, gap_rel: float = GAP_REL) -> tuple[float, float, int] | None:
-    """(depth, spread, cluster size) of valid depths in metres: the median of the largest
-    cluster (sorted depths split where they jump by more than ``gap_rel`` of the depth;
-    ties go to the nearer cluster), spread = 5th-95th percentile of that cluster."""
-    if values.size == 0:
+    """:func:`robust_depths` of one set of depths, or None when none is valid."""
+    if np.size(values) == 0:
         return None
-    v = np.sort(values)
-    cuts = np.flatnonzero(np.diff(v) > gap_rel * v[1:]) + 1
-    if cuts.size:
-        bounds = np.concatenate(([0], cuts, [v.size]))
-        k = int(np.argmax(np.diff(bounds)))
-        v = v[bounds[k]: bounds[k + 1]]
-    n = v.size
-    depth = float(v[n // 2]) if n % 2 else float(0.5 * (v[n // 2 - 1] + v[n // 2]))
-    lo, hi = (v[min(n - 1, int(p / 100.0 * (n - 1) + 0.5))] for p in SPREAD_PERCENTILES)
-    return depth, float(hi - lo), n
-
-
-def _valid(crop: np.ndarray, scale: float) -> np.ndarray:
-    if crop.dtype.kind == "u":
-        out: np.ndarray = crop[crop > 0].astype(np.float32) * np.float32(scale)
-        return out
-    vals: np.ndarray = crop[np.isfinite(crop) & (crop > 0)]
-    return vals * np.float32(scale) if scale != 1.0 else vals
+    depth, spread, size = robust_depths(np.asarray(values, dtype=np.float64).reshape(1, -1), gap_rel)
+    return None if size[0] == 0 else (float(depth[0]), float(spread[0]), int(size[0]))
 
 
 def estimate_3d(dets: Detections, depth: DepthImage, k: Intrinsics, min_pixels: int = 50,
-                track_ids: np.ndarray | None = None, max_samples: int = MAX_SAMPLES) -> Detections3D:
+                track_ids: np.ndarray | None = None, grid: int = GRID) -> Detections3D:
     """One 3D estimate per detection with at least ``min_pixels`` valid depth pixels inside
-    its box (its mask when the detections have masks). The depth image must have the
-    intrinsics' size (registered to the colour image): a mismatch is a :class:`SpatialError`."""
+    its box (its mask when the detections have masks). Each box is read on a ``grid`` x
+    ``grid`` lattice of pixels (every box at once); its count of valid pixels is the valid
+    share of the lattice times the box area. The depth image must have the intrinsics' size
+    (registered to the colour image): a mismatch is a :class:`SpatialError`."""
     h, w = depth.shape
     if (h, w) != (k.height, k.width):
         raise SpatialError(f"depth image is {w}x{h} but CameraInfo says {k.width}x{k.height}")
     n = len(dets)
     if n == 0:
         return Detections3D.empty()
-    boxes = np.empty((n, 4), np.int64)
-    boxes[:, :2] = np.floor(dets.xyxy[:, :2])
-    boxes[:, 2:] = np.ceil(dets.xyxy[:, 2:])
-    boxes[:, [0, 2]] = boxes[:, [0, 2]].clip(0, w)
-    boxes[:, [1, 3]] = boxes[:, [1, 3]].clip(0, h)
-    areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    strides = np.maximum(1, np.ceil(np.sqrt(areas / max_samples))).astype(np.int64)
-    masks = dets.masks if dets.masks is not None and dets.masks.shape[1:] == (h, w) else None
-    data, scale = depth.data, depth.scale
-    keep: list[int] = []
-    zs = np.empty(n)
-    spreads = np.empty(n)
-    for i in range(n):
-        x1, y1, x2, y2 = (int(b) for b in boxes[i])
-        s = int(strides[i])
-        if x2 <= x1 or y2 <= y1:
-            continue
-        crop = data[y1:y2:s, x1:x2:s]
-        if masks is not None:
-            crop = crop[masks[i, y1:y2:s, x1:x2:s]]
-        vals = _valid(crop, scale)
-        if vals.size * s * s < min_pixels:
-            continue
-        est = robust_depth(vals)
-        if est is None:
-            continue
-        zs[i], spreads[i] = est[0], est[1]
-        keep.append(i)
-    if not keep:
+    x1 = np.floor(dets.xyxy[:, 0]).clip(0, w)
+    y1 = np.floor(dets.xyxy[:, 1]).clip(0, h)
+    x2 = np.ceil(dets.xyxy[:, 2]).clip(0, w)
+    y2 = np.ceil(dets.xyxy[:, 3]).clip(0, h)
+    t = (np.arange(grid) + 0.5) / grid
+    xs = (x1[:, None] + t[None, :] * (x2 - x1)[:, None]).astype(np.int64).clip(0, w - 1)  # (n, grid)
+    ys = (y1[:, None] + t[None, :] * (y2 - y1)[:, None]).astype(np.int64).clip(0, h - 1)
+    raw = depth.data[ys[:, :, None], xs[:, None, :]].reshape(n, -1)
+    metres = raw.astype(np.float32) * np.float32(depth.scale)
+    if raw.dtype.kind == "u":
+        metres[raw == 0] = np.nan
+    if dets.masks is not None and dets.masks.shape[1:] == (h, w):
+        inside = dets.masks[np.arange(n)[:, None, None], ys[:, :, None], xs[:, None, :]].reshape(n, -1)
+        metres[~inside] = np.nan
+    z_all, spread_all, _ = robust_depths(metres)
+    valid_share = (np.isfinite(metres) & (metres > 0)).mean(axis=1)
+    area = (x2 - x1) * (y2 - y1)
+    ok = (area > 0) & np.isfinite(z_all) & (valid_share * area >= min_pixels - 1e-9)
+    idx = np.flatnonzero(ok)
+    if not len(idx):
         return Detections3D.empty(without_depth=n)
-    idx = np.asarray(keep, np.int64)
-    z = zs[idx]
+    z = z_all[idx]
     xyxy = dets.xyxy[idx]
     u = 0.5 * (xyxy[:, 0] + xyxy[:, 2])
     v = 0.5 * (xyxy[:, 1] + xyxy[:, 3])
     centre = np.stack([(u - k.cx) * z / k.fx, (v - k.cy) * z / k.fy, z], axis=1)
     size = np.stack([(xyxy[:, 2] - xyxy[:, 0]) * z / k.fx, (xyxy[:, 3] - xyxy[:, 1]) * z / k.fy,
-                     spreads[idx]], axis=1)
+                     spread_all[idx]], axis=1)
     ids = (np.full(len(idx), -1, np.int64) if track_ids is None
            else np.asarray(track_ids, np.int64).reshape(-1)[idx])
     return Detections3D(centre, size, idx, ids, without_depth=n - len(idx))
