@@ -195,3 +195,30 @@ def test_depth_never_arriving_mismatched_size_and_bad_encoding(peer) -> None:
     vals = t.last_diag_values()
     assert int(vals["frames_without_depth"]) >= 1 and int(vals["depth_errors"]) >= 1
     assert node.proc.poll() is None and "Traceback" not in out
+
+
+def test_console_shows_track_ids_and_distances(peer) -> None:
+    from probench.ros.console_bridge import RosConsoleBridge
+
+    node, t = peer
+    t.send_info(K)
+    bridge = RosConsoleBridge("/grounding_node", domain_id=t.ctx.get_domain_id())
+    try:
+        items = ()
+        for sec in range(40, 80):  # until the bridge has matched the node's topics
+            t.send_depth(sec, FLAT)
+            t.send_image(image(), t.header(sec))
+            t.spin_for(0.15)
+            items = bridge.view().detections
+            if len(items) == 2 and all(d.track_id and d.distance_m is not None for d in items):
+                break
+        assert len(items) == 2, node.output()[-2000:]
+        boxes = _expected_boxes()
+        for d in items:
+            i = PROMPTS.index(d.label)
+            u, v = (boxes[i, 0] + boxes[i, 2]) / 2, (boxes[i, 1] + boxes[i, 3]) / 2
+            xyz = np.array([(u - CX) * 2.0 / FX, (v - CY) * 2.0 / FX, 2.0])
+            assert d.distance_m == pytest.approx(float(np.linalg.norm(xyz)))
+            assert d.track_id.isdigit() and d.extra() == f"#{d.track_id} {d.distance_m:.2f} m"
+    finally:
+        bridge.close()
