@@ -38,6 +38,9 @@ class PromptTrackers:
     """One ByteTrack per prompt text; :meth:`update` gives a frame's detections their ids."""
 
     def __init__(self, settings: TrackerSettings | None = None) -> None:
+        import supervision  # noqa: F401 - imported here (about 2 s cold), not on the first tracked frame
+        import trackers  # noqa: F401
+
         self.settings = settings or TrackerSettings()
         self._trackers: dict[str, object] = {}
         self._ids: dict[str, dict[int, int]] = {}  # prompt -> its tracker's id -> node-wide id
