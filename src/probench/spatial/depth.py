@@ -154,12 +154,11 @@ def robust_depths(values: np.ndarray, gap_rel: float = GAP_REL) -> tuple[np.ndar
     by more than ``gap_rel`` of the depth; the depth is the median of the largest cluster
     (ties go to the nearer), the spread its 5th-95th percentile range. A row without a valid
     value gets depth NaN and size 0. One pass over all rows (no Python loop)."""
-    vals = np.where(np.isfinite(values) & (values > 0), values, np.inf).astype(np.float64, copy=False)
-    n, m = vals.shape
-    v = np.sort(vals, axis=1)  # invalid (inf) last
-    counts = np.isfinite(v).sum(axis=1)
-    cid = np.zeros((n, m), np.int64)
-    with np.errstate(invalid="ignore"):  # inf - inf
+    with np.errstate(invalid="ignore"):
+        v = np.sort(np.where(values > 0, values, np.nan), axis=1)  # invalid (NaN, inf) last
+        counts = np.isfinite(v).sum(axis=1)
+        n, m = v.shape
+        cid = np.zeros((n, m), np.int64)
         np.cumsum(np.diff(v, axis=1) > gap_rel * v[:, 1:], axis=1, out=cid[:, 1:])
     valid = np.arange(m)[None, :] < counts[:, None]
     flat = (np.arange(n)[:, None] * m + cid)[valid]
@@ -169,12 +168,12 @@ def robust_depths(values: np.ndarray, gap_rel: float = GAP_REL) -> tuple[np.ndar
     size = sizes[rows, best]
     start = (cid == best[:, None]).argmax(axis=1)
     last = np.maximum(size - 1, 0)
-    depth = 0.5 * (v[rows, start + last // 2] + v[rows, start + (last + 1) // 2])
+    depth = 0.5 * (v[rows, start + last // 2].astype(np.float64) + v[rows, start + (last + 1) // 2])
     lo, hi = (v[rows, start + np.floor(p / 100.0 * last + 0.5).astype(np.int64)] for p in SPREAD_PERCENTILES)
     empty = size == 0
     depth[empty] = np.nan
     with np.errstate(invalid="ignore"):  # rows without a valid value: inf - inf
-        spread = np.where(empty, 0.0, hi - lo)
+        spread = np.where(empty, 0.0, hi.astype(np.float64) - lo)
     return depth, spread, size
 
 
@@ -210,11 +209,14 @@ def estimate_3d(dets: Detections, depth: DepthImage, k: Intrinsics, min_pixels: 
     metres = raw.astype(np.float32) * np.float32(depth.scale)
     if raw.dtype.kind == "u":
         metres[raw == 0] = np.nan
+    else:
+        metres[~np.isfinite(metres)] = np.nan  # inf is no depth either
     if dets.masks is not None and dets.masks.shape[1:] == (h, w):
         inside = dets.masks[np.arange(n)[:, None, None], ys[:, :, None], xs[:, None, :]].reshape(n, -1)
         metres[~inside] = np.nan
     z_all, spread_all, _ = robust_depths(metres)
-    valid_share = (np.isfinite(metres) & (metres > 0)).mean(axis=1)
+    with np.errstate(invalid="ignore"):
+        valid_share = (metres > 0).mean(axis=1)
     area = (x2 - x1) * (y2 - y1)
     ok = (area > 0) & np.isfinite(z_all) & (valid_share * area >= min_pixels - 1e-9)
     idx = np.flatnonzero(ok)
