@@ -4,11 +4,11 @@ estimation and tracking, at 640x480 with 50 detections (5 prompts x 10 boxes).
 Each frame: the depth image (16UC1, the serialized message's bytes, 1% noise, 30% holes)
 is put into the node's stamp map and taken back for its colour frame (pairing), read and
 turned into 50 3D estimates (``estimate_3d``), and the 50 boxes, moving back and forth 2 px
-a frame, are tracked (one ByteTrack per prompt, 10 tracks each). Baseline, in the same process and interleaved frame by
-frame so machine load hits both alike: the node's decode of the same frame's 640x480 bgr8
-Image message (``rgb_from_cdr``), a cost every frame pays already. Printed: medians (ms) of
-each stage, their total, and the total's ratio to the baseline; the target is a total of
-1 ms or less.
+a frame, are tracked (one ByteTrack per prompt, 10 tracks each; for comparison also all 50
+in one tracker). Baseline, in the same process and interleaved frame by frame so machine
+load hits both alike: the node's decode of the same frame's 640x480 bgr8 Image message
+(``rgb_from_cdr``), a cost every frame pays already. Printed: medians (ms) of each stage,
+their total, and the total's ratio to the baseline; the target is a total of 1 ms or less.
 
     python bench/bench_spatial.py                 # 300 frames
     python bench/bench_spatial.py --frames 1000
