@@ -84,32 +84,20 @@ def test_3d_centres_and_stable_ids_from_a_recorded_rgbd_bag(tmp_path: Path, enco
     assert stored["coverage_3d"] == 1.0
 
 
+def _cup(ground, bag: Path, out: Path, *extra: object) -> tuple[int, str, str]:
+    """``probench ground`` with test-instant and the prompt "a cup"."""
+    return ground("--bag", bag, "--model", "test-instant", "--prompt", "a cup", "--out", out, *extra)
+
+
 def test_cli_done_when_depth_topic_and_track(tmp_path: Path, ground) -> None:
     import cv2
 
     bag = write_rgbd_bag(tmp_path / "rgbd", n=8, skip_depth=(6,))
     out, video = tmp_path / "g", tmp_path / "g.mp4"
-    rc, stdout, err = ground(
-        "--bag",
-        bag,
-        "--model",
-        "test-instant",
-        "--prompt",
-        "a cup; a door",
-        "--depth-topic",
-        DEPTH,
-        "--camera-info-topic",
-        INFO,
-        "--track",
-        "--score-threshold",
-        "0",
-        "--min-depth-pixels",
-        "5",
-        "--out",
-        out,
-        "--video",
-        video,
-    )
+    rc, stdout, err = ground("--bag", bag, "--model", "test-instant", "--prompt", "a cup; a door",
+                             "--depth-topic", DEPTH, "--camera-info-topic", INFO, "--track",
+                             "--score-threshold", "0", "--min-depth-pixels", "5", "--out", out,
+                             "--video", video)
     assert rc == 0, err
     res = read_output(out)
     d3 = res.topics["/ground/detections_3d"]
@@ -117,9 +105,8 @@ def test_cli_done_when_depth_topic_and_track(tmp_path: Path, ground) -> None:
     ids = [[d.id for d in m.detections] for _, m in res.topics["/ground/detections"]]
     assert ids[0] == ["", ""] and all(i == ids[1] for i in ids[1:]) and all(ids[1])
     assert "no 3D output: no depth image within 0.02 s" in err and err.count("no 3D output") == 1
-    assert (
-        "id switches 0.00 per 100 frames" in stdout and "3D from " + DEPTH + ": 87.5% of detections" in stdout
-    )
+    assert "id switches 0.00 per 100 frames" in stdout
+    assert f"3D from {DEPTH}: 87.5% of detections" in stdout
     cap = cv2.VideoCapture(str(video))
     ok, frame = cap.read()
     assert ok and frame.shape == (K.height, K.width, 3)
@@ -127,89 +114,37 @@ def test_cli_done_when_depth_topic_and_track(tmp_path: Path, ground) -> None:
 
 def test_auto_detected_topics_and_a_depth_topic_is_no_camera(tmp_path: Path, ground) -> None:
     bag = write_rgbd_bag(tmp_path / "rgbd", n=3)
-    rc, stdout, err = ground(
-        "--bag", bag, "--model", "test-instant", "--prompt", "a cup", "--out", tmp_path / "a"
-    )
+    rc, stdout, err = _cup(ground, bag, tmp_path / "a")
     assert rc == 0, err
     res = read_output(tmp_path / "a")
     assert len(res.topics["/ground/detections_3d"]) == 3 and f"3 frames from {CAMERA}" in stdout
-    rc, _, err = ground(
-        "--bag",
-        bag,
-        "--model",
-        "test-instant",
-        "--prompt",
-        "a cup",
-        "--out",
-        tmp_path / "b",
-        "--depth-topic",
-        "none",
-    )
+    rc, _, err = _cup(ground, bag, tmp_path / "b", "--depth-topic", "none")
     assert rc == 0 and "/ground/detections_3d" not in read_output(tmp_path / "b").topics
     # a colour camera beside a depth topic without CameraInfo: the camera is grounded, no 3D
     plain = write_camera_bag(tmp_path / "plain", n=2, extra_camera=True)
-    rc, _, err = ground(
-        "--bag", plain, "--model", "test-instant", "--prompt", "a cup", "--out", tmp_path / "c"
-    )
+    rc, _, err = _cup(ground, plain, tmp_path / "c")
     assert rc == 0, err
     got = read_output(tmp_path / "c")
     assert "/ground/detections_3d" not in got.topics
-    assert [
-        m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for _, m in got.topics["/ground/detections"]
-    ] == [T0 - STAMP_OFFSET, T0 + PERIOD - STAMP_OFFSET]
+    stamps = [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec
+              for _, m in got.topics["/ground/detections"]]
+    assert stamps == [T0 - STAMP_OFFSET, T0 + PERIOD - STAMP_OFFSET]
 
 
 def test_bad_depth_inputs(tmp_path: Path, ground) -> None:
     bag = write_rgbd_bag(tmp_path / "k0", n=3, k_zero=True)
-    rc, _, err = ground("--bag", bag, "--model", "test-instant", "--prompt", "a cup", "--out", tmp_path / "a")
+    rc, _, err = _cup(ground, bag, tmp_path / "a")
     assert rc == 0, err
     assert err.count("CameraInfo unusable: K has no usable focal length") == 1
     res = read_output(tmp_path / "a")
     assert [len(m.detections) for _, m in res.topics["/ground/detections_3d"]] == [0, 0, 0]
     assert [len(m.detections) for _, m in res.topics["/ground/detections"]] == [1, 1, 1]  # 2D goes on
     small = write_rgbd_bag(tmp_path / "small", n=2, depth_size=(48, 64))
-    rc, _, err = ground(
-        "--bag", small, "--model", "test-instant", "--prompt", "a cup", "--out", tmp_path / "b"
-    )
+    rc, _, err = _cup(ground, small, tmp_path / "b")
     assert rc == 0 and "sizes differ: colour 128x96, depth 64x48, CameraInfo 128x96" in err
-    rc, _, err = ground(
-        "--bag",
-        bag,
-        "--model",
-        "test-instant",
-        "--prompt",
-        "a cup",
-        "--out",
-        tmp_path / "c",
-        "--depth-topic",
-        "/nope",
-    )
+    rc, _, err = _cup(ground, bag, tmp_path / "c", "--depth-topic", "/nope")
     assert rc == 2 and "--depth-topic /nope: no such topic" in err and DEPTH in err
-    rc, _, err = ground(
-        "--bag",
-        bag,
-        "--model",
-        "test-instant",
-        "--prompt",
-        "a cup",
-        "--out",
-        tmp_path / "c",
-        "--depth-topic",
-        DEPTH,
-        "--camera-info-topic",
-        CAMERA,
-    )
+    rc, _, err = _cup(ground, bag, tmp_path / "c", "--depth-topic", DEPTH, "--camera-info-topic", CAMERA)
     assert rc == 2 and "not a sensor_msgs/msg/CameraInfo topic" in err
-    rc, _, err = ground(
-        "--bag",
-        bag,
-        "--model",
-        "test-instant",
-        "--prompt",
-        "a cup",
-        "--out",
-        tmp_path / "c",
-        "--depth-tolerance",
-        "5",
-    )
+    rc, _, err = _cup(ground, bag, tmp_path / "c", "--depth-tolerance", "5")
     assert rc == 2 and "--depth-tolerance" in err
