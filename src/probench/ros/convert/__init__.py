@@ -25,6 +25,7 @@ from probench.msgs.wire import (
     image_from_cdr,
     prompt_text,
     rgb_from_cdr,
+    top_order,
 )
 from probench.ros.convert.messages import (
     LEVELS,
@@ -39,7 +40,6 @@ from probench.ros.convert.messages import (
     stamp_ns,
     stats_to_diagnostics,
     to_header,
-    top_order,
 )
 
 __all__ = [
