@@ -87,3 +87,13 @@ def test_why_3d_waits_said_once_each():
     assert "no depth image within 0.0 s" in st.locate(DETS, ids, 4, (48, 64))[2]
     d = st.diagnostics()
     assert d["depth_errors"] == 1 and d["frames_without_depth"] == 1 and d["coverage_3d"] == 0.0
+
+
+def test_spatial_labels_for_drawing():
+    from probench.realtime.spatial_stage import spatial_labels
+    from probench.spatial.depth import Detections3D
+
+    est = Detections3D(np.array([[0.0, 0.0, 2.0]]), np.ones((1, 3)), np.array([1]), np.array([4]))
+    assert spatial_labels(3, np.array([-1, 4, 9]), est) == ["", "#4 2.00 m", "#9"]
+    assert spatial_labels(2, None, est) == ["", "2.00 m"]
+    assert spatial_labels(2, None, None) is None

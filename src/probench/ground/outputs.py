@@ -35,6 +35,7 @@ from probench.ground.frames import Grounded
 from probench.ground.replay import SHORT_REASONS
 from probench.ground.video import VideoSink
 from probench.msgs.spatial import DETECTION_3D_ARRAY, SPATIAL_TYPES, detections_3d_message
+from probench.realtime.spatial_stage import spatial_labels
 from probench.spatial.depth import Detections3D
 
 DETECTIONS_MSGTYPE = "vision_msgs/msg/Detection2DArray"
@@ -71,7 +72,8 @@ def annotate(item: Grounded) -> np.ndarray:
     from probench.viz import draw_detections
 
     bgr = cv2.cvtColor(np.ascontiguousarray(item.rgb), cv2.COLOR_RGB2BGR)
-    out = draw_detections(bgr, item.detections, item.prompts, bgr=True, extras=spatial_labels(item))
+    extras = spatial_labels(len(item.detections), item.track_ids, item.d3)  # ids and distances
+    out = draw_detections(bgr, item.detections, item.prompts, bgr=True, extras=extras)
     if item.dropped:
         h, w = out.shape[:2]
         scale = max(0.35, min(h, w) / 700)
@@ -81,19 +83,6 @@ def annotate(item: Grounded) -> np.ndarray:
         cv2.putText(out, banner, (2, th + 2), cv2.FONT_HERSHEY_SIMPLEX, scale,
                     (255, 255, 255), 1, cv2.LINE_AA)
     return out
-
-
-def spatial_labels(item: Grounded) -> list[str] | None:
-    """Per detection: ``#<track id>`` and the distance ``2.41 m`` where known; None without either."""
-    if item.track_ids is None and item.d3 is None:
-        return None
-    n = len(item.detections)
-    ids = item.track_ids if item.track_ids is not None else np.full(n, -1)
-    dist: dict[int, float] = {}
-    if item.d3 is not None:
-        dist = dict(zip(item.d3.index.tolist(), item.d3.distance.tolist(), strict=True))
-    return [" ".join(([f"#{ids[i]}"] if ids[i] >= 0 else []) + ([f"{dist[i]:.2f} m"] if i in dist else []))
-            for i in range(n)]
 
 
 def _spatial_record(item: Grounded, i: int, xyz: dict[int, list[float]]) -> dict[str, Any]:

@@ -158,3 +158,16 @@ class SpatialStage:
         if self.trackers is not None:
             out["tracked_prompts"] = len(self.trackers.prompts)
         return out
+
+
+def spatial_labels(n: int, track_ids: np.ndarray | None, est: Detections3D | None) -> list[str] | None:
+    """Per detection (``n`` of them): ``#<track id>`` and the distance (``2.41 m``) where
+    known, for drawn labels; None when there is neither."""
+    if track_ids is None and est is None:
+        return None
+    ids = track_ids if track_ids is not None else np.full(n, -1)
+    dist: dict[int, float] = {}
+    if est is not None:
+        dist = dict(zip(est.index.tolist(), est.distance.tolist(), strict=True))
+    return [" ".join(([f"#{ids[i]}"] if ids[i] >= 0 else []) + ([f"{dist[i]:.2f} m"] if i in dist else []))
+            for i in range(n)]

@@ -57,10 +57,17 @@ from probench.realtime.node_spec import (
     diagnostic_status_name,
     prompts_from_message,
 )
-from probench.realtime.spatial_stage import DEPTH_STAGE, DepthFields, SpatialSettings, SpatialStage
+from probench.realtime.spatial_stage import (
+    DEPTH_STAGE,
+    DepthFields,
+    SpatialSettings,
+    SpatialStage,
+    spatial_labels,
+)
 from probench.ros import convert
 from probench.ros.convert import spatial as convert_3d
 from probench.ros.errors import RosError
+from probench.spatial.depth import Detections3D
 
 _THROTTLE_S = 5.0
 # On SIGINT/SIGTERM: how long the frame in flight may take to finish. ros2 launch sends
@@ -248,7 +255,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
                                       "parameter)", throttle_duration_sec=_THROTTLE_S)
         # serialized directly: the bytes of the Detection2DArray, a fraction of rclpy's cost
         limit = cfg.max_detections
-        spatial, ids = self._spatial, None
+        spatial, ids, est = self._spatial, None, None
         if spatial is not None:  # ids and 3D for exactly the detections published
             dets, ids = spatial.track(dets.filter(convert.top_order(dets, limit)), prompts,
                                       convert.stamp_ns(header.stamp))
@@ -257,22 +264,25 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         latency_ms = (time.perf_counter() - t_arrival) * 1000.0
         stages = {DECODE_STAGE: decode_ms, **{k: v for k, v in dets.timings_ms.items() if k != "total"}}
         if spatial is not None and ids is not None and spatial.settings.depth:
-            stages[DEPTH_STAGE] = self._publish_3d(spatial, dets, ids, header, prompts, rgb.shape[:2])
+            stages[DEPTH_STAGE], est = self._publish_3d(spatial, dets, ids, header, prompts, rgb.shape[:2])
         self.stats.record_frame(latency_ms, stages_ms=stages)
         if self._pub_debug.get_subscription_count() > 0:  # drawing costs: only for a viewer
             from probench.viz import draw_detections
 
-            drawn = draw_detections(rgb, dets.filter(convert.top_order(dets, limit)), prompts)
+            if ids is None:
+                drawn = draw_detections(rgb, dets.filter(convert.top_order(dets, limit)), prompts)
+            else:  # already the published set, in order: with ids and distances
+                drawn = draw_detections(rgb, dets, prompts, extras=spatial_labels(len(dets), ids, est))
             self._pub_debug.publish(convert.rgb_to_image_msg(drawn, header))
 
     def _publish_3d(self, spatial: SpatialStage, dets: Detections, ids: Any, header: Any, prompts: Prompts,
-                    image_hw: tuple[int, int]) -> float:
+                    image_hw: tuple[int, int]) -> tuple[float, Detections3D | None]:
         """Worker thread, after the 2D answer: pair the frame's depth, publish the 3D outputs."""
         est, ms, problem = spatial.locate(dets, ids, convert.stamp_ns(header.stamp), image_hw)
         if problem:
             self.get_logger().warning(f"no 3D output: {problem} (2D detections go on)")
         if est is None:
-            return ms
+            return ms, None
         ros_header = convert.to_header(header)
         self._pub_3d.publish(convert_3d.detections_3d_to_msg(est, dets, ros_header, prompts))
         pose = convert_3d.target_pose_to_msg(est, dets, ros_header)
@@ -280,7 +290,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             self._pub_pose.publish(pose)
         if self._pub_markers.get_subscription_count() > 0:  # built only for a viewer
             self._pub_markers.publish(convert_3d.markers_to_msg(est, dets, ros_header, prompts))
-        return ms
+        return ms, est
 
     # -- depth ---------------------------------------------------------------------------
     def _on_depth(self, data: bytes) -> None:
