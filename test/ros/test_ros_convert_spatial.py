@@ -55,50 +55,65 @@ def _est(dets: Detections) -> Detections3D:
                         np.where(rows % 4 == 0, rows + 100, -1), without_depth=n - len(rows))
 
 
+def _typestore_3d(ts, est: Detections3D, dets: Detections, prompts: list[str]):
+    """The same Detection3DArray built field by field with the rosbags typestore's classes."""
+    T = ts.types
+    header = T["std_msgs/msg/Header"](stamp=T["builtin_interfaces/msg/Time"](sec=12, nanosec=345),
+                                      frame_id="cam_optical")
+
+    def pose(c):
+        point = T["geometry_msgs/msg/Point"](x=c[0], y=c[1], z=c[2])
+        identity = T["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0)
+        return T["geometry_msgs/msg/Pose"](position=point, orientation=identity)
+
+    out = []
+    rows = zip(est.centre.tolist(), est.size.tolist(), est.index, est.track_id, strict=True)
+    for c, size, row, tid in rows:
+        hyp = T["vision_msgs/msg/ObjectHypothesis"](class_id=prompts[dets.prompt_index[row]],
+                                                    score=float(dets.scores[row]))
+        with_cov = T["geometry_msgs/msg/PoseWithCovariance"](pose=pose(c), covariance=np.zeros(36))
+        res = T["vision_msgs/msg/ObjectHypothesisWithPose"](hypothesis=hyp, pose=with_cov)
+        extent = T["geometry_msgs/msg/Vector3"](x=size[0], y=size[1], z=size[2])
+        bbox = T["vision_msgs/msg/BoundingBox3D"](center=pose(c), size=extent)
+        out.append(T["vision_msgs/msg/Detection3D"](header=header, results=[res], bbox=bbox,
+                                                    id=str(tid) if tid >= 0 else ""))
+    return header, T["vision_msgs/msg/Detection3DArray"](header=header, detections=out), pose
+
+
 @pytest.mark.parametrize("n", [0, 1, 9])
-def test_3d_messages_same_bytes_from_rclpy_and_the_typestore(requires_vision_msgs, n: int) -> None:
+def test_3d_bytes_equal_the_typestore_and_read_in_rclpy(requires_vision_msgs, n: int) -> None:
     from geometry_msgs.msg import PoseStamped
     from rclpy.serialization import deserialize_message, serialize_message
     from vision_msgs.msg import Detection3DArray
 
     from probench.bags.typestore import vision_typestore
-    from probench.msgs.spatial import (
-        DETECTION_3D_ARRAY,
-        POSE_STAMPED,
-        SPATIAL_TYPES,
-        detections_3d_message,
-        target_pose_message,
-    )
-    from probench.ros.convert.spatial import detections_3d_to_msg, target_pose_to_msg
+    from probench.spatial.messages import DETECTION_3D_ARRAY, POSE_STAMPED, detections_3d_cdr, target_pose_cdr
 
     ts = vision_typestore()
     dets = _dets(n)
     est = _est(dets)
-    header = _header()
-    ros_msg = detections_3d_to_msg(est, dets, header, PROMPTS)
-    store_types = {name: ts.types[name] for name in SPATIAL_TYPES}
-    Time, Header = ts.types["builtin_interfaces/msg/Time"], ts.types["std_msgs/msg/Header"]
-    store_header = Header(stamp=Time(sec=12, nanosec=345), frame_id="cam_optical")
-    store_msg = detections_3d_message(store_types, est, dets, store_header, PROMPTS)
-    store_bytes = bytes(ts.serialize_cdr(store_msg, DETECTION_3D_ARRAY))
-    assert len(store_bytes) == len(serialize_message(ros_msg))
-    assert deserialize_message(store_bytes, Detection3DArray) == ros_msg
-    assert len(ros_msg.detections) == len(est)
-    rows = zip(ros_msg.detections, est.centre, est.size, est.index, est.track_id, strict=True)
+    data = detections_3d_cdr(est, dets, _header(), PROMPTS)
+    store_header, store_msg, pose = _typestore_3d(ts, est, dets, PROMPTS)
+    assert data == bytes(ts.serialize_cdr(store_msg, DETECTION_3D_ARRAY))  # exact
+    msg = deserialize_message(data, Detection3DArray)
+    assert len(data) == len(serialize_message(msg))  # rclpy leaves the padding unset: lengths
+    assert len(msg.detections) == len(est)
+    rows = zip(msg.detections, est.centre, est.size, est.index, est.track_id, strict=True)
     for d, c, size, row, tid in rows:
         assert (d.bbox.center.position.x, d.bbox.center.position.y, d.bbox.center.position.z) == tuple(c)
+        assert d.results[0].pose.pose.position == d.bbox.center.position
         assert (d.bbox.size.x, d.bbox.size.y, d.bbox.size.z) == tuple(size)
-        assert d.id == (str(tid) if tid >= 0 else "")
+        assert d.id == (str(tid) if tid >= 0 else "") and d.header.frame_id == "cam_optical"
         assert d.results[0].hypothesis.class_id == PROMPTS[dets.prompt_index[row]]
         assert d.results[0].hypothesis.score == dets.scores[row]
-    pose = target_pose_to_msg(est, dets, header)
-    store_pose = target_pose_message(store_types, est, dets, store_header)
-    assert (pose is None) == (store_pose is None)
-    if pose is not None:
-        assert deserialize_message(bytes(ts.serialize_cdr(store_pose, POSE_STAMPED)), PoseStamped) == pose
-        first = [i for i in range(len(est)) if dets.prompt_index[est.index[i]] == 0]
+    pose_bytes = target_pose_cdr(est, dets, _header())
+    first = [i for i in range(len(est)) if dets.prompt_index[est.index[i]] == 0]
+    assert (pose_bytes is None) == (not first)
+    if pose_bytes is not None:
         best = max(first, key=lambda i: dets.scores[est.index[i]])
-        assert pose.pose.position.z == est.centre[best, 2]
+        store_pose = ts.types[POSE_STAMPED](header=store_header, pose=pose(est.centre[best].tolist()))
+        assert pose_bytes == bytes(ts.serialize_cdr(store_pose, POSE_STAMPED))
+        assert deserialize_message(pose_bytes, PoseStamped).pose.position.z == est.centre[best, 2]
 
 
 def test_markers_box_and_label_per_estimate(requires_vision_msgs) -> None:

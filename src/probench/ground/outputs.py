@@ -24,6 +24,7 @@ import json
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
+from types import SimpleNamespace
 from typing import IO, Any
 
 import numpy as np
@@ -34,9 +35,9 @@ from probench.ground.errors import GroundError
 from probench.ground.frames import Grounded
 from probench.ground.replay import SHORT_REASONS
 from probench.ground.video import VideoSink
-from probench.msgs.spatial import DETECTION_3D_ARRAY, SPATIAL_TYPES, detections_3d_message
 from probench.realtime.spatial_stage import spatial_labels
 from probench.spatial.depth import Detections3D
+from probench.spatial.messages import DETECTION_3D_ARRAY, detections_3d_cdr
 
 DETECTIONS_MSGTYPE = "vision_msgs/msg/Detection2DArray"
 LABEL_INFO_MSGTYPE = "vision_msgs/msg/LabelInfo"
@@ -172,9 +173,8 @@ class GroundOutputs:
         self._bag.write(self._conn["/detections"], t, item.detections_cdr)
         if "/detections_3d" in self._conn:
             est = item.d3 if item.d3 is not None else Detections3D.empty()
-            types = {name: self.ts.types[name] for name in SPATIAL_TYPES}
-            msg3 = detections_3d_message(types, est, item.detections, self._header(item.header), item.prompts)
-            self._bag.write(self._conn["/detections_3d"], t, self.ts.serialize_cdr(msg3, DETECTION_3D_ARRAY))
+            self._bag.write(self._conn["/detections_3d"], t,
+                            detections_3d_cdr(est, item.detections, item.header, item.prompts))
         if item.dropped:
             self._bag.write(self._conn["/dropped"], t, self.ts.serialize_cdr(self._header(item.header),
                                                                              HEADER_MSGTYPE))
@@ -192,14 +192,11 @@ class GroundOutputs:
             self._jsonl.write(json.dumps(jsonl_record(item), separators=(",", ":")) + "\n")
 
     def label_info(self, t_ns: int, prompts: Sequence[str]) -> None:
-        ts = self.ts
-        header = self._header(None, t_ns)
-        vc = ts.types["vision_msgs/msg/VisionClass"]
-        msg = ts.types[LABEL_INFO_MSGTYPE](
-            header=header, class_map=[vc(class_id=i, class_name=p) for i, p in enumerate(prompts)],
-            threshold=float(self.score_threshold),
-        )
-        self._bag.write(self._conn["/label_info"], t_ns, ts.serialize_cdr(msg, LABEL_INFO_MSGTYPE))
+        from probench.msgs.wire import label_info_to_cdr
+
+        stamp = SimpleNamespace(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000)
+        data = label_info_to_cdr(prompts, SimpleNamespace(stamp=stamp, frame_id=""), self.score_threshold)
+        self._bag.write(self._conn["/label_info"], t_ns, data)
 
     def copy(self, topic: str, t_ns: int, raw: bytes) -> None:
         """A recorded message kept as it was (``--keep-images``)."""
@@ -209,12 +206,9 @@ class GroundOutputs:
     def set_custom_data(self, key: str, value: str) -> None:
         self._bag.set_custom_data(key, value)
 
-    def _header(self, header: Any, t_ns: int = 0) -> Any:
+    def _header(self, header: Any) -> Any:
         ts = self.ts
         time_cls, header_cls = ts.types["builtin_interfaces/msg/Time"], ts.types["std_msgs/msg/Header"]
-        if header is None:
-            return header_cls(stamp=time_cls(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000),
-                              frame_id="")
         return header_cls(stamp=time_cls(sec=int(header.stamp.sec), nanosec=int(header.stamp.nanosec)),
                           frame_id=str(header.frame_id))
 

@@ -47,7 +47,7 @@ from probench.errors import ProbenchError
 from probench.models.base import BaseDetector, check_prompts
 from probench.realtime.errors import ParameterValueError
 from probench.realtime.grounding_stats import DECODE_STAGE, GroundingStats, Health, diagnostic_level
-from probench.realtime.grounding_worker import FrameWorker, Prompts, StampedPromptSets
+from probench.realtime.grounding_worker import FrameWorker, ImageKind, Prompts, StampedPromptSets
 from probench.realtime.node_spec import (
     GROUNDING_PARAMS,
     NODE_NAME,
@@ -68,6 +68,7 @@ from probench.ros import convert
 from probench.ros.convert import spatial as convert_3d
 from probench.ros.errors import RosError
 from probench.spatial.depth import Detections3D
+from probench.spatial.messages import detections_3d_cdr, target_pose_cdr
 
 _THROTTLE_S = 5.0
 # On SIGINT/SIGTERM: how long the frame in flight may take to finish. ros2 launch sends
@@ -91,7 +92,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
 
         self.stats = GroundingStats()
         self.worker = FrameWorker(self.stats, self._process, self._apply_prompts, self._on_worker_error)
-        self.frame_sets = StampedPromptSets()  # per-frame prompt sets (frame_prompts), by stamp
+        self.frame_sets = StampedPromptSets()  # per-frame prompt sets (frame_prompts), by stamp; built once
         self._detector: BaseDetector | None = None  # loaded at configure, released at cleanup
         self._cfg: GroundingConfig | None = None  # parameter values taken at configure
         self._entities: list[Any] = []  # created at configure, destroyed at cleanup
@@ -205,7 +206,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             self.get_logger().error(f"model refused prompts, previous stay active: {exc}")
             return False
         header = Header(stamp=stamp, frame_id="")
-        self._pub_labels.publish(convert.prompts_to_label_info(prompts, header, self.config.score_threshold))
+        self._pub_labels.publish(convert.label_info_to_cdr(prompts, header, self.config.score_threshold))
         return True
 
     # -- images -------------------------------------------------------------------------
@@ -217,7 +218,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
     def _on_compressed(self, data: bytes) -> None:
         self.worker.put_frame("compressed", data)
 
-    def _process(self, kind: str, data: bytes, t_arrival: float, prompts: Prompts) -> None:
+    def _process(self, kind: ImageKind, data: bytes, t_arrival: float, prompts: Prompts) -> None:
         """Worker thread: one frame, answered with the prompt set stamped for it, else with
         the operator's set active when it started (``prompts``)."""
         cfg, detector = self._cfg, self._detector
@@ -225,7 +226,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             return
         t_decode = time.perf_counter()
         try:
-            header, rgb = convert.rgb_from_cdr(data, compressed=kind != "raw")
+            header, rgb = convert.rgb_from_cdr(data, compressed=kind == "compressed")
         except ProbenchError as exc:
             self.stats.count("errors")
             self.last_frame_error = f"image dropped: {exc}"
@@ -283,13 +284,13 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             self.get_logger().warning(f"no 3D output: {problem} (2D detections go on)")
         if est is None:
             return ms, None
-        ros_header = convert.to_header(header)
-        self._pub_3d.publish(convert_3d.detections_3d_to_msg(est, dets, ros_header, prompts))
-        pose = convert_3d.target_pose_to_msg(est, dets, ros_header)
+        self._pub_3d.publish(detections_3d_cdr(est, dets, header, prompts))  # serialized, as detections
+        pose = target_pose_cdr(est, dets, header)
         if pose is not None:
             self._pub_pose.publish(pose)
         if self._pub_markers.get_subscription_count() > 0:  # built only for a viewer
-            self._pub_markers.publish(convert_3d.markers_to_msg(est, dets, ros_header, prompts))
+            markers = convert_3d.markers_to_msg(est, dets, convert.to_header(header), prompts)
+            self._pub_markers.publish(markers)
         return ms, est
 
     # -- depth ---------------------------------------------------------------------------
@@ -385,7 +386,6 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         # Deep and reliable: the evaluator publishes each frame's set just before the frame.
         frame_sets_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100,
                                     reliability=ReliabilityPolicy.RELIABLE)
-        self.frame_sets = StampedPromptSets()
         image_topic, compressed = self._resolve_image_topics()
         subs = [
             # created before the image subscriptions: the executor serves ready subscriptions
