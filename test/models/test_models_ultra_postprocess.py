@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from helpers.tiny_adapters import PROMPTS, fresh, image
-from probench.models import ultra
+from probench.models.ultra import postprocess as pp
 from probench.models.zoo import load_detector
 
 
@@ -32,7 +32,7 @@ def test_nonempty_masks_is_the_predictors_filter(seed: int) -> None:
     g = torch.Generator().manual_seed(100 + seed)
     shape = (384, 640)
     n = 300  # n x H x W above DIRECT_MASK_PIXELS: the windowed path runs
-    assert n * shape[0] * shape[1] > ultra.DIRECT_MASK_PIXELS
+    assert n * shape[0] * shape[1] > pp.DIRECT_MASK_PIXELS
     centre = torch.rand(n, 2, generator=g) * torch.tensor([640.0, 384.0])
     size = torch.rand(n, 2, generator=g) * torch.tensor([640.0, 384.0]) * torch.rand(n, 1, generator=g)
     boxes = torch.cat([centre - size / 2, centre + size / 2], 1)  # some reach outside the input
@@ -43,7 +43,7 @@ def test_nonempty_masks_is_the_predictors_filter(seed: int) -> None:
     coeffs = torch.randn(n, 32, generator=g) * 0.2
     coeffs[30:40] = 0.0  # all-zero masks: empty (0 is not > 0)
     protos = _smooth_protos(seed)
-    got = ultra.nonempty_masks(protos, coeffs, boxes.clone(), shape)
+    got = pp.nonempty_masks(protos, coeffs, boxes.clone(), shape)
     want = _reference_keep(protos, coeffs, boxes, shape)
     assert 0 < int(want.sum()) < n
     assert torch.equal(got, want)
@@ -53,7 +53,7 @@ def test_nonempty_masks_when_no_box_has_a_pixel() -> None:
     n, shape = 200, (384, 640)
     boxes = torch.tensor([[10.2, 20.2, 10.6, 20.9]]).repeat(n, 1)  # no pixel centre inside
     coeffs = torch.randn(n, 32, generator=torch.Generator().manual_seed(4))
-    got = ultra.nonempty_masks(_smooth_protos(4), coeffs, boxes.clone(), shape)
+    got = pp.nonempty_masks(_smooth_protos(4), coeffs, boxes.clone(), shape)
     assert got.shape == (n,) and not bool(got.any())
     assert torch.equal(got, _reference_keep(_smooth_protos(4), coeffs, boxes, shape))
 
@@ -64,9 +64,9 @@ def test_nonempty_masks_small_or_uneven_uses_the_predictor() -> None:
     boxes = torch.tensor([[0.0, 0.0, 50.0, 40.0], [10.0, 10.0, 10.5, 10.5], [60.0, 20.0, 150.0, 90.0]])
     coeffs = torch.randn(3, 32, generator=g)
     for shape in ((96, 160), (100, 150)):  # x4, and not an integer factor
-        assert torch.equal(ultra.nonempty_masks(protos, coeffs, boxes.clone(), shape),
+        assert torch.equal(pp.nonempty_masks(protos, coeffs, boxes.clone(), shape),
                            _reference_keep(protos, coeffs, boxes, shape))
-    assert ultra.nonempty_masks(protos, coeffs[:0], boxes[:0], (96, 160)).shape == (0,)
+    assert pp.nonempty_masks(protos, coeffs[:0], boxes[:0], (96, 160)).shape == (0,)
 
 
 def _predictor_answer(det, frame: np.ndarray):
@@ -83,7 +83,7 @@ def _predictor_answer(det, frame: np.ndarray):
     pred.batch = (["frame"], [bgr], [""])
     results = pred.postprocess(raw, x, [bgr])
     results[0].speed = {}
-    ref = ultra.results_to_detections(results[0], frame.shape[:2], det.return_masks)
+    ref = pp.results_to_detections(results[0], frame.shape[:2], det.return_masks)
     return raw_again, tuple(x.shape[2:]), ref
 
 
@@ -145,7 +145,7 @@ def test_early_stopping_nms_is_ultralytics(seed: int, agnostic: bool) -> None:
         pred[:, 4 : 4 + nc] = (pred[:, 4 : 4 + nc] * 20).round() / 20  # many equal scores
     want = nms.non_max_suppression(pred.clone(), 0.001, 0.7, None, agnostic, max_det=100 * nc,
                                    nc=nc if extra else 0)
-    got = ultra.non_max_suppression(pred.clone(), 0.001, 0.7, agnostic=agnostic, max_det=100 * nc,
+    got = pp.non_max_suppression(pred.clone(), 0.001, 0.7, agnostic=agnostic, max_det=100 * nc,
                                     nc=nc if extra else 0, end2end=False)
     assert len(got) == len(want) == 2
     for a, b in zip(got, want, strict=True):

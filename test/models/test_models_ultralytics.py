@@ -122,7 +122,7 @@ def test_deterministic_across_builds() -> None:
 
 
 def test_hash_text_encoder_is_per_prompt() -> None:
-    from probench.models.ultra import HashTextEncoder
+    from probench.models.ultra_text import HashTextEncoder
 
     enc = HashTextEncoder(16)
     both = enc(["a", "b"])
@@ -142,7 +142,7 @@ def test_cap_per_prompt() -> None:
 
 
 def test_offline_and_no_autoinstall() -> None:
-    from probench.models.ultra import import_ultralytics
+    from probench.models.ultra.weights import import_ultralytics
 
     import_ultralytics()
     import ultralytics.utils as uutils
@@ -162,11 +162,11 @@ def test_real_weights_missing_is_clear(tmp_path, monkeypatch) -> None:
 def test_text_encoder_missing_is_clear(tmp_path) -> None:
     from types import SimpleNamespace
 
-    from probench.models.ultra import _real_text_encoder
+    from probench.models.ultra.weights import real_text_encoder
 
     model = SimpleNamespace(model=SimpleNamespace(text_model="mobileclip2:b"))
     with pytest.raises(WeightsNotFoundError, match=r"mobileclip2_b\.ts"):
-        _real_text_encoder(model, "yoloe", tmp_path, str(tmp_path), "cpu")
+        real_text_encoder(model, "yoloe", tmp_path, str(tmp_path), "cpu")
 
 
 def test_fp16_on_cpu_is_a_usage_error() -> None:
@@ -177,7 +177,8 @@ def test_fp16_on_cpu_is_a_usage_error() -> None:
 def test_real_build_path_with_a_local_checkpoint(tmp_path, monkeypatch) -> None:
     """build() on a real ultralytics checkpoint file (a tiny model saved by ultralytics,
     loaded with restricted unpickling), up to the CLIP text encoder, which is not here."""
-    import probench.models.ultra as ultra
+    from probench.models.ultra import adapter
+    from probench.models.ultra_text import HashTextEncoder
 
     monkeypatch.chdir(tmp_path)
     _built("tiny-yolo-world-s").model.save(str(tmp_path / "yolov8s-worldv2.pt"))
@@ -192,7 +193,7 @@ def test_real_build_path_with_a_local_checkpoint(tmp_path, monkeypatch) -> None:
         with pytest.raises(BackendUnavailableError, match="CLIP"):
             load_detector("yolo-world-s", weights=str(tmp_path))
     # with a stand-in text encoder the rest of the real path runs end to end
-    monkeypatch.setattr(ultra, "_real_text_encoder", lambda model, kind, *a: ultra.HashTextEncoder(512))
+    monkeypatch.setattr(adapter, "real_text_encoder", lambda model, kind, *a: HashTextEncoder(512))
     det = load_detector("yolo-world-s", weights=str(tmp_path / "yolov8s-worldv2.pt"))
     assert det.model_info["random_weights"] is False
     assert det.model_info["weights_source"].endswith("yolov8s-worldv2.pt")
@@ -219,7 +220,7 @@ def test_vocabulary_switch_needs_no_rebuild(name: str) -> None:
 
 
 def test_weights_present_is_light(tmp_path, monkeypatch) -> None:
-    from probench.models.ultra import weights_present
+    from probench.models.ultra.weights import weights_present
     from probench.models.zoo import ZOO
 
     cfg = tmp_path / "cfg"

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,10 @@ from probench.bags.layout import (
 from probench.bags.source import BagSource, one_line
 from probench.data.dataset import Dataset
 
+if TYPE_CHECKING:  # names for the checker only: mypy skips rosbags (pyproject)
+    from rosbags.typesys.stores.ros2_kilted import sensor_msgs__msg__CompressedImage as CompressedImage
+    from rosbags.typesys.stores.ros2_kilted import sensor_msgs__msg__Image as Image
+
 _FRAME_KEYS = ("image_id", "file_name", "width", "height", "domain", "label_space")
 
 
@@ -36,7 +40,7 @@ class BagFrame:
     raw: bytes  # the CDR-serialized message (rclpy can deserialize it as is)
     timestamp_ns: int
 
-    def message(self) -> Any:
+    def message(self) -> Image | CompressedImage:
         """The image message as a rosbags dataclass."""
         from probench.bags.typestore import typestore
 
@@ -50,7 +54,7 @@ class BagFrame:
         return image_message_to_rgb(self.message(), self.msgtype, what=f"image {self.image_id}")
 
 
-def image_message_to_rgb(msg: Any, msgtype: str, *, what: str = "image") -> np.ndarray:
+def image_message_to_rgb(msg: Image | CompressedImage, msgtype: str, *, what: str = "image") -> np.ndarray:
     if msgtype == COMPRESSED_MSGTYPE:
         import cv2
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from probench.bags.errors import BagError, BagUsageError
 from probench.bags.layout import COMPRESSED_MSGTYPE, IMAGE_MSGTYPE, STRING_MSGTYPE
+
+if TYPE_CHECKING:  # a name for the checker only: mypy skips rosbags (pyproject)
+    from rosbags.rosbag2 import Reader
 
 IMAGE_MSGTYPES = (IMAGE_MSGTYPE, COMPRESSED_MSGTYPE)
 PROMPT_TOPIC_NAME = "prompt"  # the grounding node's prompt topic (relative, so any namespace)
@@ -34,7 +37,7 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
-def open_reader(path: Path) -> Any:
+def open_reader(path: Path) -> Reader:
     """An opened ``rosbags.rosbag2.Reader`` on ``path``, or a one-line :class:`BagError`."""
     from rosbags.rosbag2 import Reader
 

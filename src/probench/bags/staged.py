@@ -12,10 +12,14 @@ import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from probench.bags.errors import BagUsageError
 from probench.bags.layout import STORAGES
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips rosbags (pyproject)
+    from rosbags.interfaces import Connection, Qos
+    from rosbags.typesys.store import Typestore
 
 BAG_FILE_SUFFIXES = (".mcap", ".db3", ".yaml")
 
@@ -72,11 +76,13 @@ class StagedBagWriter:
         self._open = True
         return self
 
-    def add_topic(self, topic: str, msgtype: str, typestore: Any, qos: Sequence[Any] = ()) -> Any:
+    def add_topic(
+        self, topic: str, msgtype: str, typestore: Typestore, qos: Sequence[Qos] = ()
+    ) -> Connection:
         """A connection for ``topic`` (``qos``: rosbags ``Qos`` profiles ``ros2 bag play`` offers)."""
         return self.writer.add_connection(topic, msgtype, typestore=typestore, offered_qos_profiles=qos)
 
-    def write(self, connection: Any, t_ns: int, raw: bytes | memoryview) -> None:
+    def write(self, connection: Connection, t_ns: int, raw: bytes | memoryview) -> None:
         self.writer.write(connection, int(t_ns), raw)
 
     def set_custom_data(self, key: str, value: str) -> None:

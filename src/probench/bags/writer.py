@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -37,7 +36,7 @@ class BagSummary:
     dataset_hash: str
 
 
-def frame_info(dataset: Dataset, image_id: int, index: int) -> dict[str, Any]:
+def frame_info(dataset: Dataset, image_id: int, index: int) -> dict[str, object]:
     """What the evaluator needs to replay one frame and map detections back to query ids."""
     rec = dataset.images[image_id]
     label_space = []
@@ -55,7 +54,7 @@ def frame_info(dataset: Dataset, image_id: int, index: int) -> dict[str, Any]:
     }
 
 
-def dataset_message(dataset: Dataset) -> dict[str, Any]:
+def dataset_message(dataset: Dataset) -> dict[str, object]:
     return {"format": BAG_FORMAT, "dataset_hash": dataset.content_hash, "annotations": dataset.raw}
 
 

@@ -9,7 +9,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 _UMASK_LOCK = threading.Lock()
 
@@ -70,7 +69,7 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def write_json_atomic(path: str | Path, obj: Any, *, indent: int | None = 2) -> None:
+def write_json_atomic(path: str | Path, obj: object, *, indent: int | None = 2) -> None:
     """JSON with sorted keys so that results diff cleanly between runs."""
     write_text_atomic(path, json.dumps(obj, indent=indent, sort_keys=True) + "\n")
 

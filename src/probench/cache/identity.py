@@ -84,11 +84,11 @@ class RunIdentity:
     that change predictions."""
 
     source: str  # "offline" | "ros"
-    model: Mapping[str, Any]
-    dataset: Mapping[str, Any]
+    model: Mapping[str, object]
+    dataset: Mapping[str, object]
     device: str
     precision: str
-    settings: Mapping[str, Any] = field(default_factory=dict)
+    settings: Mapping[str, object] = field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
         return {
@@ -104,8 +104,8 @@ class RunIdentity:
 _MISSING = object()
 
 
-def _get(d: Mapping[str, Any], path: tuple[str, ...]) -> Any:
-    cur: Any = d
+def _get(d: Mapping[str, object], path: tuple[str, ...]) -> object:
+    cur: object = d
     for key in path:
         if not isinstance(cur, Mapping) or key not in cur:
             return _MISSING
@@ -113,13 +113,13 @@ def _get(d: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     return cur
 
 
-def _or_none(value: Any) -> Any:
+def _or_none(value: object) -> object:
     return None if value is _MISSING else value
 
 
 def first_difference(
-    existing: Mapping[str, Any], new: Mapping[str, Any], fields: Sequence[tuple[str, ...]] = RUN_FIELDS
-) -> tuple[str, Any, Any] | None:
+    existing: Mapping[str, object], new: Mapping[str, object], fields: Sequence[tuple[str, ...]] = RUN_FIELDS
+) -> tuple[str, object, object] | None:
     """``(field, old, new)`` of the first identity field where two records disagree, or None.
     A field missing from the existing record (an older probench) counts as a difference."""
     for path in fields:
@@ -136,7 +136,7 @@ def first_difference(
 
 
 def check_identity(
-    existing: Mapping[str, Any], new: Mapping[str, Any], where: Path,
+    existing: Mapping[str, object], new: Mapping[str, object], where: Path,
     fields: Sequence[tuple[str, ...]] = RUN_FIELDS,
 ) -> None:
     """Raise :class:`RunMismatchError` naming the first field where ``where`` disagrees."""
@@ -247,7 +247,7 @@ def open_run(
     formulations: Sequence[str] = (),
     overwrite: bool = False,
     timing_key: str = "run_s",
-    extra: Mapping[str, Any] | None = None,
+    extra: Mapping[str, object] | None = None,
 ) -> RunSession:
     """Create or resume the run folder at ``path`` for ``identity`` (module doc); writes
     ``run.json`` with status ``running`` and returns the session. ``formulations`` asked by

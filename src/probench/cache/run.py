@@ -156,7 +156,7 @@ class RunDir:
         return self
 
     # -- generic JSON parts ------------------------------------------------------------
-    def write_json(self, name: str, obj: Any) -> Path:
+    def write_json(self, name: str, obj: object) -> Path:
         path = self.path / name
         write_json_atomic(path, obj)
         return path
@@ -178,7 +178,7 @@ class RunDir:
             raise CacheError(f"{self.path / 'run.json'}: expected a JSON object, not {type(info).__name__}")
         return info
 
-    def write_info(self, info: Mapping[str, Any]) -> None:
+    def write_info(self, info: Mapping[str, object]) -> None:
         self.write_json("run.json", info)
 
     # -- predictions ---------------------------------------------------------------

@@ -26,7 +26,6 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from importlib import resources
-from typing import Any
 
 import numpy as np
 from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
@@ -75,8 +74,10 @@ def encode_jpeg(rgb: np.ndarray, quality: int = 80, max_width: int = 1280) -> by
     return buf.tobytes()
 
 
-def _num(value: Any) -> float | None:
+def _num(value: float | str | None) -> float | None:
     """A finite float from a diagnostics value, else None (JSON has no NaN)."""
+    if value is None:
+        return None
     try:
         out = float(value)
     except (TypeError, ValueError):
@@ -84,7 +85,7 @@ def _num(value: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
-def _diagnostics_json(view: NodeView) -> dict[str, Any] | None:
+def _diagnostics_json(view: NodeView) -> dict[str, object] | None:
     d = view.diagnostics
     if d is None:
         return None
@@ -141,7 +142,7 @@ class Console:
                        "prompts": MAX_PROMPTS}
 
     # -- state -------------------------------------------------------------------------
-    def state(self) -> dict[str, Any]:
+    def state(self) -> dict[str, object]:
         view = self.bridge.view()
         dets = sorted(view.detections, key=lambda d: -d.score)[:MAX_LISTED]
         frame = self.bridge.latest_frame()
@@ -161,7 +162,7 @@ class Console:
         return json.dumps(self.state(), allow_nan=False)
 
     # -- actions -----------------------------------------------------------------------
-    def send_prompt(self, text: Any) -> tuple[str, ...]:
+    def send_prompt(self, text: object) -> tuple[str, ...]:
         if not isinstance(text, str):
             raise _HttpError(400, "'text' must be a string of ';'-separated target descriptions")
         try:
@@ -231,7 +232,7 @@ async def _read_acks(ws: WebSocket, credit: _Credit) -> None:
             credit.n = min(credit.n + 1, MAX_IN_FLIGHT)
 
 
-async def _json_body(request: Request, limit: int) -> Mapping[str, Any]:
+async def _json_body(request: Request, limit: int) -> Mapping[str, object]:
     ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if ctype != "application/json":
         raise _HttpError(415, "send JSON with Content-Type: application/json")

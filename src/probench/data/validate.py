@@ -8,12 +8,13 @@ first problem: a user fixing a dataset sees the whole list at once.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path, PurePosixPath
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 from probench.vocabulary import FORMULATIONS, PROMPT_TYPES
 
+Record = dict[str, object]  # a JSON object of annotations.json, not validated yet
 _FORMS = list(FORMULATIONS)
 _TYPES = list(PROMPT_TYPES)
 BOX_TOLERANCE = 1e-3  # pixels a box may overhang the image border (float rounding in exporters)
@@ -23,11 +24,11 @@ def _is_int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _positive_int(v: object) -> bool:
+def _positive_int(v: object) -> TypeGuard[int]:
     return _is_int(v) and v > 0
 
 
-def _is_num(v: object) -> bool:
+def _is_num(v: object) -> TypeGuard[float]:
     return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
 
 
@@ -39,11 +40,11 @@ def _type_name(v: object) -> str:
 class _Records:
     """One section's records, named and de-duplicated by id."""
 
-    def __init__(self, coco: dict[str, Any], key: str, label: str, problems: list[str]) -> None:
+    def __init__(self, coco: Record, key: str, label: str, problems: list[str]) -> None:
         self.key, self.label, self.problems = key, label, problems
-        self.by_id: dict[int, dict[str, Any]] = {}
+        self.by_id: dict[int, Record] = {}
         raw = coco.get(key)
-        self.items: list[tuple[str, dict[str, Any]]] = []
+        self.items: list[tuple[str, Record]] = []
         if raw is None:
             problems.append(f"annotations.json: '{key}' is missing (a list of records)")
             return
@@ -71,7 +72,7 @@ class _Records:
             self.by_id[rid] = rec
             self.items.append((name, rec))
 
-    def __iter__(self) -> Iterator[tuple[str, dict[str, Any]]]:
+    def __iter__(self) -> Iterator[tuple[str, Record]]:
         return iter(self.items)
 
 
@@ -93,7 +94,7 @@ def validate_coco(coco: object, root: Path | None = None) -> list[str]:
     return problems
 
 
-def _check_query(name: str, c: dict[str, Any], problems: list[str]) -> None:
+def _check_query(name: str, c: Record, problems: list[str]) -> None:
     label = c.get("name")
     if not isinstance(label, str) or not label.strip():
         problems.append(f"{name}: 'name' must be a non-empty string, not {label!r}")
@@ -112,30 +113,47 @@ def _check_query(name: str, c: dict[str, Any], problems: list[str]) -> None:
                 problems.append(f"{name}: prompt {k!r} must be a string, not {_type_name(v)}")
             elif not v.strip():
                 problems.append(f"{name}: prompt {k!r} is empty")
-    types = c.get("prompt_types")
+    types = _list_field(c, "prompt_types", "a list", name, problems)
     if types is not None:
-        if not isinstance(types, list):
-            problems.append(f"{name}: 'prompt_types' must be a list, not {_type_name(types)}")
-        else:
-            for t in types:
-                if t not in PROMPT_TYPES:
-                    problems.append(f"{name}: unknown prompt type {t!r} (expected one of {_TYPES})")
-            if len(set(map(str, types))) != len(types):
-                problems.append(f"{name}: 'prompt_types' lists a type twice")
+        problems += _members(
+            types, PROMPT_TYPES, lambda t: f"unknown prompt type {t!r} (expected one of {_TYPES})",
+            "'prompt_types' lists a type twice", name,
+        )
     coref = c.get("coref")
     if coref is not None:
         if not isinstance(coref, list) or not coref:
             problems.append(f"{name}: 'coref' must be a non-empty list of formulations, not {coref!r}")
         else:
-            for k in coref:
-                if k not in FORMULATIONS:
-                    problems.append(f"{name}: unknown formulation {k!r} in 'coref' (expected {_FORMS})")
-            if len(set(map(str, coref))) != len(coref):
-                problems.append(f"{name}: 'coref' lists a formulation twice")
+            problems += _members(
+                coref, FORMULATIONS, lambda k: f"unknown formulation {k!r} in 'coref' (expected {_FORMS})",
+                "'coref' lists a formulation twice", name,
+            )
+
+
+def _list_field(
+    rec: Record, key: str, what: str, name: str, problems: list[str]
+) -> list[object] | None:
+    """``rec[key]`` when it is a list; None when it is absent, or not a list (a problem)."""
+    value = rec.get(key)
+    if value is None or isinstance(value, list):
+        return value
+    problems.append(f"{name}: '{key}' must be {what}, not {_type_name(value)}")
+    return None
+
+
+def _members(
+    items: list[object], allowed: Collection[str], unknown: Callable[[object], str], twice: str, name: str
+) -> list[str]:
+    """The problems of a list that must hold distinct members of ``allowed`` (in order: each
+    unknown item, then a repeat)."""
+    problems = [f"{name}: {unknown(x)}" for x in items if x not in allowed]
+    if len(set(map(str, items))) != len(items):
+        problems.append(f"{name}: {twice}")
+    return problems
 
 
 def _check_image(
-    name: str, im: dict[str, Any], queries: dict[int, dict[str, Any]], root: Path | None, problems: list[str]
+    name: str, im: Record, queries: dict[int, Record], root: Path | None, problems: list[str]
 ) -> None:
     fn = im.get("file_name")
     if not isinstance(fn, str) or not fn.strip():
@@ -151,27 +169,24 @@ def _check_image(
     dom = im.get("domain")
     if dom is not None and not isinstance(dom, str):
         problems.append(f"{name}: 'domain' must be a string, not {_type_name(dom)}")
-    qids = im.get("query_ids")
+    qids = _list_field(im, "query_ids", "a list of query ids", name, problems)
     if qids is not None:
-        if not isinstance(qids, list):
-            problems.append(f"{name}: 'query_ids' must be a list of query ids, not {_type_name(qids)}")
-        else:
-            seen: set[int] = set()
-            for q in qids:
-                if not _is_int(q):
-                    problems.append(f"{name}: 'query_ids' entry {q!r} is not an integer")
-                elif q not in queries:
-                    problems.append(f"{name}: 'query_ids' names unknown query {q}")
-                elif q in seen:
-                    problems.append(f"{name}: 'query_ids' lists query {q} twice")
-                else:
-                    seen.add(q)
+        seen: set[int] = set()
+        for q in qids:
+            if not _is_int(q):
+                problems.append(f"{name}: 'query_ids' entry {q!r} is not an integer")
+            elif q not in queries:
+                problems.append(f"{name}: 'query_ids' names unknown query {q}")
+            elif q in seen:
+                problems.append(f"{name}: 'query_ids' lists query {q} twice")
+            else:
+                seen.add(q)
     if root is not None and fn is not None and not (Path(root) / fn).is_file():
         problems.append(f"{name}: image file {fn!r} not found under {root}")
 
 
 def _check_annotation(
-    name: str, a: dict[str, Any], images: dict[int, dict[str, Any]], queries: dict[int, dict[str, Any]],
+    name: str, a: Record, images: dict[int, Record], queries: dict[int, Record],
     problems: list[str],
 ) -> None:
     im = None
@@ -187,7 +202,7 @@ def _check_annotation(
         problems.append(f"{name}: 'category_id' must be an integer (a query id), not {qid!r}")
     elif qid not in queries:
         problems.append(f"{name}: unknown query (category) id {qid}")
-    elif im is not None and isinstance(im.get("query_ids"), list) and qid not in im["query_ids"]:
+    elif im is not None and isinstance(qids := im.get("query_ids"), list) and qid not in qids:
         problems.append(f"{name}: query {qid} has ground truth in image {iid} but is not in its 'query_ids'")
     bbox = a.get("bbox")
     if not isinstance(bbox, list) or len(bbox) != 4 or not all(_is_num(v) for v in bbox):
@@ -196,10 +211,11 @@ def _check_annotation(
         x, y, w, h = bbox
         if w <= 0 or h <= 0:
             problems.append(f"{name}: 'bbox' {bbox} has a non-positive width or height")
-        elif im is not None and _positive_int(im.get("width")) and _positive_int(im.get("height")):
+        elif (im is not None and _positive_int(width := im.get("width"))
+              and _positive_int(height := im.get("height"))):
             tol = BOX_TOLERANCE
-            if x < -tol or y < -tol or x + w > im["width"] + tol or y + h > im["height"] + tol:
-                size = f"{im['width']}x{im['height']}"
+            if x < -tol or y < -tol or x + w > width + tol or y + h > height + tol:
+                size = f"{width}x{height}"
                 problems.append(f"{name}: 'bbox' {bbox} lies outside image {iid} ({size})")
     area = a.get("area")
     if area is not None and (not _is_num(area) or area < 0):

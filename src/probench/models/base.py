@@ -35,13 +35,16 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 
 from probench.detections import Detections
 from probench.models.errors import ImageInputError, PromptError
 from probench.models.spec import ModelRecord, TextCache
+
+if TYPE_CHECKING:
+    from probench.models.preprocess import Frame
 
 MAX_PROMPT_CHARS = 512  # a target description longer than this is almost surely a mistake
 MAX_PROMPTS = 1024
@@ -65,11 +68,21 @@ class TextCacheStats(TypedDict):
 
 @runtime_checkable
 class Detector(Protocol):
+    """What the callers of a detector use (infer, latency, the grounding node and worker,
+    ground, scale): they are typed against this, not :class:`BaseDetector`, which every
+    adapter and wrapper subclasses to implement it."""
+
     name: str
     device: str
+    score_threshold: float
+    preprocess: str  # "device" or "reference" (probench.models.preprocess)
+    model_info: ModelRecord | None  # run.json's "model", set by the registry
+    text_encoder_calls: int  # prompt-set changes that ran the text encoder
 
     @property
     def prompts(self) -> tuple[str, ...]: ...
+
+    def text_cache_stats(self) -> TextCacheStats: ...
 
     def set_prompts(self, prompts: Sequence[str]) -> None: ...
 
@@ -144,7 +157,7 @@ class BaseDetector:
         self.weights_source: str = ""
         self._prompts: tuple[str, ...] = ()
         self._text_state: object = None
-        self._text_lru: OrderedDict[Any, object] = OrderedDict()
+        self._text_lru: OrderedDict[str | tuple[str, ...], object] = OrderedDict()  # prompt or prompt set
         self.text_encoder_calls = 0
         self.text_cache_hits = 0
         self.text_cache_misses = 0
@@ -176,7 +189,7 @@ class BaseDetector:
             "evictions": self.text_cache_evictions, "encoder_calls": self.text_encoder_calls,
         }
 
-    def _remember(self, key: Any, value: object) -> None:
+    def _remember(self, key: str | tuple[str, ...], value: object) -> None:
         self._text_lru[key] = value
         self._text_lru.move_to_end(key)
         while len(self._text_lru) > self.text_cache_size:
@@ -240,7 +253,7 @@ class BaseDetector:
         dets = self._run_batch(images, self._text_state)
         return [self._threshold(d).with_timing("text", share) for d in dets]
 
-    def _frame(self, image: Any) -> Any:
+    def _frame(self, image: Frame) -> Frame:
         """A checked frame for ``_run``: the reference paths (library processors, detectron2,
         exported engines) read numpy, so a frame decoded on the GPU is copied back for them."""
         image = check_image(image)

@@ -11,14 +11,14 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from probench.errors import UsageError
 from probench.models.spec import RUNTIMES
 from probench.vocabulary import PREPROCESS_PATHS
 
 if TYPE_CHECKING:
-    from probench.models.base import BaseDetector
+    from probench.models.base import Detector
 
 
 def add_common_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +81,7 @@ def check_paths(args: argparse.Namespace) -> Path:
     return out
 
 
-def requested_model(args: argparse.Namespace) -> dict[str, Any]:
+def requested_model(args: argparse.Namespace) -> dict[str, object]:
     """The run's model record from the flags alone (the registry's, before any load)."""
     from probench.models.zoo import model_record
 
@@ -89,7 +89,7 @@ def requested_model(args: argparse.Namespace) -> dict[str, Any]:
                              runtime=args.runtime, preprocess=args.preprocess))
 
 
-def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[BaseDetector, float]:
+def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[Detector, float]:
     """The detector the flags name, and the seconds it took to build."""
     from probench.models.zoo import load_detector
 

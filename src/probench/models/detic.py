@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -22,12 +23,33 @@ from probench.detections import Detections
 from probench.models.base import TEXT_BATCH, BaseDetector
 from probench.models.errors import BackendUnavailableError, ModelError, WeightsNotFoundError
 from probench.models.hf_common import MAX_PER_PROMPT, cap_per_prompt
+from probench.models.spec import ModelSpec
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch; detectron2/Detic have no types
+    from detectron2.config import CfgNode
+    from detectron2.engine.defaults import DefaultPredictor
+    from torch import Tensor
+    from torch.nn import Module
+
+    # Detic's reset_cls_test(model, (D, n) classifier weights, n classes)
+    ResetClsTest = Callable[[Module, Tensor, int], None]
 
 MIN_SCORE = 1e-4  # "everything the model keeps" for the AP sweep; the demo uses 0.5
 CLIP_FILE = "ViT-B-32.pt"
 
 
-def _import_detic(repo: Path | None) -> dict[str, Any]:
+class _DeticModules(NamedTuple):
+    """The detectron2, CenterNet2 and Detic entry points the build uses."""
+
+    get_cfg: Callable[[], CfgNode]
+    DefaultPredictor: type[DefaultPredictor]
+    add_centernet_config: Callable[[CfgNode], None]
+    add_detic_config: Callable[[CfgNode], None]
+    build_text_encoder: Callable[..., Module]
+    reset_cls_test: ResetClsTest
+
+
+def _import_detic(repo: Path | None) -> _DeticModules:
     """detectron2 + Detic + CenterNet2 modules, with the Detic checkout on sys.path."""
     from probench.models.specs_detectron import INSTALL_HINT
 
@@ -44,11 +66,11 @@ def _import_detic(repo: Path | None) -> dict[str, Any]:
         from detic.modeling.utils import reset_cls_test
     except ImportError as exc:
         raise BackendUnavailableError(f"Detic is not importable ({exc}). {INSTALL_HINT}") from exc
-    return {
-        "get_cfg": get_cfg, "DefaultPredictor": DefaultPredictor,
-        "add_centernet_config": add_centernet_config, "add_detic_config": add_detic_config,
-        "build_text_encoder": build_text_encoder, "reset_cls_test": reset_cls_test,
-    }
+    return _DeticModules(
+        get_cfg=get_cfg, DefaultPredictor=DefaultPredictor, add_centernet_config=add_centernet_config,
+        add_detic_config=add_detic_config, build_text_encoder=build_text_encoder,
+        reset_cls_test=reset_cls_test,
+    )
 
 
 def _find(paths: list[Path], what: str) -> Path:
@@ -65,8 +87,10 @@ class DeticDetector(BaseDetector):
     text_cache_size = 4096
     text_batch = TEXT_BATCH
 
-    def __init__(self, predictor: Any, text_encoder: Any, reset_cls_test: Any, *, device: str,
-                 score_threshold: float = 0.0, name: str = "detic", weights_source: str = "") -> None:
+    def __init__(
+        self, predictor: DefaultPredictor, text_encoder: Module, reset_cls_test: ResetClsTest, *, device: str,
+        score_threshold: float = 0.0, name: str = "detic", weights_source: str = "",
+    ) -> None:
         super().__init__(device=device, score_threshold=score_threshold)
         self.name, self.predictor, self.text_encoder = name, predictor, text_encoder
         self._reset_cls_test = reset_cls_test
@@ -121,7 +145,7 @@ class DeticDetector(BaseDetector):
 
 
 def build(
-    spec: Any, *, device: str = "cpu", precision: str = "fp32", score_threshold: float = 0.0,
+    spec: ModelSpec, *, device: str = "cpu", precision: str = "fp32", score_threshold: float = 0.0,
     weights: str | None = None, random_weights: bool = False, preprocess: str = "device",
 ) -> DeticDetector:
     """``weights``: the Detic checkout (``configs/``, ``models/<checkpoint>``; CLIP's
@@ -146,10 +170,10 @@ def build(
     clip_dirs = [repo, Path.home() / ".cache" / "clip"]
     clip_path = _find([d / CLIP_FILE for d in clip_dirs], f"CLIP text encoder {CLIP_FILE}")
 
-    cfg = mods["get_cfg"]()
+    cfg = mods.get_cfg()
     cfg.MODEL.DEVICE = device
-    mods["add_centernet_config"](cfg)
-    mods["add_detic_config"](cfg)
+    mods.add_centernet_config(cfg)
+    mods.add_detic_config(cfg)
     cfg.merge_from_file(str(config))
     cfg.MODEL.WEIGHTS = str(ckpt)
     cfg.MODEL.RETINANET.SCORE_THRESH_TEST = max(MIN_SCORE, score_threshold)
@@ -159,16 +183,16 @@ def build(
     cfg.MODEL.ROI_BOX_HEAD.CAT_FREQ_PATH = str(repo / cfg.MODEL.ROI_BOX_HEAD.CAT_FREQ_PATH)
     cfg.freeze()
     try:
-        predictor = mods["DefaultPredictor"](cfg)
-        text_encoder = _local_text_encoder(mods["build_text_encoder"], clip_path, device)
+        predictor = mods.DefaultPredictor(cfg)
+        text_encoder = _local_text_encoder(mods.build_text_encoder, clip_path, device)
     except (RuntimeError, OSError, KeyError) as exc:
         raise ModelError(f"detic: cannot build the model: {exc}") from exc
-    det = DeticDetector(predictor, text_encoder, mods["reset_cls_test"], device=device,
+    det = DeticDetector(predictor, text_encoder, mods.reset_cls_test, device=device,
                         score_threshold=score_threshold, weights_source=str(ckpt))
     return det
 
 
-def _local_text_encoder(build_text_encoder: Any, clip_path: Path, device: str) -> Any:
+def _local_text_encoder(build_text_encoder: Callable[..., Module], clip_path: Path, device: str) -> Module:
     """Detic's CLIPTEXT filled from a local CLIP file (Detic's own ``pretrain=True`` path
     calls ``clip.load("ViT-B/32")``, which downloads)."""
     import clip

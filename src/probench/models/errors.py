@@ -1,4 +1,10 @@
-"""Errors of the models room."""
+"""Errors of the models room, and :func:`import_backend` (a backend library or its error)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from types import ModuleType
 
 from probench.errors import CheckFailed, UsageError
 
@@ -17,6 +23,17 @@ class WeightsNotFoundError(ModelError):
 
 class BackendUnavailableError(ModelError):
     """The library a model needs is not installed (or cannot be on this machine)."""
+
+
+def import_backend(
+    name: str, message: Callable[[ImportError], str],
+    error: type[BackendUnavailableError] = BackendUnavailableError,
+) -> ModuleType:
+    """``import name``, or ``error(message(exc))`` saying how to install it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise error(message(exc)) from exc
 
 
 class PromptError(UsageError):

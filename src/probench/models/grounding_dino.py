@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,6 +38,13 @@ from probench.detections import Detections
 from probench.models import hf_common as hf
 from probench.models.base import StageTimer
 from probench.models.spec import ModelSpec
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transformers (pyproject)
+    from torch import Tensor
+    from torch.nn import Module
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+    from transformers.image_processing_utils import BaseImageProcessor
+    from transformers.utils import ModelOutput
 
 _SWIN_T = {"embed_dim": 96, "depths": [2, 2, 6, 2], "num_heads": [3, 6, 12, 24], "window_size": 7,
            "image_size": 224}
@@ -83,7 +90,7 @@ def _tiny_config() -> dict[str, Any]:
     }
 
 
-def _classes(spec: ModelSpec) -> tuple[Any, Any]:
+def _classes(spec: ModelSpec) -> tuple[type[PretrainedConfig], type[PreTrainedModel]]:
     import transformers as tf
 
     if _mm(spec):
@@ -96,11 +103,11 @@ class _Caption:
     """One forward pass worth of prompts."""
 
     first: int  # index of its first prompt in the prompt set
-    tokens: dict[str, Any]  # tokenizer output (tensors)
+    tokens: dict[str, Tensor]  # tokenizer output
     token_phrase: np.ndarray  # (max_text_len,) phrase index (local) per token, -1 elsewhere
     n_phrases: int
     key: tuple[int, ...]  # the token ids, read once on the CPU (TextCache.active's key)
-    hidden: Any = None  # the BERT backbone's output for these tokens (1, L, D), on the device
+    hidden: Tensor | None = None  # the BERT backbone's output for these tokens (1, L, D), on the device
 
 
 def _join(phrases: list[str]) -> str:
@@ -116,27 +123,29 @@ class TextCache:
     the captions of the prompt set being run; anything else runs the real backbone.
     """
 
-    def __init__(self, backbone: Any) -> None:
+    def __init__(self, backbone: Module) -> None:
         self.backbone = backbone
-        self.active: dict[tuple[int, ...], Any] = {}
+        self.active: dict[tuple[int, ...], Tensor] = {}
         self.calls = 0  # real BERT runs (tests read it)
         self._forward = backbone.forward
         backbone.forward = self.forward
 
-    def encode(self, input_ids: Any, **kwargs: Any) -> Any:
+    def encode(self, input_ids: Tensor, **kwargs: object) -> Tensor:
         """The real backbone's last hidden state for one caption (1, L, D)."""
         self.calls += 1
         out = self._forward(input_ids, **kwargs)
-        return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+        hidden: Tensor = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+        return hidden
 
-    def forward(self, input_ids: Any, *args: Any, **kwargs: Any) -> Any:
+    def forward(self, input_ids: Tensor, *args: object, **kwargs: object) -> ModelOutput:
         from transformers.modeling_outputs import BaseModelOutput
 
         same_rows = bool((input_ids == input_ids[:1]).all())
         hidden = self.active.get(tuple(input_ids[0].tolist())) if same_rows else None
         if hidden is None:
             self.calls += 1
-            return self._forward(input_ids, *args, **kwargs)
+            out: ModelOutput = self._forward(input_ids, *args, **kwargs)
+            return out
         return BaseModelOutput(last_hidden_state=hidden.expand(input_ids.shape[0], -1, -1))
 
 
@@ -144,13 +153,9 @@ class GroundingDinoDetector(hf.HFDetector):
     text_cache = "per-set"  # one joint caption per set (module doc)
     text_cache_size = 256  # prompt sets (each holds its captions' BERT output)
 
-    def __init__(self, model: Any, image_processor: Any, tokenizer: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.model = model
-        self.image_processor = image_processor
-        self.tokenizer = tokenizer
-        self.max_text_len = int(model.config.max_text_len)
-        self.bert_cache = TextCache(model.model.text_backbone)
+    def _attach(self) -> None:
+        self.max_text_len = int(self.model.config.max_text_len)
+        self.bert_cache = TextCache(self.model.model.text_backbone)
 
     # -- text side ------------------------------------------------------------------------
     def captions(self, prompts: Sequence[str]) -> list[_Caption]:
@@ -245,7 +250,7 @@ class GroundingDinoDetector(hf.HFDetector):
         )
 
 
-def _bert_masks(gd_model: Any, input_ids: Any) -> dict[str, Any]:
+def _bert_masks(gd_model: PreTrainedModel, input_ids: Tensor) -> dict[str, Tensor | bool]:
     """The arguments GroundingDinoModel passes to its text backbone (phrase-wise attention)."""
     import importlib
 
@@ -265,57 +270,34 @@ def _bert_masks(gd_model: Any, input_ids: Any) -> dict[str, Any]:
     }
 
 
-def _image_processor(spec: ModelSpec, size: dict[str, int]) -> Any:
+def _image_processor(spec: ModelSpec, size: dict[str, int]) -> BaseImageProcessor:
     import transformers as tf
 
     return tf.GroundingDinoImageProcessor(size=size)
 
 
-def _with_vocab(cfg: dict[str, Any], tokenizer: Any, vocab_size: int = 0) -> dict[str, Any]:
+def _with_vocab(
+    cfg: dict[str, Any], tokenizer: PreTrainedTokenizerBase, vocab_size: int = 0
+) -> dict[str, Any]:
     """Token ids of the generated tokenizer; ``vocab_size`` keeps a real-size embedding table."""
     cfg = {**cfg, "text_config": {**cfg["text_config"], "vocab_size": max(vocab_size, len(tokenizer)),
                                    "pad_token_id": tokenizer.pad_token_id}}
     return cfg
 
 
-def build(
-    spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
-    weights: str | None, random_weights: bool, preprocess: str = "device",
-) -> GroundingDinoDetector:
-    dev, dtype = hf.resolve_device(device, precision)
-    config_cls, model_cls = _classes(spec)
-    if random_weights:
-        from probench.models.tiny_tokenizers import bert_tokenizer
-
-        tokenizer = bert_tokenizer()
-        with hf.seeded():
-            model = model_cls(config_cls(**_with_vocab(_real_config(spec), tokenizer, 30522)))  # BERT's
-        image_processor = _image_processor(spec, dict(_REAL_IMAGE))
-        source = "random init (real-size config; generated tokenizer)"
-    else:
-        model, image_processor, tokenizer, source = hf.load_pretrained(
-            spec.name, spec.checkpoint, model_cls.from_pretrained, weights
-        )
-    det = GroundingDinoDetector(
-        hf.finish_model(model, dev, dtype), image_processor, tokenizer,
-        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold, preprocess=preprocess,
-    )
-    det.weights_source = source
-    return det
-
-
-def build_tiny(
-    spec: ModelSpec, *, device: str, precision: str, score_threshold: float, preprocess: str = "device"
-) -> GroundingDinoDetector:
+def _random(spec: ModelSpec, tiny: bool) -> hf.RandomBuild:
+    """The tiny or the real-size config with a generated BERT tokenizer."""
     from probench.models.tiny_tokenizers import bert_tokenizer
 
-    dev, dtype = hf.resolve_device(device, precision)
     config_cls, model_cls = _classes(spec)
     tokenizer = bert_tokenizer()
-    with hf.seeded():
-        model = model_cls(config_cls(**_with_vocab(_tiny_config(), tokenizer)))
-    return GroundingDinoDetector(
-        hf.finish_model(model, dev, dtype), _image_processor(spec, dict(TINY_IMAGE)), tokenizer,
-        name="tiny-" + spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
-        preprocess=preprocess,
-    )
+    if tiny:
+        cfg, image = _with_vocab(_tiny_config(), tokenizer), TINY_IMAGE
+    else:
+        cfg, image = _with_vocab(_real_config(spec), tokenizer, 30522), _REAL_IMAGE  # BERT's vocabulary
+    image_processor = _image_processor(spec, dict(image))
+    return hf.RandomBuild(tokenizer, lambda: model_cls(config_cls(**cfg)), image_processor)
+
+
+_FACTORY = hf.HFFactory(GroundingDinoDetector, _random, lambda spec: _classes(spec)[1])
+build, build_tiny = _FACTORY.build, _FACTORY.build_tiny  # the zoo's factories (specs_transformers)

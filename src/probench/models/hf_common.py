@@ -1,5 +1,5 @@
 """Shared plumbing of the transformers adapters: device/precision, offline weight loading,
-deterministic tiny builds.
+deterministic tiny builds, and the zoo factories every adapter shares (:class:`HFFactory`).
 
 Imported only by the adapters (it imports torch), never by the zoo listing.
 """
@@ -10,17 +10,35 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
+
+import numpy as np
 
 from probench.errors import UsageError
 from probench.models.base import BaseDetector
 from probench.models.errors import ModelError, WeightsNotFoundError
+from probench.models.spec import ModelSpec
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transformers (pyproject)
+    from numpy.typing import ArrayLike
+    from torch import Tensor
+    from torch import device as TorchDevice
+    from torch import dtype as TorchDtype
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    from transformers.image_processing_utils import BaseImageProcessor
+
+    from probench.models.preprocess import Frame
+
+    # frames on the device -> the model's image inputs (pixel_values, maybe pixel_mask)
+    PixelFn = Callable[[Sequence[Tensor]], dict[str, Tensor]]
+
+T = TypeVar("T")
 
 TINY_SEED = 0  # every tiny model is built right after torch.manual_seed(TINY_SEED)
 MAX_PER_PROMPT = 100  # COCO maxDets: the cap on boxes per prompt (DESIGN.md, detector contract)
 
 
-def resolve_device(device: str, precision: str) -> tuple[Any, Any]:
+def resolve_device(device: str, precision: str) -> tuple[TorchDevice, TorchDtype]:
     """``(torch.device, torch.dtype)`` for a device string and ``fp32``/``fp16``, or a clear error."""
     import torch
 
@@ -40,7 +58,7 @@ def resolve_device(device: str, precision: str) -> tuple[Any, Any]:
     return dev, (torch.float16 if precision == "fp16" else torch.float32)
 
 
-def cuda_sync(dev: Any) -> Callable[[], None] | None:
+def cuda_sync(dev: TorchDevice) -> Callable[[], None] | None:
     """The synchronise function StageTimer needs on CUDA (None on CPU)."""
     import torch
 
@@ -101,7 +119,7 @@ def pretrained_source(name: str, checkpoint: str, weights: str | None) -> str:
     return checkpoint
 
 
-def from_pretrained(loader: Callable[..., Any], source: str, what: str, **kwargs: Any) -> Any:
+def from_pretrained(loader: Callable[..., T], source: str, what: str, **kwargs: object) -> T:
     """``loader(source, local_files_only=True)`` with low-level errors wrapped."""
     try:
         return loader(source, local_files_only=True, **kwargs)
@@ -110,8 +128,8 @@ def from_pretrained(loader: Callable[..., Any], source: str, what: str, **kwargs
 
 
 def load_pretrained(
-    name: str, checkpoint: str, load_model: Callable[..., Any], weights: str | None
-) -> tuple[Any, Any, Any, str]:
+    name: str, checkpoint: str, load_model: Callable[..., PreTrainedModel], weights: str | None
+) -> tuple[PreTrainedModel, BaseImageProcessor, PreTrainedTokenizerBase, str]:
     """Real weights from ``weights`` or the local HF cache (never downloaded): the model,
     its image processor and tokenizer (from the checkpoint's processor), and the source."""
     import transformers as tf
@@ -122,29 +140,27 @@ def load_pretrained(
     return model, processor.image_processor, processor.tokenizer, source
 
 
-def finish_model(model: Any, dev: Any, dtype: Any) -> Any:
+def finish_model(model: PreTrainedModel, dev: TorchDevice, dtype: TorchDtype) -> PreTrainedModel:
     """Eval mode on the target device and dtype."""
     return model.to(device=dev, dtype=dtype).eval()
 
 
-def cap_per_prompt(scores: Any, labels: Any, max_per_prompt: int = MAX_PER_PROMPT) -> Any:
+def cap_per_prompt(scores: ArrayLike, labels: ArrayLike, max_per_prompt: int = MAX_PER_PROMPT) -> np.ndarray:
     """Indices (numpy) of the kept boxes: sorted by score, at most ``max_per_prompt`` per label."""
-    import numpy as np
-
-    scores = np.asarray(scores, dtype=np.float64)
-    labels = np.asarray(labels, dtype=np.int64)
-    order = np.argsort(-scores, kind="stable")
+    score_arr = np.asarray(scores, dtype=np.float64)
+    label_arr = np.asarray(labels, dtype=np.int64)
+    order = np.argsort(-score_arr, kind="stable")
     keep = []
     counts: dict[int, int] = {}
     for i in order:
-        c = counts.get(int(labels[i]), 0)
+        c = counts.get(int(label_arr[i]), 0)
         if c < max_per_prompt:
-            counts[int(labels[i])] = c + 1
+            counts[int(label_arr[i])] = c + 1
             keep.append(i)
     return np.asarray(keep, dtype=np.int64)
 
 
-def device_pixels(processor: Any, dev: Any, dtype: Any) -> Callable[[Sequence[Any]], dict[str, Any]]:
+def device_pixels(processor: BaseImageProcessor, dev: TorchDevice, dtype: TorchDtype) -> PixelFn:
     """The device-path twin of a transformers image processor (:mod:`probench.models.preprocess`)."""
     from transformers.image_processing_backends import TorchvisionBackend
 
@@ -165,22 +181,29 @@ class HFDetector(BaseDetector):
     """BaseDetector plus the torch device and dtype every transformers adapter needs, and the
     two preprocessing paths (``preprocess``: "device" or "reference")."""
 
-    image_processor: Any  # the transformers image processor: set by each adapter's __init__
-
     def __init__(
-        self, *, name: str, dev: Any, dtype: Any, score_threshold: float = 0.0, preprocess: str = "device"
+        self, model: PreTrainedModel, image_processor: BaseImageProcessor, tokenizer: PreTrainedTokenizerBase,
+        *, name: str, dev: TorchDevice, dtype: TorchDtype, score_threshold: float = 0.0,
+        preprocess: str = "device",
     ) -> None:
         from probench.models.preprocess import Uploader, check_preprocess
 
         super().__init__(device=str(dev), score_threshold=score_threshold)
+        self.model = model
+        self.image_processor = image_processor
+        self.tokenizer = tokenizer
         self.name = name
         self.dev = dev
         self.dtype = dtype
         self.preprocess = check_preprocess(preprocess)
         self._upload = Uploader(dev)
-        self._device_pixels: Callable[[Sequence[Any]], dict[str, Any]] | None = None
+        self._device_pixels: PixelFn | None = None
+        self._attach()
 
-    def pixel_inputs(self, images: Sequence[Any]) -> dict[str, Any]:
+    def _attach(self) -> None:
+        """The adapter's own setup on its model, once the fields above are set."""
+
+    def pixel_inputs(self, images: Sequence[Frame]) -> dict[str, Tensor]:
         """The model's image inputs (``pixel_values``, and ``pixel_mask`` where the processor
         makes one) on the device, by the detector's preprocessing path."""
         image_processor = self.image_processor
@@ -195,3 +218,76 @@ class HFDetector(BaseDetector):
         if self._device_pixels is None:
             self._device_pixels = device_pixels(image_processor, self.dev, self.dtype)
         return self._device_pixels(self._upload(images))
+
+
+RANDOM_SOURCE = "random init (real-size config; generated tokenizer)"
+DetectorT = TypeVar("DetectorT", bound=HFDetector)
+
+
+class RandomBuild(NamedTuple):
+    """An adapter's model without weights: its generated tokenizer, ``make`` (the model,
+    built under the tiny seed) and its image processor."""
+
+    tokenizer: PreTrainedTokenizerBase
+    make: Callable[[], PreTrainedModel]
+    image_processor: BaseImageProcessor
+
+
+class HFFactory(Generic[DetectorT]):
+    """The zoo factories of a transformers adapter (``build`` and ``build_tiny``, the zoo
+    contract): real weights from a local folder or the HF cache, or a seeded random model
+    from ``random_build(spec, tiny)``, made into a ``detector`` on the device and dtype."""
+
+    def __init__(
+        self, detector: type[DetectorT], random_build: Callable[[ModelSpec, bool], RandomBuild],
+        model_class: Callable[[ModelSpec], type[PreTrainedModel]],
+    ) -> None:
+        self.detector, self.random_build, self.model_class = detector, random_build, model_class
+
+    def build(
+        self, spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
+        weights: str | None, random_weights: bool, preprocess: str = "device",
+    ) -> DetectorT:
+        """``<name>``: the real model (``random_weights``: the real-size config, random weights)."""
+        dev, dtype = resolve_device(device, precision)
+        if random_weights:
+            model, image_processor, tokenizer = self._random(spec, tiny=False)
+            source = RANDOM_SOURCE
+        else:
+            model, image_processor, tokenizer, source = load_pretrained(
+                spec.name, spec.checkpoint, self.model_class(spec).from_pretrained, weights
+            )
+        det = self._detector(
+            spec.name, model, image_processor, tokenizer, dev, dtype, score_threshold, preprocess
+        )
+        det.weights_source = source
+        return det
+
+    def build_tiny(
+        self, spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
+        preprocess: str = "device",
+    ) -> DetectorT:
+        """``tiny-<name>``: the adapter's tiny config with seeded random weights."""
+        dev, dtype = resolve_device(device, precision)
+        model, image_processor, tokenizer = self._random(spec, tiny=True)
+        return self._detector(
+            "tiny-" + spec.name, model, image_processor, tokenizer, dev, dtype, score_threshold, preprocess
+        )
+
+    def _random(
+        self, spec: ModelSpec, *, tiny: bool
+    ) -> tuple[PreTrainedModel, BaseImageProcessor, PreTrainedTokenizerBase]:
+        parts = self.random_build(spec, tiny)
+        with seeded():
+            model = parts.make()
+        return model, parts.image_processor, parts.tokenizer
+
+    def _detector(
+        self, name: str, model: PreTrainedModel, image_processor: BaseImageProcessor,
+        tokenizer: PreTrainedTokenizerBase, dev: TorchDevice, dtype: TorchDtype, score_threshold: float,
+        preprocess: str,
+    ) -> DetectorT:
+        return self.detector(
+            finish_model(model, dev, dtype), image_processor, tokenizer,
+            name=name, dev=dev, dtype=dtype, score_threshold=score_threshold, preprocess=preprocess,
+        )

@@ -16,7 +16,7 @@ and the Ray driver use.
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from probench.cache.identity import RunIdentity, RunSession, open_run
 from probench.cache.run import RunDir
 from probench.data.dataset import Dataset
 from probench.errors import ProbenchError, UsageError
-from probench.models.base import BaseDetector
+from probench.models.base import Detector
 from probench.models.errors import InferenceError
 from probench.vocabulary import (
     FORMULATIONS,
@@ -39,8 +39,8 @@ from probench.vocabulary import (
 
 
 def offline_identity(
-    model: dict[str, Any], dataset: Dataset, *, device: str, precision: str, score_threshold: float = 0.0,
-    limit: int | None = None,
+    model: Mapping[str, object], dataset: Dataset, *, device: str, precision: str,
+    score_threshold: float = 0.0, limit: int | None = None,
 ) -> RunIdentity:
     """The identity of an offline inference run (``probench infer``, single process or Ray)."""
     return RunIdentity(
@@ -83,7 +83,7 @@ def check_something_to_ask(dataset: Dataset, image_ids: Sequence[int]) -> list[i
 
 
 def run_inference(
-    detector: BaseDetector,
+    detector: Detector,
     dataset: Dataset,
     run_dir: RunDir | str | Path,
     formulations: Sequence[str] = FORMULATIONS,
@@ -125,7 +125,7 @@ def run_inference(
 
 
 def _infer_all(
-    detector: BaseDetector,
+    detector: Detector,
     dataset: Dataset,
     session: RunSession,
     formulations: list[str],
@@ -188,7 +188,7 @@ def _decoded(dataset: Dataset, image_ids: list[int], prefetch: bool) -> Generato
 
 
 def _infer_image(
-    detector: BaseDetector, dataset: Dataset, image_id: int, got_id: int, image: np.ndarray, formulation: str
+    detector: Detector, dataset: Dataset, image_id: int, got_id: int, image: np.ndarray, formulation: str
 ) -> list[CocoResult]:
     if got_id != image_id:  # the decode queue and the loop must walk the same ids
         raise InferenceError(f"internal: decoded image {got_id} where {image_id} was due")
@@ -196,7 +196,7 @@ def _infer_image(
 
 
 def infer_image(
-    detector: BaseDetector, dataset: Dataset, image_id: int, image: np.ndarray, formulation: str
+    detector: Detector, dataset: Dataset, image_id: int, image: np.ndarray, formulation: str
 ) -> list[CocoResult]:
     """The COCO results of one decoded image under one formulation (the unit of work a
     single process and a Ray worker both do)."""

@@ -26,7 +26,7 @@ during the timed runs; the preprocessing path (``device`` or ``reference``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from probench.cache.identity import RunIdentity, check_folder, clear_run, librar
 from probench.cache.run import RunDir
 from probench.data.dataset import Dataset
 from probench.errors import ProbenchError, UsageError
-from probench.models.base import BaseDetector, TextCacheStats
+from probench.models.base import Detector, TextCacheStats
 from probench.models.errors import InferenceError
 from probench.stats import summarize as summary_stats
 from probench.vocabulary import unique_prompts
@@ -79,7 +79,7 @@ def summarize(samples_ms: Sequence[float]) -> dict[str, float]:
 
 
 def measure_latency(
-    detector: BaseDetector,
+    detector: Detector,
     workload: Sequence[tuple[int, np.ndarray, list[str]]],
     *,
     warmup: int = 3,
@@ -156,7 +156,7 @@ def text_split(samples_ms: Sequence[float], text_ms: Sequence[float], cold: Sequ
 
 
 def _timed_call(
-    detector: BaseDetector, image_id: int, image: np.ndarray, prompts: list[str],
+    detector: Detector, image_id: int, image: np.ndarray, prompts: list[str],
     sync: Callable[[], None] | None,
 ) -> tuple[float, float, dict[str, float]]:
     try:
@@ -197,14 +197,16 @@ def load_workload(
     return workload
 
 
-def latency_identity(model: dict[str, Any], dataset: Dataset, *, device: str, precision: str) -> RunIdentity:
+def latency_identity(
+    model: Mapping[str, object], dataset: Dataset, *, device: str, precision: str
+) -> RunIdentity:
     """What a latency measurement is of (checked against the folder on the shared fields)."""
     return RunIdentity(source="offline", model=model, dataset=dataset.summary(), device=device,
                        precision=precision)
 
 
 def run_latency(
-    detector: BaseDetector,
+    detector: Detector,
     dataset: Dataset,
     run_dir: RunDir | str | Path,
     *,

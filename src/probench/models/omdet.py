@@ -22,7 +22,7 @@ device tensor; ``reference`` is the processor.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,6 +30,15 @@ from probench.detections import Detections
 from probench.models import hf_common as hf
 from probench.models.base import StageTimer
 from probench.models.spec import ModelSpec
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transformers (pyproject)
+    from torch import Tensor
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    from transformers.image_processing_utils import BaseImageProcessor
+    from transformers.utils import ModelOutput
+
+    # OmDetTurboForObjectDetection.get_language_embedding: class embeddings, task embeddings, task mask
+    Language = tuple[Tensor, Tensor, Tensor]
 
 NMS_IOU = 0.5  # the processor's default
 TEXT_LEN = 77  # the processor's text max_length
@@ -43,7 +52,7 @@ def task_prompt(prompts: tuple[str, ...]) -> str:
     return f"Detect {', '.join(prompts)}."
 
 
-def _tiny_config(vocab: int, pad_id: int, bos: int, eos: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def _tiny_config(vocab: int, pad_id: int, bos: int, eos: int) -> tuple[dict[str, object], dict[str, object]]:
     # The text width must equal class_embed_dim and differ from the decoder width (32), as in
     # the real model (512 vs 256): transformers only builds the task projection then.
     text = {"model_type": "clip_text_model", "hidden_size": 48, "intermediate_size": 37,
@@ -64,7 +73,7 @@ def _tiny_config(vocab: int, pad_id: int, bos: int, eos: int) -> tuple[dict[str,
     return cfg, timm_kwargs
 
 
-def _real_config(vocab: int, pad_id: int, bos: int, eos: int) -> dict[str, Any]:
+def _real_config(vocab: int, pad_id: int, bos: int, eos: int) -> dict[str, object]:
     # The checkpoint's config.json: transformers' defaults are this checkpoint (Swin-T timm
     # backbone, CLIP ViT-B/32-size text tower, 900 queries, 640 px).
     text = {"model_type": "clip_text_model", "vocab_size": max(vocab, 49408), "pad_token_id": pad_id,
@@ -76,26 +85,24 @@ class OmDetTurboDetector(hf.HFDetector):
     text_cache = "per-set"  # the task sentence is joint (module doc)
     text_cache_size = 256
 
-    def __init__(self, model: Any, image_processor: Any, tokenizer: Any, **kwargs: Any) -> None:
+    def _attach(self) -> None:
         from transformers.models.omdet_turbo.modeling_omdet_turbo import OmDetTurboLRUCache
 
-        super().__init__(**kwargs)
-        self.model = model
-        self.image_processor = image_processor
-        self.tokenizer = tokenizer
+        model = self.model
         model.language_cache_class = OmDetTurboLRUCache(CLASS_CACHE)
         self._embed_language = type(model).get_language_embedding.__get__(model)
-        self._active_language: Any = None
+        self._active_language: Language | None = None
         # Instance attribute, not a module change: the forward pass asks this for its text
         # features and gets the active set's stored ones.
         model.get_language_embedding = self._language_embedding
 
-    def _language_embedding(self, *args: Any, **kwargs: Any) -> Any:
+    def _language_embedding(self, *args: object, **kwargs: object) -> Language:
         if self._active_language is not None:
             return self._active_language
-        return self._embed_language(*args, **kwargs)
+        language: Language = self._embed_language(*args, **kwargs)
+        return language
 
-    def _tokens(self, prompts: tuple[str, ...]) -> dict[str, Any]:
+    def _tokens(self, prompts: tuple[str, ...]) -> dict[str, Tensor]:
         import torch
 
         kw = {"padding": "max_length", "truncation": True, "max_length": TEXT_LEN, "return_tensors": "pt"}
@@ -109,7 +116,7 @@ class OmDetTurboDetector(hf.HFDetector):
             "classes_structure": torch.tensor([len(prompts)], dtype=torch.long, device=self.dev),
         }
 
-    def _encode_prompts(self, prompts: tuple[str, ...]) -> tuple[dict[str, Any], Any]:
+    def _encode_prompts(self, prompts: tuple[str, ...]) -> tuple[dict[str, Tensor], Language]:
         import torch
 
         tokens = self._tokens(prompts)
@@ -120,7 +127,7 @@ class OmDetTurboDetector(hf.HFDetector):
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
         import torch
 
-        state: tuple[dict[str, Any], Any] = text_state  # type: ignore[assignment]
+        state: tuple[dict[str, Tensor], Language] = text_state  # type: ignore[assignment]
         tokens, language = state
         h, w = int(image.shape[0]), int(image.shape[1])
         timer = StageTimer(sync=hf.cuda_sync(self.dev))
@@ -141,7 +148,7 @@ class OmDetTurboDetector(hf.HFDetector):
         )
 
 
-def _post_process(out: Any, size: tuple[int, int], n_classes: int) -> dict[str, np.ndarray]:
+def _post_process(out: ModelOutput, size: tuple[int, int], n_classes: int) -> dict[str, np.ndarray]:
     """The processor's post-processing (threshold 0, NMS 0.5), as numpy."""
     from transformers.models.omdet_turbo import processing_omdet_turbo as pp
 
@@ -154,60 +161,40 @@ def _post_process(out: Any, size: tuple[int, int], n_classes: int) -> dict[str, 
     return {"boxes": boxes.cpu().numpy(), "scores": scores.cpu().numpy(), "labels": labels.cpu().numpy()}
 
 
-def _image_processor(side: int) -> Any:
+def _image_processor(side: int) -> BaseImageProcessor:
     import transformers as tf
 
     # The checkpoint's preprocessor: DETR-style processor, plain resize to 640x640, no pad.
     return tf.DetrImageProcessor(size={"height": side, "width": side}, do_pad=False)
 
 
-def _tok_ids(tokenizer: Any) -> tuple[int, int, int, int]:
+def _tok_ids(tokenizer: PreTrainedTokenizerBase) -> tuple[int, int, int, int]:
     return len(tokenizer), tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id
 
 
-def build(
-    spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
-    weights: str | None, random_weights: bool, preprocess: str = "device",
-) -> OmDetTurboDetector:
-    import transformers as tf
-
-    dev, dtype = hf.resolve_device(device, precision)
-    if random_weights:
-        from probench.models.tiny_tokenizers import clip_tokenizer
-
-        tokenizer = clip_tokenizer(pad_token=CLIP_PAD)
-        with hf.seeded():
-            model = tf.OmDetTurboForObjectDetection(tf.OmDetTurboConfig(**_real_config(*_tok_ids(tokenizer))))
-        image_processor = _image_processor(640)
-        source = "random init (real-size config; generated tokenizer)"
-    else:
-        model, image_processor, tokenizer, source = hf.load_pretrained(
-            spec.name, spec.checkpoint, tf.OmDetTurboForObjectDetection.from_pretrained, weights
-        )
-    det = OmDetTurboDetector(
-        hf.finish_model(model, dev, dtype), image_processor, tokenizer,
-        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold, preprocess=preprocess,
-    )
-    det.weights_source = source
-    return det
-
-
-def build_tiny(
-    spec: ModelSpec, *, device: str, precision: str, score_threshold: float, preprocess: str = "device"
-) -> OmDetTurboDetector:
+def _random(spec: ModelSpec, tiny: bool) -> hf.RandomBuild:
+    """The tiny or the real-size config with a generated CLIP tokenizer."""
     import transformers as tf
 
     from probench.models.tiny_tokenizers import clip_tokenizer
 
-    dev, dtype = hf.resolve_device(device, precision)
     tokenizer = clip_tokenizer(pad_token=CLIP_PAD)
-    cfg, timm_kwargs = _tiny_config(*_tok_ids(tokenizer))
-    config = tf.OmDetTurboConfig(**cfg)
-    config.timm_kwargs = timm_kwargs  # read by OmDetTurboVisionBackbone -> timm.create_model
-    with hf.seeded():
-        model = tf.OmDetTurboForObjectDetection(config)
-    return OmDetTurboDetector(
-        hf.finish_model(model, dev, dtype), _image_processor(TINY_IMAGE), tokenizer,
-        name="tiny-" + spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
-        preprocess=preprocess,
-    )
+    if tiny:
+        cfg, timm_kwargs = _tiny_config(*_tok_ids(tokenizer))
+        config = tf.OmDetTurboConfig(**cfg)
+        config.timm_kwargs = timm_kwargs  # read by OmDetTurboVisionBackbone -> timm.create_model
+    else:
+        config = tf.OmDetTurboConfig(**_real_config(*_tok_ids(tokenizer)))
+    side = TINY_IMAGE if tiny else 640
+    return hf.RandomBuild(tokenizer, lambda: tf.OmDetTurboForObjectDetection(config), _image_processor(side))
+
+
+def _model_class(spec: ModelSpec) -> type[PreTrainedModel]:
+    import transformers as tf
+
+    cls: type[PreTrainedModel] = tf.OmDetTurboForObjectDetection
+    return cls
+
+
+_FACTORY = hf.HFFactory(OmDetTurboDetector, _random, _model_class)
+build, build_tiny = _FACTORY.build, _FACTORY.build_tiny  # the zoo's factories (specs_transformers)

@@ -22,7 +22,7 @@ image.
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,29 +31,27 @@ from probench.models import hf_common as hf
 from probench.models.base import TEXT_BATCH, StageTimer
 from probench.models.spec import ModelSpec
 
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transformers (pyproject)
+    from torch import Tensor
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+    from transformers.image_processing_utils import BaseImageProcessor
+
+
+def _tower(hidden: int, heads: int, layers: int = 12, **extra: int) -> dict[str, int]:
+    """A CLIP transformer tower's config (the MLP is 4 x hidden wide in every OWL checkpoint)."""
+    return {"hidden_size": hidden, "intermediate_size": 4 * hidden, "num_hidden_layers": layers,
+            "num_attention_heads": heads, **extra}
+
+
+_TEXT_B = _tower(512, 8, max_position_embeddings=16)
 # Real-size configs (from the checkpoints' config.json), used for random_weights builds.
 REAL_CONFIGS: dict[str, dict[str, Any]] = {
-    "owlv2-b": {
-        "text_config": {"hidden_size": 512, "intermediate_size": 2048, "num_hidden_layers": 12,
-                        "num_attention_heads": 8, "max_position_embeddings": 16},
-        "vision_config": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
-                          "num_attention_heads": 12, "image_size": 960, "patch_size": 16},
-        "projection_dim": 512,
-    },
-    "owlv2-l": {
-        "text_config": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
-                        "num_attention_heads": 12, "max_position_embeddings": 16},
-        "vision_config": {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
-                          "num_attention_heads": 16, "image_size": 1008, "patch_size": 14},
-        "projection_dim": 768,
-    },
-    "owlvit": {
-        "text_config": {"hidden_size": 512, "intermediate_size": 2048, "num_hidden_layers": 12,
-                        "num_attention_heads": 8, "max_position_embeddings": 16},
-        "vision_config": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
-                          "num_attention_heads": 12, "image_size": 768, "patch_size": 32},
-        "projection_dim": 512,
-    },
+    "owlv2-b": {"text_config": _TEXT_B, "vision_config": _tower(768, 12, image_size=960, patch_size=16),
+                "projection_dim": 512},
+    "owlv2-l": {"text_config": _tower(768, 12, max_position_embeddings=16),
+                "vision_config": _tower(1024, 16, 24, image_size=1008, patch_size=14), "projection_dim": 768},
+    "owlvit": {"text_config": _TEXT_B, "vision_config": _tower(768, 12, image_size=768, patch_size=32),
+               "projection_dim": 512},
 }
 
 TINY_IMAGE = 64
@@ -70,7 +68,9 @@ def _tiny_config(name: str) -> dict[str, Any]:
     }
 
 
-def _classes(spec: ModelSpec) -> tuple[Any, Any, Any]:
+def _classes(
+    spec: ModelSpec,
+) -> tuple[type[PretrainedConfig], type[PreTrainedModel], type[BaseImageProcessor]]:
     """(config class, model class, image processor class) of the spec's OWL generation."""
     import transformers as tf
 
@@ -79,7 +79,7 @@ def _classes(spec: ModelSpec) -> tuple[Any, Any, Any]:
     return tf.Owlv2Config, tf.Owlv2ForObjectDetection, tf.Owlv2ImageProcessor
 
 
-def _image_processor(spec: ModelSpec, side: int) -> Any:
+def _image_processor(spec: ModelSpec, side: int) -> BaseImageProcessor:
     _, _, proc_cls = _classes(spec)
     size = {"height": side, "width": side}
     if spec.name == "owlvit":
@@ -87,7 +87,9 @@ def _image_processor(spec: ModelSpec, side: int) -> Any:
     return proc_cls(size=size)
 
 
-def _vocab_config(cfg: dict[str, Any], tokenizer: Any, vocab_size: int | None = None) -> dict[str, Any]:
+def _vocab_config(
+    cfg: dict[str, Any], tokenizer: PreTrainedTokenizerBase, vocab_size: int | None = None
+) -> dict[str, Any]:
     """Token ids of the generated tokenizer; ``vocab_size`` keeps a real-size embedding table."""
     cfg = {**cfg, "text_config": dict(cfg["text_config"])}
     cfg["text_config"].update(
@@ -104,18 +106,15 @@ class OwlDetector(hf.HFDetector):
     text_cache_size = 4096  # query embeddings (D floats each); Pro-Bench asks ~1.5k distinct texts
     text_batch = TEXT_BATCH  # misses encoded in fixed-size batches: bit-reproducible (base.py)
 
-    def __init__(self, model: Any, image_processor: Any, tokenizer: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.model = model
-        self.image_processor = image_processor
-        self.tokenizer = tokenizer
+    def _attach(self) -> None:
+        model = self.model
         self._clip = getattr(model, "owlv2", None) or model.owlvit
         self.max_text_len = int(model.config.text_config.max_position_embeddings)
         import torch
 
         self._stack = torch.stack  # bound once: joining is on every prompt-set change
 
-    def _encode_texts(self, prompts: tuple[str, ...]) -> list[Any]:
+    def _encode_texts(self, prompts: tuple[str, ...]) -> list[Tensor]:
         import torch
 
         tok = self.tokenizer(
@@ -128,10 +127,10 @@ class OwlDetector(hf.HFDetector):
             )
         return list(out.pooler_output.clone())  # one (D,) row per query
 
-    def _join_texts(self, items: list[object], prompts: tuple[str, ...]) -> Any:
+    def _join_texts(self, items: list[object], prompts: tuple[str, ...]) -> Tensor:
         return self._stack(items)[None]  # (1, Q, D): shared by every image
 
-    def _forward(self, pixel_values: Any, text: Any) -> tuple[Any, Any]:
+    def _forward(self, pixel_values: Tensor, text: Tensor) -> tuple[Tensor, Tensor]:
         import torch
 
         with torch.inference_mode():
@@ -149,7 +148,7 @@ class OwlDetector(hf.HFDetector):
         """One forward for the whole batch; each result's timings are its share of the batch."""
         return self._run_many(images, text_state)
 
-    def _run_many(self, images: list[np.ndarray], text: Any) -> list[Detections]:
+    def _run_many(self, images: list[np.ndarray], text: Tensor) -> list[Detections]:
         timer = StageTimer(sync=hf.cuda_sync(self.dev))
         with timer.stage("preprocess"):
             pv = self.pixel_inputs(images)["pixel_values"]
@@ -173,35 +172,7 @@ class OwlDetector(hf.HFDetector):
         ]
 
 
-def build(
-    spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
-    weights: str | None, random_weights: bool, preprocess: str = "device",
-) -> OwlDetector:
-    dev, dtype = hf.resolve_device(device, precision)
-    config_cls, model_cls, _ = _classes(spec)
-    if random_weights:
-        from probench.models.tiny_tokenizers import clip_tokenizer
-
-        tokenizer = clip_tokenizer(pad_token="!")
-        cfg = _vocab_config(REAL_CONFIGS[spec.name], tokenizer, vocab_size=49408)  # CLIP's
-        with hf.seeded():
-            model = model_cls(config_cls(**cfg))
-        side = cfg["vision_config"]["image_size"]
-        image_processor = _image_processor(spec, side)
-        source = "random init (real-size config; generated tokenizer)"
-    else:
-        model, image_processor, tokenizer, source = hf.load_pretrained(
-            spec.name, spec.checkpoint, model_cls.from_pretrained, weights
-        )
-    det = OwlDetector(
-        hf.finish_model(model, dev, dtype), image_processor, tokenizer,
-        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold, preprocess=preprocess,
-    )
-    det.weights_source = source
-    return det
-
-
-def _tame(model: Any) -> Any:
+def _tame(model: PreTrainedModel) -> PreTrainedModel:
     """Random init saturates the tiny heads (scores ~1, degenerate boxes): shrink the last
     box layer and the logit shift/scale so boxes sit near each patch's prior box and scores
     spread over (0, 1) — closer to a trained model's output shape, still deterministic."""
@@ -214,19 +185,21 @@ def _tame(model: Any) -> Any:
     return model
 
 
-def build_tiny(
-    spec: ModelSpec, *, device: str, precision: str, score_threshold: float, preprocess: str = "device"
-) -> OwlDetector:
+def _random(spec: ModelSpec, tiny: bool) -> hf.RandomBuild:
+    """The tiny config (heads tamed) or the real-size one, with a generated CLIP tokenizer."""
     from probench.models.tiny_tokenizers import clip_tokenizer
 
-    dev, dtype = hf.resolve_device(device, precision)
     config_cls, model_cls, _ = _classes(spec)
     tokenizer = clip_tokenizer(pad_token="!")
-    cfg = _vocab_config(_tiny_config(spec.name), tokenizer)
-    with hf.seeded():
-        model = _tame(model_cls(config_cls(**cfg)))
-    return OwlDetector(
-        hf.finish_model(model, dev, dtype), _image_processor(spec, TINY_IMAGE), tokenizer,
-        name="tiny-" + spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
-        preprocess=preprocess,
-    )
+    if tiny:
+        cfg = _vocab_config(_tiny_config(spec.name), tokenizer)
+        return hf.RandomBuild(
+            tokenizer, lambda: _tame(model_cls(config_cls(**cfg))), _image_processor(spec, TINY_IMAGE)
+        )
+    real = _vocab_config(REAL_CONFIGS[spec.name], tokenizer, vocab_size=49408)  # CLIP's
+    side = real["vision_config"]["image_size"]
+    return hf.RandomBuild(tokenizer, lambda: model_cls(config_cls(**real)), _image_processor(spec, side))
+
+
+_FACTORY = hf.HFFactory(OwlDetector, _random, lambda spec: _classes(spec)[1])
+build, build_tiny = _FACTORY.build, _FACTORY.build_tiny  # the zoo's factories (specs_transformers)

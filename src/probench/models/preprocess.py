@@ -36,12 +36,25 @@ import math
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Generic, TypeAlias, TypeVar
 
 import numpy as np
 
 from probench.vocabulary import PREPROCESS_PATHS
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transformers (pyproject)
+    from torch import Tensor
+    from torch import device as TorchDevice
+    from torch import dtype as TorchDtype
+    from torch.cuda import Event
+    from transformers.image_processing_utils import BaseImageProcessor
+
+    # A frame: RGB uint8 (H, W, 3), a numpy array or a torch tensor (decoded on the GPU).
+    Frame: TypeAlias = np.ndarray | Tensor
+
+V = TypeVar("V")
 
 _MATRIX_CACHE = 8  # input sizes whose resize matrices are kept (a camera has one)
 
@@ -55,14 +68,14 @@ def check_preprocess(value: str) -> str:
     return value
 
 
-class _Lru:
+class _Lru(Generic[V]):
     """A small LRU of computed values (resize matrices, pinned buffers) keyed by shape."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.items: OrderedDict[Hashable, Any] = OrderedDict()
+        self.items: OrderedDict[Hashable, V] = OrderedDict()
 
-    def get(self, key: Hashable, make: Callable[[], Any]) -> Any:
+    def get(self, key: Hashable, make: Callable[[], V]) -> V:
         if key in self.items:
             self.items.move_to_end(key)
             return self.items[key]
@@ -73,7 +86,7 @@ class _Lru:
         return value
 
 
-def as_numpy_rgb(image: Any) -> np.ndarray:
+def as_numpy_rgb(image: Frame) -> np.ndarray:
     """A frame as a CPU numpy array (a torch tensor, e.g. decoded on the GPU, is copied back)."""
     if isinstance(image, np.ndarray):
         return image
@@ -89,14 +102,14 @@ class Uploader:
     on the device (a frame decoded there) pass through.
     """
 
-    def __init__(self, dev: Any) -> None:
+    def __init__(self, dev: TorchDevice) -> None:
         self.dev = dev
-        self._pinned = _Lru(4)
+        self._pinned: _Lru[_Pinned] = _Lru(4)
 
-    def __call__(self, images: Sequence[Any]) -> list[Any]:
+    def __call__(self, images: Sequence[Frame]) -> list[Tensor]:
         import torch
 
-        out: list[Any] = [None] * len(images)
+        out: list[Tensor] = [None] * len(images)
         groups: dict[tuple[int, ...], list[int]] = {}
         for i, im in enumerate(images):
             if isinstance(im, torch.Tensor):
@@ -112,30 +125,37 @@ class Uploader:
                 out[i] = batch[k]
         return out
 
-    def _to_device(self, frames: list[np.ndarray], shape: tuple[int, ...]) -> Any:
+    def _to_device(self, frames: list[np.ndarray], shape: tuple[int, ...]) -> Tensor:
         import torch
 
         key = (len(frames), *shape)
-        slot = self._pinned.get(key, lambda: [torch.empty(key, dtype=torch.uint8, pin_memory=True), None])
-        buf, event = slot
-        if event is not None:
-            event.synchronize()  # the previous transfer from this buffer has finished
-        staging = buf.numpy()
+        slot = self._pinned.get(key, lambda: _Pinned(torch.empty(key, dtype=torch.uint8, pin_memory=True)))
+        if slot.event is not None:
+            slot.event.synchronize()  # the previous transfer from this buffer has finished
+        staging = slot.buffer.numpy()
         for k, frame in enumerate(frames):
             staging[k] = frame
-        on_device = buf.to(self.dev, non_blocking=True)
-        slot[1] = torch.cuda.Event()
-        slot[1].record()
+        on_device = slot.buffer.to(self.dev, non_blocking=True)
+        slot.event = torch.cuda.Event()
+        slot.event.record()
         return on_device
 
 
-def _chw(image: Any) -> Any:
+@dataclass
+class _Pinned:
+    """A reused page-locked upload buffer and the event recorded after its last transfer."""
+
+    buffer: Tensor
+    event: Event | None = None
+
+
+def _chw(image: Tensor) -> Tensor:
     """(H, W, 3) uint8 -> (1, 3, H, W), a channels-last view (no copy)."""
     return image.permute(2, 0, 1).unsqueeze(0)
 
 
 # -- OWLv2 -----------------------------------------------------------------------------------
-def _gaussian_kernel(size: int, sigma: float) -> Any:
+def _gaussian_kernel(size: int, sigma: float) -> Tensor:
     """torchvision's ``_get_gaussian_kernel1d`` (float32), the kernel the reference blurs with."""
     import torch
 
@@ -144,7 +164,7 @@ def _gaussian_kernel(size: int, sigma: float) -> Any:
     return torch.softmax(x.div(sigma).pow(2).neg(), dim=0)
 
 
-def _blur_matrix(length: int, size: int, sigma: float) -> Any:
+def _blur_matrix(length: int, size: int, sigma: float) -> Tensor:
     """(length, length) float64: 1-D Gaussian blur with torch's ``reflect`` border."""
     import torch
 
@@ -159,7 +179,7 @@ def _blur_matrix(length: int, size: int, sigma: float) -> Any:
     return mat
 
 
-def _bilinear_matrix(length: int, out: int) -> Any:
+def _bilinear_matrix(length: int, out: int) -> Tensor:
     """(out, length) float64: torch's bilinear resize (align_corners=False, no antialias),
     taken from ``interpolate`` itself applied to the unit vectors. In float32, as the
     reference: torch computes the source positions in the input's dtype, and in float32
@@ -176,7 +196,7 @@ class Owlv2Pixels:
     """OWLv2's processor (transformers' torchvision ``Owlv2ImageProcessor``) as two matrix
     products per frame; see the module doc."""
 
-    def __init__(self, processor: Any, dev: Any, dtype: Any) -> None:
+    def __init__(self, processor: BaseImageProcessor, dev: TorchDevice, dtype: TorchDtype) -> None:
         import torch
 
         size = processor.size
@@ -193,9 +213,9 @@ class Owlv2Pixels:
         # (x * scale - mean) / std as one multiply-add per channel, applied after the resize
         self.gain = (scale / std).to(dev).view(3, 1, 1)
         self.shift = (-mean / std).to(dev).view(3, 1, 1)
-        self._matrices = _Lru(_MATRIX_CACHE)
+        self._matrices: _Lru[tuple[Tensor, Tensor, tuple[int, int]]] = _Lru(_MATRIX_CACHE)
 
-    def _axis_matrices(self, h: int, w: int) -> tuple[Any, Any, tuple[int, int]]:
+    def _axis_matrices(self, h: int, w: int) -> tuple[Tensor, Tensor, tuple[int, int]]:
         """(A_rows (live S_h, h), A_cols (live S_w, w), (S_h, S_w)) for an ``h x w`` frame:
         pad, blur, resize; "live" output lines are those that see some of the frame."""
         import torch
@@ -222,7 +242,7 @@ class Owlv2Pixels:
         live_w = int(cols.abs().sum(1).nonzero().max()) + 1
         return self._place(rows[:live_h]), self._place(cols[:live_w]), (sh, sw)
 
-    def _place(self, mat: Any) -> Any:
+    def _place(self, mat: Tensor) -> Tensor:
         """float32 on the device; sparse (CSR) on CPU, where the banded matrices are mostly zeros."""
         import torch
 
@@ -233,10 +253,10 @@ class Owlv2Pixels:
                 return mat.to_sparse_csr()
         return mat.to(self.dev)
 
-    def __call__(self, images: Sequence[Any]) -> Any:
+    def __call__(self, images: Sequence[Tensor]) -> Tensor:
         import torch
 
-        out: Any = None
+        out: Tensor | None = None
         for i, im in enumerate(images):
             h, w = int(im.shape[0]), int(im.shape[1])
             rows, cols, (sh, sw) = self._matrices.get((h, w), partial(self._axis_matrices, h, w))
@@ -249,6 +269,7 @@ class Owlv2Pixels:
             by_col = mixed.reshape(lh, w, 3).permute(1, 0, 2).reshape(w, lh * 3)
             pix = (cols @ by_col).reshape(-1, lh, 3).permute(2, 1, 0)  # (3, live S_h, live S_w)
             out[i, :, :lh, : pix.shape[2]] = pix * self.gain + self.shift
+        assert out is not None, "no image"
         return out.to(self.dtype)
 
 
@@ -257,13 +278,13 @@ class ProcessorPixels:
     """The processor's own resize / centre crop / rescale+normalise / pad on device tensors
     (the reference's ``_preprocess`` chain without its per-call overhead)."""
 
-    def __init__(self, processor: Any, dev: Any, dtype: Any) -> None:
+    def __init__(self, processor: BaseImageProcessor, dev: TorchDevice, dtype: TorchDtype) -> None:
         self.proc, self.dev, self.dtype = processor, dev, dtype
         # the processors return a mask with their padding (DETR-style ones with do_pad)
         self.pixel_mask = "pixel_mask" in getattr(processor, "model_input_names", ()) and bool(
             getattr(processor, "do_pad", False))
 
-    def __call__(self, images: Sequence[Any]) -> dict[str, Any]:
+    def __call__(self, images: Sequence[Tensor]) -> dict[str, Tensor]:
         import torch
 
         p = self.proc
@@ -324,10 +345,12 @@ class Letterbox:
 
     PAD = 114
 
-    def __init__(self, imgsz: int, stride: int, dev: Any, dtype: Any, *, rect: bool = True) -> None:
+    def __init__(
+        self, imgsz: int, stride: int, dev: TorchDevice, dtype: TorchDtype, *, rect: bool = True
+    ) -> None:
         self.imgsz, self.stride, self.dev, self.dtype, self.rect = int(imgsz), int(stride), dev, dtype, rect
 
-    def __call__(self, images: Sequence[Any]) -> Any:
+    def __call__(self, images: Sequence[Tensor]) -> Tensor:
         import torch
         import torch.nn.functional as F
 
@@ -347,7 +370,7 @@ class Letterbox:
         return (torch.stack(outs) / 255.0).to(self.dtype)
 
 
-def interpolate_floor(image: Any, size: tuple[int, int]) -> Any:
+def interpolate_floor(image: Tensor, size: tuple[int, int]) -> Tensor:
     """The floor of any preprocessing: one bilinear ``interpolate`` of the uploaded frame to
     the model's input size (the stage benchmark prints it beside the real paths)."""
     import torch

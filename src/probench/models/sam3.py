@@ -26,7 +26,8 @@ benchmark scores boxes.
 
 from __future__ import annotations
 
-from typing import Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,6 +35,12 @@ from probench.detections import Detections
 from probench.models import hf_common as hf
 from probench.models.base import TEXT_BATCH, StageTimer
 from probench.models.spec import ModelSpec
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transformers (pyproject)
+    from torch import Tensor
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+    from transformers.image_processing_utils import BaseImageProcessor
+    from transformers.utils import ModelOutput
 
 TEXT_LEN = 32  # Sam3Processor's max_length
 PROMPT_BATCH = 16  # prompts per forward (memory bound on the image features copies)
@@ -45,7 +52,7 @@ def _lite(spec: ModelSpec) -> bool:
     return spec.name == "sam3-lite"
 
 
-def _classes(spec: ModelSpec) -> tuple[Any, Any]:
+def _classes(spec: ModelSpec) -> tuple[type[PretrainedConfig], type[PreTrainedModel]]:
     import transformers as tf
 
     if _lite(spec):
@@ -53,7 +60,7 @@ def _classes(spec: ModelSpec) -> tuple[Any, Any]:
     return tf.Sam3Config, tf.Sam3Model
 
 
-def _tiny_config(spec: ModelSpec, tokenizer: Any) -> dict[str, Any]:
+def _tiny_config(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> dict[str, object]:
     backbone = {"model_type": "sam3_vit_model", "hidden_size": 32, "num_hidden_layers": 2,
                 "num_attention_heads": 2, "intermediate_size": 64, "image_size": TINY_IMAGE,
                 "patch_size": 14, "window_size": 4, "global_attn_indexes": [1]}
@@ -76,7 +83,7 @@ def _tiny_config(spec: ModelSpec, tokenizer: Any) -> dict[str, Any]:
     }
 
 
-def _real_config(spec: ModelSpec, tokenizer: Any) -> dict[str, Any]:
+def _real_config(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> dict[str, object]:
     # transformers' defaults are the published architectures (ViT-H/14 at 1008 px, DETR
     # encoder/decoder, mask decoder). The text tower is spelled out: a partial dict would be
     # completed with plain CLIP defaults, not SAM3's.
@@ -95,14 +102,10 @@ class Sam3Detector(hf.HFDetector):
     text_cache_size = 2048  # (32 x D) token features per prompt
     text_batch = TEXT_BATCH  # misses encoded in fixed-size batches: bit-reproducible (base.py)
 
-    def __init__(self, model: Any, image_processor: Any, tokenizer: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.model = model
-        self.image_processor = image_processor
-        self.tokenizer = tokenizer
+    def _attach(self) -> None:
         self.return_masks = False
 
-    def _encode_texts(self, prompts: tuple[str, ...]) -> list[tuple[Any, Any]]:
+    def _encode_texts(self, prompts: tuple[str, ...]) -> list[tuple[Tensor, Tensor]]:
         import torch
 
         tok = self.tokenizer(
@@ -113,17 +116,17 @@ class Sam3Detector(hf.HFDetector):
             feats = self.model.get_text_features(input_ids=ids, attention_mask=mask).pooler_output.clone()
         return [(feats[i], mask[i]) for i in range(len(prompts))]
 
-    def _join_texts(self, items: list[object], prompts: tuple[str, ...]) -> tuple[Any, Any]:
+    def _join_texts(self, items: list[object], prompts: tuple[str, ...]) -> tuple[Tensor, Tensor]:
         import torch
 
-        pairs: list[tuple[Any, Any]] = items  # type: ignore[assignment]
+        pairs: list[tuple[Tensor, Tensor]] = items  # type: ignore[assignment]
         return torch.stack([f for f, _ in pairs]), torch.stack([m for _, m in pairs])
 
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
         import torch
         from transformers.modeling_outputs import BaseModelOutputWithPooling
 
-        state: tuple[Any, Any] = text_state  # type: ignore[assignment]
+        state: tuple[Tensor, Tensor] = text_state  # type: ignore[assignment]
         feats, mask = state
         h, w = int(image.shape[0]), int(image.shape[1])
         n = feats.shape[0]
@@ -174,10 +177,8 @@ class Sam3Detector(hf.HFDetector):
         )
 
 
-def _float(out: Any) -> Any:
+def _float(out: ModelOutput) -> SimpleNamespace:
     """fp16 outputs upcast for post-processing (sigmoid/scaling in fp32)."""
-    from types import SimpleNamespace
-
     return SimpleNamespace(
         pred_logits=out.pred_logits.float(), pred_boxes=out.pred_boxes.float(),
         pred_masks=None if out.pred_masks is None else out.pred_masks.float(),
@@ -185,50 +186,22 @@ def _float(out: Any) -> Any:
     )
 
 
-def _image_processor(side: int) -> Any:
+def _image_processor(side: int) -> BaseImageProcessor:
     import transformers as tf
 
     return tf.Sam3ImageProcessor(size={"height": side, "width": side})
 
 
-def build(
-    spec: ModelSpec, *, device: str, precision: str, score_threshold: float,
-    weights: str | None, random_weights: bool, preprocess: str = "device",
-) -> Sam3Detector:
-    dev, dtype = hf.resolve_device(device, precision)
-    config_cls, model_cls = _classes(spec)
-    if random_weights:
-        from probench.models.tiny_tokenizers import clip_tokenizer
-
-        tokenizer = clip_tokenizer(pad_token="<|endoftext|>")
-        with hf.seeded():
-            model = model_cls(config_cls(**_real_config(spec, tokenizer)))
-        image_processor = _image_processor(1008)
-        source = "random init (real-size config; generated tokenizer)"
-    else:
-        model, image_processor, tokenizer, source = hf.load_pretrained(
-            spec.name, spec.checkpoint, model_cls.from_pretrained, weights
-        )
-    det = Sam3Detector(
-        hf.finish_model(model, dev, dtype), image_processor, tokenizer,
-        name=spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold, preprocess=preprocess,
-    )
-    det.weights_source = source
-    return det
-
-
-def build_tiny(
-    spec: ModelSpec, *, device: str, precision: str, score_threshold: float, preprocess: str = "device"
-) -> Sam3Detector:
+def _random(spec: ModelSpec, tiny: bool) -> hf.RandomBuild:
+    """The tiny or the real-size config with a generated CLIP tokenizer."""
     from probench.models.tiny_tokenizers import clip_tokenizer
 
-    dev, dtype = hf.resolve_device(device, precision)
     config_cls, model_cls = _classes(spec)
     tokenizer = clip_tokenizer(pad_token="<|endoftext|>")
-    with hf.seeded():
-        model = model_cls(config_cls(**_tiny_config(spec, tokenizer)))
-    return Sam3Detector(
-        hf.finish_model(model, dev, dtype), _image_processor(TINY_IMAGE), tokenizer,
-        name="tiny-" + spec.name, dev=dev, dtype=dtype, score_threshold=score_threshold,
-        preprocess=preprocess,
-    )
+    cfg = _tiny_config(spec, tokenizer) if tiny else _real_config(spec, tokenizer)
+    side = TINY_IMAGE if tiny else 1008
+    return hf.RandomBuild(tokenizer, lambda: model_cls(config_cls(**cfg)), _image_processor(side))
+
+
+_FACTORY = hf.HFFactory(Sam3Detector, _random, lambda spec: _classes(spec)[1])
+build, build_tiny = _FACTORY.build, _FACTORY.build_tiny  # the zoo's factories (specs_transformers)

@@ -71,6 +71,27 @@ class ModelSpec:
         return self.factory is not None
 
 
+@dataclass(frozen=True)
+class Backend:
+    """What the zoo entries of one backend share: its name, the modules it needs and how to
+    install it. :meth:`spec` makes an entry whose factories are an adapter module's
+    ``build`` and ``build_tiny``."""
+
+    name: str  # ModelSpec.backend
+    requires: tuple[str, ...]
+    install_hint: str
+
+    def spec(
+        self, module: str, name: str, paper_name: str, family: str, checkpoint: str,
+        capabilities: Capabilities, notes: str,
+    ) -> ModelSpec:
+        return ModelSpec(
+            name=name, paper_name=paper_name, family=family, backend=self.name, checkpoint=checkpoint,
+            capabilities=capabilities, factory=f"{module}:build", tiny_factory=f"{module}:build_tiny",
+            notes=notes, install_hint=self.install_hint, requires=self.requires,
+        )
+
+
 class ModelRecord(TypedDict):
     """run.json's ``model``: which model produced a run. Every field is known before the
     model loads (so a resume is checked before paying for a load) and is part of the run's

@@ -6,10 +6,11 @@ checkpoint, the choice and its uncertainty are in ``notes`` (and docs/MODELS.md)
 
 from __future__ import annotations
 
-from probench.models.spec import Capabilities, ModelSpec, TextCache
+from probench.models.spec import Backend, Capabilities, ModelSpec, TextCache
 
-_HF = ("torch", "transformers")
-_HINT = "pip install torch transformers (the project venv has both)"
+_BACKEND = Backend(
+    "transformers", ("torch", "transformers"), "pip install torch transformers (the project venv has both)"
+)
 
 
 def _caps(
@@ -27,19 +28,7 @@ def _caps(
 def _spec(
     name: str, paper: str, family: str, checkpoint: str, module: str, caps: Capabilities, notes: str
 ) -> ModelSpec:
-    return ModelSpec(
-        name=name,
-        paper_name=paper,
-        family=family,
-        backend="transformers",
-        checkpoint=checkpoint,
-        capabilities=caps,
-        factory=f"probench.models.{module}:build",
-        tiny_factory=f"probench.models.{module}:build_tiny",
-        notes=notes,
-        install_hint=_HINT,
-        requires=_HF,
-    )
+    return _BACKEND.spec(f"probench.models.{module}", name, paper, family, checkpoint, caps, notes)
 
 
 SPECS: list[ModelSpec] = [

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
-from probench.models.spec import Capabilities, ModelSpec
+from probench.models.spec import Backend, Capabilities, ModelSpec
 
-_MODULE = "probench.models.ultra"
-_REQUIRES = ("torch", "ultralytics")
-_HINT = (
+_MODULE = "probench.models.ultra.adapter"
+_BACKEND = Backend("ultralytics", ("torch", "ultralytics"), (
     "pip install ultralytics (the project venv has it); real weights: put the checkpoint "
     "and its text encoder in a folder (see docs/ACCELERATION.md) and pass --weights DIR"
-)
+))
 
 
 class UltraArch(TypedDict):
@@ -35,7 +34,7 @@ class UltraArch(TypedDict):
     tiny_imgsz: int
 
 
-# Per zoo name; read by ultra.py.
+# Per zoo name; read by the ultra package (probench.models.ultra).
 ARCH: dict[str, UltraArch] = {
     "yolo-world-s": {"kind": "world", "yaml": "yolov8s-worldv2.yaml", "imgsz": 640, "tiny_imgsz": 128},
     "yolo-world-x": {"kind": "world", "yaml": "yolov8x-worldv2.yaml", "imgsz": 640, "tiny_imgsz": 64},
@@ -60,19 +59,7 @@ def _caps(masks: bool) -> Capabilities:
 
 
 def _spec(name: str, paper: str, family: str, checkpoint: str, masks: bool, notes: str) -> ModelSpec:
-    return ModelSpec(
-        name=name,
-        paper_name=paper,
-        family=family,
-        backend="ultralytics",
-        checkpoint=checkpoint,
-        capabilities=_caps(masks),
-        factory=f"{_MODULE}:build",
-        tiny_factory=f"{_MODULE}:build_tiny",
-        notes=notes,
-        install_hint=_HINT,
-        requires=_REQUIRES,
-    )
+    return _BACKEND.spec(_MODULE, name, paper, family, checkpoint, _caps(masks), notes)
 
 
 SPECS: list[ModelSpec] = [

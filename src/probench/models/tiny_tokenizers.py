@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import functools
 import string
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips transformers (pyproject)
+    from transformers import BertTokenizer, CLIPTokenizer
 
 # Common words of the benchmark's prompts: they get a whole-word token so tiny models see
 # word-level sequences of realistic length rather than one token per character.
@@ -75,7 +78,7 @@ def clip_vocab_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
     return vocab, merges
 
 
-def clip_tokenizer(pad_token: str = "!", model_max_length: int = 77) -> Any:
+def clip_tokenizer(pad_token: str = "!", model_max_length: int = 77) -> CLIPTokenizer:
     """A CLIPTokenizer over the generated vocab. ``pad_token='!'`` matches OWL checkpoints;
     others pad with ``<|endoftext|>``."""
     from transformers import CLIPTokenizer
@@ -108,7 +111,7 @@ def bert_vocab() -> list[str]:
     return out
 
 
-def bert_tokenizer(model_max_length: int = 256) -> Any:
+def bert_tokenizer(model_max_length: int = 256) -> BertTokenizer:
     """A BertTokenizer (uncased) over the generated vocab."""
     from transformers import BertTokenizer
 

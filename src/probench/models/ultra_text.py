@@ -11,11 +11,21 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from probench.models.errors import BackendUnavailableError, ModelError
+from probench.models.errors import ModelError, import_backend
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch (pyproject)
+    from collections.abc import Callable
+
+    from torch import Tensor
+    from torch import device as TorchDevice
+
+    # prompts -> (1, n, D) embeddings: any encoder of this module
+    TextEncoder = Callable[[Sequence[str]], Tensor]
 
 TINY_SEED = 0
 CLIP_HINT = "pip install git+https://github.com/ultralytics/CLIP.git (the `clip` module)"
@@ -28,7 +38,7 @@ class HashTextEncoder:
     def __init__(self, dim: int, seed: int = TINY_SEED) -> None:
         self.dim, self.seed = int(dim), int(seed)
 
-    def __call__(self, prompts: Sequence[str]) -> Any:
+    def __call__(self, prompts: Sequence[str]) -> Tensor:
         import torch
 
         rows = []
@@ -42,13 +52,13 @@ class HashTextEncoder:
 class ClipTextEncoder:
     """OpenAI CLIP text tower from a local file (what YOLO-World's ``set_classes`` uses)."""
 
-    def __init__(self, path: Path, device: Any) -> None:
+    def __init__(self, path: Path, device: TorchDevice) -> None:
         clip = _import_clip()
         self.clip, self.device = clip, device
         self.model, _ = clip.load(str(path), device=device, jit=False)
         self.model.eval()
 
-    def __call__(self, prompts: Sequence[str]) -> Any:
+    def __call__(self, prompts: Sequence[str]) -> Tensor:
         import torch
 
         with torch.inference_mode():
@@ -61,7 +71,7 @@ class MobileClipTextEncoder:
     """MobileCLIP(2) TorchScript text encoder from a local file (what YOLOE uses); the
     normalisation is inside the TorchScript graph."""
 
-    def __init__(self, path: Path, device: Any) -> None:
+    def __init__(self, path: Path, device: TorchDevice) -> None:
         import torch
 
         self.clip, self.device = _import_clip(), device
@@ -70,7 +80,7 @@ class MobileClipTextEncoder:
         except RuntimeError as exc:
             raise ModelError(f"cannot load text encoder {path}: {exc}") from exc
 
-    def __call__(self, prompts: Sequence[str]) -> Any:
+    def __call__(self, prompts: Sequence[str]) -> Tensor:
         import torch
 
         with torch.inference_mode():
@@ -78,9 +88,5 @@ class MobileClipTextEncoder:
             return self.encoder(tokens).float()[None].clone()
 
 
-def _import_clip() -> Any:
-    try:
-        import clip
-    except ImportError as exc:
-        raise BackendUnavailableError(f"the real YOLO-World/YOLOE text encoders need {CLIP_HINT}") from exc
-    return clip
+def _import_clip() -> ModuleType:
+    return import_backend("clip", lambda exc: f"the real YOLO-World/YOLOE text encoders need {CLIP_HINT}")

@@ -22,7 +22,6 @@ import importlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from probench.models import specs_detectron, specs_transformers, specs_ultralytics
 from probench.models.base import BaseDetector
@@ -100,7 +99,7 @@ def weights_present(spec: ModelSpec) -> bool:
 
         return weights_in_cache(spec.checkpoint)
     if spec.backend == "ultralytics":
-        from probench.models.ultra import weights_present as ultra_weights_present
+        from probench.models.ultra.weights import weights_present as ultra_weights_present
 
         return ultra_weights_present(spec)
     return False
@@ -138,7 +137,7 @@ def model_record(
     )
 
 
-def _import_factory(target: str) -> Callable[..., Any]:
+def _import_factory(target: str) -> Callable[..., BaseDetector]:
     module_name, _, func = target.partition(":")
     if not module_name or not func:
         raise ModelError(f"malformed factory {target!r} (expected 'module:function')")
@@ -146,7 +145,7 @@ def _import_factory(target: str) -> Callable[..., Any]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise BackendUnavailableError(f"cannot import {module_name}: {exc}") from exc
-    factory: Callable[..., Any] = getattr(module, func)
+    factory: Callable[..., BaseDetector] = getattr(module, func)
     return factory
 
 

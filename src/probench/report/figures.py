@@ -13,12 +13,17 @@ import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probench.cache.atomic import write_bytes_atomic
 from probench.report.load import Entry
 from probench.scoring.suite import json_object
 from probench.vocabulary import FORMULATIONS
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips matplotlib (pyproject)
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 SWEEP: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 BUDGET_MS = 33.3  # 30 Hz: the paper's real-time operational reference
@@ -28,11 +33,11 @@ LEGEND_INSIDE_MAX = 6  # more lines than this: the legend goes outside, right of
 
 @dataclass
 class Plot:
-    figure: Any  # matplotlib.figure.Figure | None
+    figure: Figure | None
     notes: list[str] = field(default_factory=list)
 
 
-def _figure(width: float, height: float) -> Any:
+def _figure(width: float, height: float) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -48,20 +53,20 @@ def _colours(n: int) -> list[tuple[float, float, float, float]]:  # RGBA
     return [cmap(i % cmap.N) for i in range(n)]
 
 
-def _legend(ax: Any, n: int) -> None:
+def _legend(ax: Axes, n: int) -> None:
     if n > LEGEND_INSIDE_MAX:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     else:
         ax.legend(loc="best", fontsize=8)
 
 
-def _ylim(ax: Any, top: float) -> None:
+def _ylim(ax: Axes, top: float) -> None:
     """From just below 0 (so that zero values stay visible above the axis) to ``top``."""
     top = max(0.05, min(1.02, top))
     ax.set_ylim(-0.025 * top, top)
 
 
-def _sweep_axes(ax: Any, ylabel: str) -> None:
+def _sweep_axes(ax: Axes, ylabel: str) -> None:
     ax.set_xlabel("IoU threshold")
     ax.set_ylabel(ylabel)
     ax.set_xticks(list(SWEEP))
@@ -204,7 +209,7 @@ def fig_pareto(entries: list[Entry]) -> Plot:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles: list[Any] = [
+    handles: list[Artist] = [
         Line2D([], [], marker="o", ls="", color="0.5", mec="black", label="your runs"),
         Line2D([], [], marker="s", ls="", color="0.5", label="paper (RTX 4090)"),
         Line2D([], [], color="0.2", lw=1.2, label="Pareto frontier"),
@@ -216,7 +221,7 @@ def fig_pareto(entries: list[Entry]) -> Plot:
     return Plot(fig, notes)
 
 
-def _labels(ax: Any, fig: Any, rows: list[tuple[Entry, float, float]]) -> None:
+def _labels(ax: Axes, fig: Figure, rows: list[tuple[Entry, float, float]]) -> None:
     """Point labels, pushed down a line when they would overprint one already placed."""
     to_px = ax.transData.transform
     line_px = 9.0 * fig.dpi / 72.0  # one 6.5 pt label line, with leading
@@ -237,7 +242,7 @@ def _labels(ax: Any, fig: Any, rows: list[tuple[Entry, float, float]]) -> None:
                     bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.6})
 
 
-def _family_connectors(ax: Any, rows: list[tuple[Entry, float, float]]) -> None:
+def _family_connectors(ax: Axes, rows: list[tuple[Entry, float, float]]) -> None:
     """Dotted lines joining scale variants of one architecture (same family, same source)."""
     groups: dict[tuple[str, bool], list[tuple[float, float]]] = {}
     for e, lat, m50 in rows:
@@ -347,7 +352,7 @@ def fig_latency_timeline(entries: list[Entry]) -> Plot:
     return Plot(fig, notes)
 
 
-def save_png(fig: Any, path: str | Path) -> Path:
+def save_png(fig: Figure, path: str | Path) -> Path:
     """Render at 150 dpi and write atomically."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)

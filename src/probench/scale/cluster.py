@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, TypedDict
 
 from probench.scale.errors import RayClusterError, RayUsageError
@@ -62,12 +63,12 @@ class Cluster:
         return (f"{kind}: {len(self.nodes)} node(s) ({', '.join(n['ip'] for n in self.nodes)}), "
                 f"{self.cpus:g} CPU, {self.gpus:g} GPU")  # fmt: skip
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, object]:
         return {"address": self.address, "local": self.local, "nodes": [n["ip"] for n in self.nodes],
                 "cpus": self.cpus, "gpus": self.gpus}  # fmt: skip
 
 
-def import_ray() -> Any:
+def import_ray() -> ModuleType:
     """The ``ray`` module, imported with usage statistics off and, for a local cluster, the
     node address on loopback (Ray reads both when it is imported or started)."""
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
@@ -75,7 +76,8 @@ def import_ray() -> Any:
         import ray
     except ImportError as exc:
         raise RayUsageError(f"--ray needs the ray package ({exc}): `pip install ray`") from exc
-    return ray
+    module: ModuleType = ray
+    return module
 
 
 @contextmanager
@@ -110,7 +112,7 @@ def resolve_address(address: str | None) -> str | None:
     return os.environ.get("RAY_ADDRESS") or None
 
 
-def _nodes(ray: Any) -> list[RayNode]:
+def _nodes(ray: ModuleType) -> list[RayNode]:
     out: list[RayNode] = []
     for n in ray.nodes():
         if not n.get("Alive"):

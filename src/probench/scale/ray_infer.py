@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probench.cache.crash import crash_point
 from probench.cache.identity import RunSession, check_folder, open_run
@@ -39,6 +39,11 @@ from probench.scale.options import RayOptions
 from probench.scale.plan import Chunk, WorkPlan, default_chunk_size
 from probench.scale.worker import InferWorker, ModelArgs, read_encoded
 from probench.vocabulary import parse_formulations
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips ray (pyproject)
+    from ray import ObjectRef, ObjectRefGenerator
+    from ray.actor import ActorHandle
+    from tqdm import tqdm
 
 MAX_RESTARTS = 3  # Ray restarts a dead worker this often (the model loads again each time)
 IN_FLIGHT = 2  # chunks queued per worker, so it never waits for the driver between chunks
@@ -55,9 +60,9 @@ class WorkerSlot:
     """One actor of the pool and what the driver knows about it."""
 
     index: int
-    actor: Any
+    actor: ActorHandle
     state: str = "starting"  # starting | ready | dead
-    probe: Any = None  # the pending describe() while starting
+    probe: ObjectRef | None = None  # the pending describe() while starting
     probe_after: float = 0.0  # re-probe time after a failed probe (restart in progress)
     info: dict[str, Any] = field(default_factory=dict)
     images: int = 0
@@ -108,7 +113,7 @@ class RayWorkerPool:
             num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=max_restarts, max_task_retries=0,
         )
         self.dataset: Dataset | None = None
-        self.dataset_arg: list[Any] = []
+        self.dataset_arg: list[ObjectRef] = []
         self.use(dataset)
         threads = None if self.gpus else self.cpus
         self.slots = [WorkerSlot(k, actor_cls.remote(model, threads)) for k in range(self.size)]
@@ -147,7 +152,7 @@ class RayWorkerPool:
         loads = [s.info["load_s"] for s in self.slots if "load_s" in s.info]
         return max(loads) if loads else None
 
-    def poll_probes(self, ready: Sequence[Any]) -> None:
+    def poll_probes(self, ready: Sequence[ObjectRef | ObjectRefGenerator]) -> None:
         """Take the answers of the describe() probes among ``ready``."""
         ray = import_ray()
         answered = {id(r) for r in ready}
@@ -187,7 +192,7 @@ class RayWorkerPool:
         slot.state = "dead" if gone else "starting"
         slot.probe_after = time.monotonic() + WAIT_S
 
-    def probes(self) -> list[Any]:
+    def probes(self) -> list[ObjectRef]:
         return [s.probe for s in self.slots if s.probe is not None]
 
     def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> None:
@@ -256,7 +261,7 @@ def drive(
         plan = WorkPlan(todo, size)
         total = len(writers) * len(image_ids)
         done = total - plan.remaining
-        flights: dict[Any, Flight] = {}
+        flights: dict[ObjectRefGenerator, Flight] = {}
         with tqdm(total=total, initial=done, desc=f"infer {pool.model.name} (ray)", unit="img",
                   disable=not progress, dynamic_ncols=True) as bar:  # fmt: skip
             for f in list(writers):
@@ -283,7 +288,9 @@ def drive(
     return {"chunk_size": size, "images_retried": plan.retried_images}
 
 
-def _dispatch(pool: RayWorkerPool, plan: WorkPlan, dataset: Dataset, flights: dict[Any, Flight]) -> None:
+def _dispatch(
+    pool: RayWorkerPool, plan: WorkPlan, dataset: Dataset, flights: dict[ObjectRefGenerator, Flight]
+) -> None:
     for slot in pool.slots:
         while slot.state == "ready" and len(_on(slot, flights)) < IN_FLIGHT:
             chunk = plan.next_chunk()
@@ -294,7 +301,7 @@ def _dispatch(pool: RayWorkerPool, plan: WorkPlan, dataset: Dataset, flights: di
             flights[gen] = Flight(slot, chunk)
 
 
-def _check_alive(pool: RayWorkerPool, flights: dict[Any, Flight]) -> None:
+def _check_alive(pool: RayWorkerPool, flights: dict[ObjectRefGenerator, Flight]) -> None:
     """Fail rather than wait forever: every worker gone, or none able to start."""
     if flights or any(s.state == "ready" for s in pool.slots):
         return
@@ -308,8 +315,9 @@ def _check_alive(pool: RayWorkerPool, flights: dict[Any, Flight]) -> None:
 
 
 def _take(
-    gen: Any, flight: Flight, flights: dict[Any, Flight], plan: WorkPlan, pool: RayWorkerPool,
-    writers: dict[str, PredictionWriter], session: RunSession, bar: Any, on_record: OnRecord | None,
+    gen: ObjectRefGenerator, flight: Flight, flights: dict[ObjectRefGenerator, Flight], plan: WorkPlan,
+    pool: RayWorkerPool, writers: dict[str, PredictionWriter], session: RunSession, bar: tqdm[None],
+    on_record: OnRecord | None,
 ) -> None:  # fmt: skip
     """Take one streamed result of ``gen`` (or its end, or its worker's death)."""
     ray = import_ray()
@@ -343,7 +351,7 @@ def _take(
             _finalize(writers.pop(f), session)
 
 
-def _on(slot: WorkerSlot, flights: dict[Any, Flight]) -> list[Any]:
+def _on(slot: WorkerSlot, flights: dict[ObjectRefGenerator, Flight]) -> list[ObjectRefGenerator]:
     """The chunks (generators) in flight on ``slot``, oldest first (a dict keeps the order
     they were sent in)."""
     return [gen for gen, flight in flights.items() if flight.slot is slot]

@@ -23,7 +23,7 @@ import re
 import socket
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,7 +40,7 @@ from probench.scale.options import RayOptions
 from probench.scale.worker import ModelArgs
 
 if TYPE_CHECKING:
-    from probench.models.base import BaseDetector
+    from probench.models.base import Detector
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -113,10 +113,10 @@ class _Model:
         self.cfg, self.dataset, self.cluster = cfg, dataset, cluster
         self.args = ModelArgs(name, device=cfg.device, precision=cfg.precision, runtime=cfg.runtime)
         self.run = run_folder(cfg.out, name)
-        self._detector: BaseDetector | None = None
+        self._detector: Detector | None = None
         self._load_s: float | None = None
 
-    def detector(self) -> BaseDetector:
+    def detector(self) -> Detector:
         if self._detector is None:
             t0 = time.perf_counter()
             self._detector = self.args.load()
@@ -272,7 +272,8 @@ def _latency_on_ray(
 
 
 def _timed(
-    steps: list[Step], model: str, name: str, complete: bool, action: Any, previous: dict[str, Any]
+    steps: list[Step], model: str, name: str, complete: bool, action: Callable[[Step], None],
+    previous: dict[str, Any],
 ) -> None:
     step = Step(model, name)
     steps.append(step)
@@ -369,7 +370,10 @@ def run_sweep(cfg: SweepConfig, dataset: Dataset) -> dict[str, Any]:
 
 def _model_steps(model: _Model, steps: list[Step], previous: dict[str, Any]) -> None:
     """infer, latency, score of one model; a failed step ends this model's turn."""
-    plan: list[tuple[str, Any, Any]] = [("infer", model.infer_complete, model.infer)]
+    # (step name, whether it is already done, the step)
+    plan: list[tuple[str, Callable[[], bool], Callable[[Step], None]]] = [
+        ("infer", model.infer_complete, model.infer)
+    ]
     if model.cfg.latency is not None:
         plan.append(("latency", model.latency_complete, model.latency))
     plan.append(("score", model.score_complete, model.score))

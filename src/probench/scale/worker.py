@@ -28,7 +28,9 @@ from probench.data.images import decode_rgb
 from probench.vocabulary import CocoResult
 
 if TYPE_CHECKING:
-    from probench.models.base import BaseDetector
+    from ray import ObjectRef  # a name for the checker only: mypy skips ray (pyproject)
+
+    from probench.models.base import Detector
 
 
 @dataclass(frozen=True)
@@ -45,13 +47,13 @@ class ModelArgs:
     runtime: str = "torch"
     preprocess: str = "device"
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, object]:
         from probench.models.zoo import model_record
 
         return dict(model_record(self.name, weights=self.weights, random_weights=self.random_weights,
                                  runtime=self.runtime, preprocess=self.preprocess))  # fmt: skip
 
-    def load(self) -> BaseDetector:
+    def load(self) -> Detector:
         from probench.models.zoo import load_detector
 
         return load_detector(**asdict(self))
@@ -96,7 +98,7 @@ class InferWorker:
 
     def __init__(self, model: ModelArgs, cpus: int | None = None) -> None:
         self.dataset: Dataset | None = None
-        self._dataset_ref: Any = None
+        self._dataset_ref: ObjectRef | None = None
         self.error: BaseException | None = None
         t0 = time.perf_counter()
         try:
@@ -117,7 +119,7 @@ class InferWorker:
                     torch_threads=torch.get_num_threads() if torch is not None else None)  # fmt: skip
         return info
 
-    def _dataset(self, dataset: Dataset | list[Any]) -> Dataset:
+    def _dataset(self, dataset: Dataset | list[ObjectRef]) -> Dataset:
         if isinstance(dataset, Dataset):
             return dataset
         ref = dataset[0]
@@ -128,7 +130,7 @@ class InferWorker:
         return self.dataset
 
     def run_chunk(
-        self, dataset: Dataset | list[Any], formulation: str, items: Sequence[tuple[int, bytes]]
+        self, dataset: Dataset | list[ObjectRef], formulation: str, items: Sequence[tuple[int, bytes]]
     ) -> Iterator[tuple[int, list[CocoResult], float]]:
         """``(image_id, results, seconds)`` per image, in order, each as soon as it is done.
         ``dataset``: the dataset itself, or ``[ref]`` to it in Ray's object store."""

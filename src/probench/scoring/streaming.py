@@ -52,8 +52,8 @@ class StreamingScorer:
     def compute(
         self,
         *,
-        latency: Mapping[str, Any] | None = None,
-        realtime: Mapping[str, Any] | None = None,
+        latency: Mapping[str, object] | None = None,
+        realtime: Mapping[str, object] | None = None,
         pcr_score_threshold: float | None = None,
     ) -> dict[str, Any]:
         preds = {

@@ -131,8 +131,8 @@ def score(
     dataset: Dataset | GroundTruth,
     predictions: Mapping[str, Iterable[Mapping[str, Any]] | DetArrays],
     *,
-    latency: Mapping[str, Any] | None = None,
-    realtime: Mapping[str, Any] | None = None,
+    latency: Mapping[str, object] | None = None,
+    realtime: Mapping[str, object] | None = None,
     pcr_score_threshold: float | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:

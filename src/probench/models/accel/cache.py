@@ -11,9 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from probench.cache.atomic import write_json_atomic
 
@@ -26,7 +25,7 @@ def default_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "probench" / "engines"
 
 
-def cache_key(parts: dict[str, Any]) -> str:
+def cache_key(parts: Mapping[str, object]) -> str:
     """Stable hex key of a JSON-serialisable description (key order does not matter)."""
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:24]
@@ -39,11 +38,11 @@ class ArtifactCache:
         self.root = Path(root) if root is not None else default_dir()
         self.builds = 0  # how many artefacts this cache object built (tests, logs)
 
-    def path(self, kind: str, parts: dict[str, Any], suffix: str) -> Path:
+    def path(self, kind: str, parts: Mapping[str, object], suffix: str) -> Path:
         return self.root / f"{kind}-{cache_key(parts)}{suffix}"
 
     def get_or_build(
-        self, kind: str, parts: dict[str, Any], suffix: str, build: Callable[[Path], object]
+        self, kind: str, parts: Mapping[str, object], suffix: str, build: Callable[[Path], object]
     ) -> Path:
         """The cached file, or ``build(tmp_path)`` (what it returns is not used) then an atomic
         rename into place. The description is stored beside it (``.json``) so a cache folder

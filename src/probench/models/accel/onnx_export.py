@@ -15,26 +15,31 @@ from __future__ import annotations
 import hashlib
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from probench.models.accel.errors import ExportError
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transformers (pyproject)
+    from torch import Tensor
+    from torch.nn import Module
+    from transformers import PreTrainedModel
 
 OPSET = 17
 INPUTS = ("pixel_values", "query_embeds")
 OUTPUTS = ("logits", "pred_boxes")
 
 
-def owl_image_head(model: Any) -> Any:
+def owl_image_head(model: PreTrainedModel) -> Module:
     """A ``torch.nn.Module`` computing exactly ``OwlDetector._forward`` for export."""
     import torch
 
     # torch is not followed by mypy (pyproject: follow_imports = "skip"), so Module is Any here
     class OwlImageHead(torch.nn.Module):  # type: ignore[misc]
-        def __init__(self, owl: Any) -> None:
+        def __init__(self, owl: PreTrainedModel) -> None:
             super().__init__()
             self.owl = owl
 
-        def forward(self, pixel_values: Any, query_embeds: Any) -> tuple[Any, Any]:
+        def forward(self, pixel_values: Tensor, query_embeds: Tensor) -> tuple[Tensor, Tensor]:
             feature_map, _ = self.owl.image_embedder(pixel_values=pixel_values)
             b, gh, gw, d = feature_map.shape
             feats = feature_map.reshape(b, gh * gw, d)
@@ -44,7 +49,7 @@ def owl_image_head(model: Any) -> Any:
     return OwlImageHead(model).eval()
 
 
-def model_fingerprint(model: Any) -> str:
+def model_fingerprint(model: Module) -> str:
     """SHA-256 over every parameter and buffer (names, shapes, dtypes, values): the identity
     of the weights an exported file was made from."""
     import torch
@@ -57,13 +62,13 @@ def model_fingerprint(model: Any) -> str:
     return h.hexdigest()
 
 
-def owl_geometry(model: Any) -> tuple[int, int]:
+def owl_geometry(model: PreTrainedModel) -> tuple[int, int]:
     """(image side, query embedding size) of an OWL model."""
     cfg = model.config
     return int(cfg.vision_config.image_size), int(cfg.projection_dim)
 
 
-def export_owl_onnx(model: Any, path: str | Path, *, opset: int = OPSET) -> Path:
+def export_owl_onnx(model: PreTrainedModel, path: str | Path, *, opset: int = OPSET) -> Path:
     """Write the OWL image path of ``model`` (fp32, CPU copy) as ONNX to ``path``."""
     import copy
 
@@ -92,7 +97,7 @@ def export_owl_onnx(model: Any, path: str | Path, *, opset: int = OPSET) -> Path
     return path
 
 
-def owl_onnx_parts(model: Any, name: str, opset: int = OPSET) -> dict[str, Any]:
+def owl_onnx_parts(model: PreTrainedModel, name: str, opset: int = OPSET) -> dict[str, object]:
     """What an exported OWL ONNX file depends on (its cache key)."""
     import torch
 

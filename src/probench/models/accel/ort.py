@@ -4,7 +4,8 @@ onnxruntime, the text tower and the pre/post-processing those of the PyTorch ada
 
 from __future__ import annotations
 
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,17 +14,21 @@ from probench.models.accel.errors import AccelError, RuntimeUnavailableError
 from probench.models.accel.onnx_export import INPUTS, export_owl_onnx, owl_onnx_parts
 from probench.models.accel.owl_runtime import ExportedOwlDetector
 from probench.models.base import BaseDetector
+from probench.models.errors import import_backend
 from probench.models.owl import OwlDetector
 
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch and onnxruntime (pyproject)
+    from pathlib import Path
 
-def _onnxruntime() -> Any:
-    try:
-        import onnxruntime
-    except ImportError as exc:
-        raise RuntimeUnavailableError(
-            f"onnxruntime is not installed ({exc}); pip install onnxruntime"
-        ) from exc
-    return onnxruntime
+    from onnxruntime import InferenceSession
+    from torch import Tensor
+
+
+def _onnxruntime() -> ModuleType:
+    return import_backend(
+        "onnxruntime", lambda exc: f"onnxruntime is not installed ({exc}); pip install onnxruntime",
+        RuntimeUnavailableError,
+    )
 
 
 def providers_for(device: str) -> list[str]:
@@ -44,11 +49,11 @@ class OrtOwlDetector(ExportedOwlDetector):
 
     runtime = "onnxruntime"
 
-    def __init__(self, base: OwlDetector, onnx_path: Any, session: Any) -> None:
+    def __init__(self, base: OwlDetector, onnx_path: Path, session: InferenceSession) -> None:
         super().__init__(base)
         self.onnx_path, self.session = onnx_path, session
 
-    def _forward(self, pixel_values: Any, text: Any) -> tuple[Any, Any]:
+    def _forward(self, pixel_values: Tensor, text: Tensor) -> tuple[Tensor, Tensor]:
         import torch
 
         feeds = {

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol
 
 from probench.cache.atomic import write_bytes_atomic
 from probench.models.accel.cache import ArtifactCache
@@ -21,23 +22,23 @@ from probench.models.accel.errors import TENSORRT_HINT, AccelError, ExportError,
 from probench.models.accel.onnx_export import INPUTS, OUTPUTS, export_owl_onnx, owl_geometry, owl_onnx_parts
 from probench.models.accel.owl_runtime import ExportedOwlDetector
 from probench.models.base import BaseDetector
+from probench.models.errors import import_backend
 from probench.models.owl import OwlDetector
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch (pyproject)
+    from torch import Tensor
 
 MAX_QUERIES = 256  # upper end of the query-axis profile (a Pro-Bench image has far fewer)
 OPT_QUERIES = 8
 WORKSPACE_GIB = 4
 
 
-def tensorrt_module() -> Any:
+def tensorrt_module() -> ModuleType:
     """``import tensorrt`` or a clear :class:`RuntimeUnavailableError`."""
-    try:
-        import tensorrt
-    except ImportError as exc:
-        raise RuntimeUnavailableError(f"{TENSORRT_HINT} ({exc})") from exc
-    return tensorrt
+    return import_backend("tensorrt", lambda exc: f"{TENSORRT_HINT} ({exc})", RuntimeUnavailableError)
 
 
-def require_tensorrt(device: str) -> Any:
+def require_tensorrt(device: str) -> ModuleType:
     """TensorRT needs a CUDA device and the tensorrt package; checked before any build."""
     import torch
 
@@ -50,7 +51,7 @@ def require_tensorrt(device: str) -> Any:
 
 def build_engine(
     onnx_path: str | Path, engine_path: str | Path, *, image_size: int, query_dim: int,
-    fp16: bool = True, max_batch: int = 1, max_queries: int = MAX_QUERIES, trt: Any = None,
+    fp16: bool = True, max_batch: int = 1, max_queries: int = MAX_QUERIES, trt: ModuleType | None = None,
 ) -> Path:
     """Parse the OWL ONNX file and write a serialised engine (FP16 when asked) with one
     optimisation profile: batch 1..max_batch, queries 1..max_queries."""
@@ -89,13 +90,13 @@ def build_engine(
 class OwlRunner(Protocol):
     """The OWL image path as an engine: (pixel_values, query_embeds) -> (logits, pred_boxes)."""
 
-    def __call__(self, pixel_values: Any, query_embeds: Any) -> tuple[Any, Any]: ...
+    def __call__(self, pixel_values: Tensor, query_embeds: Tensor) -> tuple[Tensor, Tensor]: ...
 
 
 class EngineRunner:
     """Runs a deserialised engine on torch CUDA tensors (TensorRT 10 tensor-address API)."""
 
-    def __init__(self, engine_path: str | Path, trt: Any = None) -> None:
+    def __init__(self, engine_path: str | Path, trt: ModuleType | None = None) -> None:
         trt = trt or tensorrt_module()
         self.trt = trt
         runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
@@ -104,7 +105,7 @@ class EngineRunner:
             raise AccelError(f"cannot deserialise {engine_path} (built by another TensorRT version or GPU?)")
         self.context = self.engine.create_execution_context()
 
-    def __call__(self, pixel_values: Any, query_embeds: Any) -> tuple[Any, Any]:
+    def __call__(self, pixel_values: Tensor, query_embeds: Tensor) -> tuple[Tensor, Tensor]:
         import torch
 
         if query_embeds.shape[1] > MAX_QUERIES:
@@ -133,17 +134,19 @@ class TrtOwlDetector(ExportedOwlDetector):
         super().__init__(base)
         self.engine_path, self.runner = engine_path, runner
 
-    def _forward(self, pixel_values: Any, text: Any) -> tuple[Any, Any]:
+    def _forward(self, pixel_values: Tensor, text: Tensor) -> tuple[Tensor, Tensor]:
         return self.runner(pixel_values, text)
 
 
-def engine_parts(base: OwlDetector, fp16: bool, trt_version: str, gpu: str) -> dict[str, Any]:
+def engine_parts(base: OwlDetector, fp16: bool, trt_version: str, gpu: str) -> dict[str, object]:
     return {**owl_onnx_parts(base.model, base.name), "fp16": fp16, "tensorrt": trt_version,
             "gpu": gpu, "max_queries": MAX_QUERIES}
 
 
-def to_tensorrt(base: BaseDetector, cache: ArtifactCache | None = None, *, fp16: bool = True,
-                trt: Any = None, runner_cls: Callable[..., OwlRunner] = EngineRunner) -> TrtOwlDetector:
+def to_tensorrt(
+    base: BaseDetector, cache: ArtifactCache | None = None, *, fp16: bool = True,
+    trt: ModuleType | None = None, runner_cls: Callable[..., OwlRunner] = EngineRunner,
+) -> TrtOwlDetector:
     """Export ONNX (cached), build the FP16 engine (cached), wrap the OWL detector."""
     if not isinstance(base, OwlDetector):
         from probench.models.accel.errors import UnsupportedRuntimeError

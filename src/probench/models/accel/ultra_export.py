@@ -18,7 +18,7 @@ import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,12 +27,16 @@ from probench.models.accel.cache import ArtifactCache
 from probench.models.accel.errors import ExportError, RuntimeUnavailableError
 from probench.models.base import BaseDetector
 from probench.models.hf_common import MAX_PER_PROMPT
-from probench.models.ultra import UltralyticsDetector, results_to_detections
+from probench.models.ultra.adapter import UltralyticsDetector
+from probench.models.ultra.postprocess import results_to_detections
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips ultralytics (pyproject)
+    from ultralytics import YOLO
 
 FORMATS = {"onnx": ".onnx", "engine": ".engine"}
 
 Exporter = Callable[[UltralyticsDetector, Path, str, int], None]
-Loader = Callable[[Path, UltralyticsDetector], Any]
+Loader = Callable[[Path, UltralyticsDetector], "YOLO"]
 
 
 def export_with_ultralytics(base: UltralyticsDetector, out: Path, fmt: str, max_det: int) -> None:
@@ -43,7 +47,7 @@ def export_with_ultralytics(base: UltralyticsDetector, out: Path, fmt: str, max_
     old = getattr(inner, "pt_path", None)
     # ultralytics names the exported file after pt_path: point it into the target folder
     inner.pt_path = str(out.parent / f"{out.stem}.pt")
-    kwargs: dict[str, Any] = {"format": fmt, "imgsz": base.imgsz, "device": base.device,
+    kwargs: dict[str, object] = {"format": fmt, "imgsz": base.imgsz, "device": base.device,
                               "max_det": max_det, "verbose": False}
     if fmt == "onnx":
         kwargs["simplify"] = False  # onnxslim is not a dependency; the graph runs as exported
@@ -61,11 +65,12 @@ def export_with_ultralytics(base: UltralyticsDetector, out: Path, fmt: str, max_
     os.replace(produced, out)
 
 
-def load_with_ultralytics(path: Path, base: UltralyticsDetector) -> Any:
+def load_with_ultralytics(path: Path, base: UltralyticsDetector) -> YOLO:
     from ultralytics import YOLO
 
     task = "segment" if "Segment" in type(base.model.model.model[-1]).__name__ else "detect"
-    return YOLO(str(path), task=task)
+    model: YOLO = YOLO(str(path), task=task)
+    return model
 
 
 class UltralyticsExportedDetector(BaseDetector):
@@ -92,13 +97,13 @@ class UltralyticsExportedDetector(BaseDetector):
         self.artifact: Path | None = None
         self._fingerprint: str | None = None
 
-    def key_parts(self, prompts: tuple[str, ...]) -> dict[str, Any]:
+    def key_parts(self, prompts: tuple[str, ...]) -> dict[str, object]:
         """Everything the exported file depends on."""
         if self._fingerprint is None:
             from probench.models.accel.onnx_export import model_fingerprint
 
             self._fingerprint = model_fingerprint(self.base.model.model)
-        parts: dict[str, Any] = {
+        parts: dict[str, object] = {
             "model": self.base.name, "weights": self._fingerprint, "prompts": list(prompts),
             "imgsz": self.base.imgsz, "half": self.base.half, "format": self.fmt,
             "max_det": MAX_PER_PROMPT * len(prompts), "versions": _versions(self.fmt),
@@ -117,7 +122,7 @@ class UltralyticsExportedDetector(BaseDetector):
         return self.loader(self.artifact, self.base)
 
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
-        exported: Any = text_state  # the ultralytics YOLO loaded from the exported file
+        exported: YOLO = text_state  # the ultralytics YOLO loaded from the exported file
         results = exported.predict(  # ultralytics' own preprocessing (the reference path)
             np.ascontiguousarray(image[..., ::-1]), imgsz=self.base.imgsz, conf=self.base.conf,
             max_det=MAX_PER_PROMPT * len(self._prompts), device=self.device, verbose=False,
