@@ -23,12 +23,17 @@ import json
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import chain
+from operator import itemgetter
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
+
+import numpy as np
 
 from probench.cache.atomic import write_json_atomic
 from probench.cache.crash import crash_point
 from probench.cache.errors import CacheError
+from probench.jsonio import loads
 from probench.vocabulary import FORMULATIONS
 
 FSYNC_INTERVAL_S = 1.0
@@ -166,7 +171,7 @@ class RunDir:
         if not path.exists():
             return default
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            return loads(path.read_bytes())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise CacheError(f"{path}: cannot read JSON: {exc}") from exc
 
@@ -215,19 +220,76 @@ class RunDir:
 
     def predictions(self, formulation: str) -> list[dict[str, Any]]:
         """One formulation's COCO results; a :class:`CacheError` names what is wrong."""
+        return self.predictions_and_columns(formulation)[0]
+
+    def predictions_and_columns(
+        self, formulation: str
+    ) -> tuple[list[dict[str, Any]], PredictionColumns | None]:
+        """:meth:`predictions`, and the same as columns when every record is plain (integer
+        ids, a list of 4 numbers, a number score): None otherwise (the scorer then reads
+        the records and names any it cannot use)."""
         path = self.predictions_dir / f"{formulation}.json"
         if not path.exists():
             raise CacheError(f"{path}: no predictions for formulation {formulation!r}")
         data = self.read_json(f"predictions/{formulation}.json")
         if not isinstance(data, list):
             raise CacheError(f"{path}: expected a JSON list of COCO results")
-        for i, r in enumerate(data):
-            if not isinstance(r, dict) or not {"image_id", "category_id", "bbox", "score"} <= r.keys():
-                raise CacheError(f"{path}: record {i} lacks image_id/category_id/bbox/score")
-            bbox = r["bbox"]
-            numeric = isinstance(bbox, list) and all(isinstance(v, (int, float)) for v in bbox)
-            if not (numeric and len(bbox) == 4):
-                raise CacheError(f"{path}: record {i} has a malformed bbox {bbox!r}")
-            if not isinstance(r["score"], (int, float)) or not 0.0 <= r["score"] <= 1.0:
-                raise CacheError(f"{path}: record {i} has a score outside [0, 1]: {r['score']!r}")
-        return data
+        columns = _columns(data)
+        if columns is None:  # something is not plain: the record-by-record checks decide
+            _check_results(path, data)
+        return data, columns
+
+
+class PredictionColumns(NamedTuple):
+    """A formulation's results as arrays, in file order."""
+
+    image_id: np.ndarray  # (n,) int64
+    category_id: np.ndarray  # (n,) int64
+    bbox: np.ndarray  # (n, 4) float64, x y w h
+    score: np.ndarray  # (n,) float64, in [0, 1]
+
+
+def _columns(data: list[Any]) -> PredictionColumns | None:
+    """The results as columns when every record passes :func:`_check_results` for sure
+    (checked over whole columns); None when one might not, or has ids that are not plain
+    integers."""
+    if set(map(type, data)) - {dict}:
+        return None
+    try:
+        ids, cats, boxes, scores = (list(map(itemgetter(k), data))
+                                    for k in ("image_id", "category_id", "bbox", "score"))
+    except KeyError:
+        return None
+    number = {int, float}
+    if set(map(type, ids)) - {int} or set(map(type, cats)) - {int} or set(map(type, scores)) - number:
+        return None
+    if set(map(type, boxes)) - {list} or set(map(len, boxes)) - {4}:
+        return None
+    flat = list(chain.from_iterable(boxes))
+    if set(map(type, flat)) - number:
+        return None
+    n = len(ids)
+    try:
+        cols = PredictionColumns(
+            np.array(ids, np.int64).reshape(n), np.array(cats, np.int64).reshape(n),
+            np.array(flat, np.float64).reshape(n, 4), np.array(scores, np.float64).reshape(n),
+        )
+    except OverflowError:
+        return None
+    s = cols.score
+    if not bool(((s >= 0.0) & (s <= 1.0)).all()):  # NaN fails too
+        return None
+    return cols
+
+
+def _check_results(path: Path, data: list[Any]) -> None:
+    """The first record that is not a COCO result, named (a :class:`CacheError`)."""
+    for i, r in enumerate(data):
+        if not isinstance(r, dict) or not {"image_id", "category_id", "bbox", "score"} <= r.keys():
+            raise CacheError(f"{path}: record {i} lacks image_id/category_id/bbox/score")
+        bbox = r["bbox"]
+        numeric = isinstance(bbox, list) and all(isinstance(v, (int, float)) for v in bbox)
+        if not (numeric and len(bbox) == 4):
+            raise CacheError(f"{path}: record {i} has a malformed bbox {bbox!r}")
+        if not isinstance(r["score"], (int, float)) or not 0.0 <= r["score"] <= 1.0:
+            raise CacheError(f"{path}: record {i} has a score outside [0, 1]: {r['score']!r}")

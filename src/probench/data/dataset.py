@@ -7,11 +7,9 @@ in-memory COCO dict (synthetic datasets, tests) without touching the disk.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -20,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from probench.data.errors import DatasetError
-from probench.jsonio import canonical_bytes, parse
+from probench.jsonio import canonical_bytes, gc_paused, parse
 from probench.vocabulary import FORMULATIONS, TEMPLATE_PREFIX
 
 __all__ = ["Annotation", "Dataset", "ImageRecord", "Query", "dataset_from_queries", "load_dataset"]
@@ -157,20 +155,6 @@ def _annotation(a: Mapping[str, Any]) -> Annotation:
         segmentation=a.get("segmentation"),
     )
     return ann
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside: parsing and indexing a large dataset allocates
-    hundreds of thousands of containers, and each collection would walk all of them again
-    (most of the load time at Pro-Bench's size). Nothing made there is cyclic garbage."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def parse_query(c: Mapping[str, Any]) -> Query:

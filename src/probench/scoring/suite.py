@@ -341,7 +341,10 @@ def score_run(
         partial = run.incomplete_formulations()
         hint = f" (incomplete: {', '.join(partial)}; finish the run first)" if partial else ""
         raise ScoringError(f"{run.path}: no complete predictions/<formulation>.json{hint}")
-    preds = {f: run.predictions(f) for f in forms}
+    preds: dict[str, list[dict[str, Any]] | DetArrays] = {}
+    for f in forms:
+        records, columns = run.predictions_and_columns(f)
+        preds[f] = records if columns is None else DetArrays.from_columns(*columns, where=f"{f} predictions")
     latency = run.read_json("latency.json")
     realtime = run.read_json("realtime.json")
     summary = latency.get("summary_ms") if isinstance(latency, dict) else None
