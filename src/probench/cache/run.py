@@ -23,7 +23,6 @@ import json
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import chain
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -252,34 +251,27 @@ class PredictionColumns(NamedTuple):
 def _columns(data: list[Any]) -> PredictionColumns | None:
     """The results as columns when every record passes :func:`_check_results` for sure
     (checked over whole columns); None when one might not, or has ids that are not plain
-    integers."""
+    integers. numpy reads each column in one pass: a column holding anything but numbers
+    (a string, null, a nested list, an integer beyond 64 bits) comes out with another kind
+    of array, or does not convert."""
     if set(map(type, data)) - {dict}:
         return None
     try:
-        ids, cats, boxes, scores = (list(map(itemgetter(k), data))
+        ids, cats, boxes, scores = (np.array(list(map(itemgetter(k), data)))
                                     for k in ("image_id", "category_id", "bbox", "score"))
-    except KeyError:
+    except (KeyError, ValueError, TypeError, OverflowError):
         return None
-    number = {int, float}
-    if set(map(type, ids)) - {int} or set(map(type, cats)) - {int} or set(map(type, scores)) - number:
+    n = len(data)
+    if n == 0:
+        return PredictionColumns(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 4)), np.zeros(0))
+    if ids.dtype.kind != "i" or cats.dtype.kind != "i" or scores.dtype.kind not in "fi":
+        return None  # (booleans too: the records' own checks decide)
+    if boxes.dtype.kind not in "fi" or boxes.shape != (n, 4):
         return None
-    if set(map(type, boxes)) - {list} or set(map(len, boxes)) - {4}:
-        return None
-    flat = list(chain.from_iterable(boxes))
-    if set(map(type, flat)) - number:
-        return None
-    n = len(ids)
-    try:
-        cols = PredictionColumns(
-            np.array(ids, np.int64).reshape(n), np.array(cats, np.int64).reshape(n),
-            np.array(flat, np.float64).reshape(n, 4), np.array(scores, np.float64).reshape(n),
-        )
-    except OverflowError:
-        return None
-    s = cols.score
+    s = scores.astype(np.float64)
     if not bool(((s >= 0.0) & (s <= 1.0)).all()):  # NaN fails too
         return None
-    return cols
+    return PredictionColumns(ids.astype(np.int64), cats.astype(np.int64), boxes.astype(np.float64), s)
 
 
 def _check_results(path: Path, data: list[Any]) -> None:
