@@ -47,20 +47,22 @@ def _type_name(v: object) -> str:
     return names.get(type(v), type(v).__name__)
 
 
-class _Records:
-    """One section's records, named and de-duplicated by id."""
+class Records:
+    """One section's records, named and de-duplicated by id (``id_key``; the importers
+    name their sources' records the same way)."""
 
-    def __init__(self, coco: dict[str, Any], key: str, label: str, problems: list[str]) -> None:
-        self.key, self.label, self.problems = key, label, problems
+    def __init__(self, coco: dict[str, Any], key: str, label: str, problems: list[str], *,
+                 id_key: str = "id", file: str = "annotations.json") -> None:
+        self.key, self.label, self.problems, self.id_key = key, label, problems, id_key
         self.by_id: dict[int, dict[str, Any]] = {}
         raw = coco.get(key)
         self.ids: list[int] = []  # of the usable records, in file order
         self.recs: list[dict[str, Any]] = []
         if raw is None:
-            problems.append(f"annotations.json: '{key}' is missing (a list of records)")
+            problems.append(f"{file}: '{key}' is missing (a list of records)")
             return
         if not isinstance(raw, list):
-            problems.append(f"annotations.json: '{key}' must be a list, not {_type_name(raw)}")
+            problems.append(f"{file}: '{key}' must be a list, not {_type_name(raw)}")
             return
         if self._fast(raw):
             return
@@ -70,12 +72,12 @@ class _Records:
             if not isinstance(rec, dict):
                 problems.append(f"{where}: not an object ({_type_name(rec)})")
                 continue
-            rid = rec.get("id")
+            rid = rec.get(id_key)
             if rid is None:
-                problems.append(f"{where}: 'id' is missing")
+                problems.append(f"{where}: '{id_key}' is missing")
                 continue
             if not _is_int(rid):
-                problems.append(f"{where}: 'id' must be an integer, not {rid!r}")
+                problems.append(f"{where}: '{id_key}' must be an integer, not {rid!r}")
                 continue
             name = f"{label} {rid}"
             if rid in first_at:
@@ -91,7 +93,7 @@ class _Records:
         to report). False (nothing done) otherwise: the record-by-record path names them."""
         if set(map(type, raw)) - {dict}:
             return False
-        ids = [rec.get("id") for rec in raw]
+        ids = [rec.get(self.id_key) for rec in raw]
         if set(map(type, ids)) - {int} or len(set(ids)) != len(ids):
             return False
         self.by_id = dict(zip(ids, raw, strict=True))
@@ -116,9 +118,9 @@ def validate_coco(coco: object, root: Path | None = None, *, screen: bool = True
     if not isinstance(coco, dict):
         return [f"annotations.json: top level must be a JSON object, not {_type_name(coco)}"]
     problems: list[str] = []
-    images = _Records(coco, "images", "image", problems)
-    queries = _Records(coco, "categories", "query", problems)
-    anns = _Records(coco, "annotations", "annotation", problems)
+    images = Records(coco, "images", "image", problems)
+    queries = Records(coco, "categories", "query", problems)
+    anns = Records(coco, "annotations", "annotation", problems)
     for name, c in queries:
         _check_query(name, c, problems)
     im_marked = _screen_images(images.recs, queries.by_id) if screen else np.ones(len(images), bool)
