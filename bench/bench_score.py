@@ -1,7 +1,25 @@
-"""Benchmark of the metric suite at Pro-Bench's scale against pycocotools.
+"""Benchmarks of scoring and dataset loading.
 
-Builds a synthetic dataset and run the size of Pro-Bench (13k images, 74.5k instances, 515
-queries; ``--scale`` shrinks it), then times in this process:
+By default, the two targets of loading as fast as scoring, side by side in one run:
+
+1. ``probench score`` end to end (a fresh ``python -m probench score`` process: start-up,
+   dataset load and validation, the three formulations' predictions, the full suite,
+   metrics.json) on a synthetic case of 4,000 images x 150 queries (``--images``,
+   ``--queries``; synthetic_coco's ~5.7 instances per image; predictions with
+   ``--case-fp-per-pair`` random boxes per label-space pair, the synthetic generator's
+   default 3), against faster-coco-eval's ``evaluate() + accumulate()`` of ONE formulation
+   in this process (``loadRes`` not timed). Target: <= 0.5x.
+2. ``load_dataset`` (parse + validation + indexing, no image files) of a Pro-Bench-size
+   dataset (13k images, 74.5k instances, 515 queries). Target: <= 1 s.
+
+Each timing is the best of ``--repeat`` runs, taken in turns; wall time and CPU time
+(user + system) are both printed, and the ratio of each (the machine is shared: CPU time
+is the steadier one).
+
+``--suite``: the older comparison instead, the metric suite in this process against
+pycocotools at Pro-Bench's scale. It builds a synthetic dataset and run the size of
+Pro-Bench (13k images, 74.5k instances, 515 queries; ``--scale`` shrinks it), then times
+in this process:
 
 - ours: ``probench.scoring.score`` on the three formulations from COCO result dicts (the
   full suite: 14-threshold matching x 3 formulations, 4 area ranges under orig, AP, PCR,
@@ -13,8 +31,9 @@ queries; ``--scale`` shrinks it), then times in this process:
 Prints both times, their ratio (ours / pycocotools; < 1 means faster) and the peak RSS
 after our run (before pycocotools runs).
 
-    python bench/bench_score.py                # full scale (pycocotools takes minutes)
-    python bench/bench_score.py --scale 0.05   # a quick look
+    python bench/bench_score.py                        # the two targets (a minute or two)
+    python bench/bench_score.py --suite                # full scale (pycocotools takes minutes)
+    python bench/bench_score.py --suite --scale 0.05   # a quick look
 """
 
 from __future__ import annotations
@@ -22,9 +41,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
+import os
 import resource
+import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -35,7 +60,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fp-per-pair", type=float, default=20.0, help="mean false positives per pair")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-pycocotools", action="store_true")
+    ap.add_argument("--suite", action="store_true", help="the suite against pycocotools (older benchmark)")
+    ap.add_argument("--images", type=int, default=4000, help="images of the end-to-end case (default 4000)")
+    ap.add_argument("--queries", type=int, default=150, help="queries of the end-to-end case (default 150)")
+    ap.add_argument("--case-fp-per-pair", type=float, default=3.0,
+                    help="random boxes per label-space pair in the end-to-end case (default 3)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each timing; the best is kept (default 3)")
     args = ap.parse_args(argv)
+    if not args.suite:
+        return targets(args)
 
     from probench.data.dataset import Dataset
     from probench.data.synthetic import arrays_to_results, synthetic_coco, synthetic_prediction_arrays
@@ -86,6 +119,107 @@ def main(argv: list[str] | None = None) -> int:
     print(f"pycocotools evaluate+accumulate (orig only, 10 thresholds): {ref:.2f} s "
           f"(its map50 {np.mean(s[s > -1]):.4f})")  # fmt: skip
     print(f"ratio ours/pycocotools: {ours / ref:.3f}")
+    return 0
+
+
+def _cpu_children() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _cpu_self() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _best(runs: list[tuple[float, float]]) -> tuple[float, float]:
+    """(wall, cpu): the least of each over the runs."""
+    return min(w for w, _ in runs), min(c for _, c in runs)
+
+
+def _write_case(folder: Path, coco: dict, fp_per_pair: float, seed: int) -> tuple[Path, Path]:
+    """A dataset folder and a run folder (three formulations) for ``probench score``."""
+    from probench.data.dataset import Dataset
+    from probench.data.synthetic import arrays_to_results, synthetic_prediction_arrays
+
+    ds_dir, run_dir = folder / "dataset", folder / "run"
+    (run_dir / "predictions").mkdir(parents=True)
+    ds_dir.mkdir()
+    (ds_dir / "annotations.json").write_text(json.dumps(coco))
+    for f in ("orig", "cat", "tmpl"):
+        res = arrays_to_results(synthetic_prediction_arrays(coco, f, seed=seed, fp_per_pair=fp_per_pair))
+        (run_dir / "predictions" / f"{f}.json").write_text(json.dumps(res))
+    info = {"dataset": {"hash": Dataset.from_dict(coco).content_hash}, "model": {"name": "synthetic"}}
+    (run_dir / "run.json").write_text(json.dumps(info))
+    return ds_dir, run_dir
+
+
+def targets(args: argparse.Namespace) -> int:
+    from faster_coco_eval import COCO, COCOeval_faster
+
+    from probench.data.dataset import Dataset, load_dataset
+    from probench.data.synthetic import synthetic_coco
+
+    print(f"machine: {os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.1f}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-score-") as tmp:
+        coco = synthetic_coco(args.images, args.queries, seed=args.seed)
+        ds_dir, run_dir = _write_case(Path(tmp) / "case", coco, args.case_fp_per_pair, args.seed)
+        n_pred = len(json.loads((run_dir / "predictions" / "orig.json").read_text()))
+        print(f"case: {args.images} images x {args.queries} queries, {len(coco['annotations'])} instances, "
+              f"{n_pred} predictions per formulation", flush=True)  # fmt: skip
+
+        # faster-coco-eval: one formulation, label-space-filtered results, loadRes not timed
+        ds = Dataset.from_dict(coco)
+        pairs = {(im["id"], q) for im in coco["images"] for q in ds.label_space(im["id"])}
+        res = [r for r in json.loads((run_dir / "predictions" / "orig.json").read_text())
+               if (r["image_id"], r["category_id"]) in pairs]
+
+        def fce() -> tuple[float, float]:
+            gt = COCO()
+            gt.dataset = coco
+            gt.createIndex()
+            ev = COCOeval_faster(gt, gt.loadRes(res), "bbox", print_function=lambda *a: None)
+            w0, c0 = time.perf_counter(), _cpu_self()
+            ev.evaluate()
+            ev.accumulate()
+            return time.perf_counter() - w0, _cpu_self() - c0
+
+        cmd = [sys.executable, "-m", "probench", "score", "--dataset", str(ds_dir), "--run", str(run_dir),
+               "--quiet"]
+
+        def ours() -> tuple[float, float]:
+            w0, c0 = time.perf_counter(), _cpu_children()
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            return time.perf_counter() - w0, _cpu_children() - c0
+
+        runs: dict[str, list[tuple[float, float]]] = {"ours": [], "fce": []}
+        fns: dict[str, Callable[[], tuple[float, float]]] = {"ours": ours, "fce": fce}
+        for _ in range(args.repeat):
+            for name, fn in fns.items():
+                runs[name].append(fn())
+        (w_o, c_o), (w_f, c_f) = _best(runs["ours"]), _best(runs["fce"])
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        print(f"probench score end to end (CLI, 3 formulations, full suite): {w_o:.2f} s wall, "
+              f"{c_o:.2f} s CPU (map50 {metrics['map50']:.4f})")
+        print(f"faster-coco-eval evaluate+accumulate (orig only, 10 thresholds): {w_f:.2f} s wall, "
+              f"{c_f:.2f} s CPU")
+        print(f"ratio ours/faster-coco-eval: {w_o / w_f:.3f} wall, {c_o / c_f:.3f} CPU (target <= 0.5)",
+              flush=True)
+
+        # load + validate at Pro-Bench's size
+        big = Path(tmp) / "probench-size"
+        big.mkdir()
+        pb = synthetic_coco(13000, 515, 74500, seed=args.seed)
+        (big / "annotations.json").write_text(json.dumps(pb))
+        del pb
+        load_runs = []
+        for _ in range(args.repeat):
+            w0, c0 = time.perf_counter(), _cpu_self()
+            loaded = load_dataset(big, check_files=False)
+            load_runs.append((time.perf_counter() - w0, _cpu_self() - c0))
+        w_l, c_l = _best(load_runs)
+        print(f"load_dataset at Pro-Bench's size ({len(loaded.images)} images, {len(loaded.annotations)} "
+              f"instances, {len(loaded.queries)} queries): {w_l:.2f} s wall, {c_l:.2f} s CPU (target <= 1 s)")
     return 0
 
 

@@ -25,6 +25,7 @@ from probench.errors import ProbenchError
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("probench.data.cli", "check a dataset; every problem named with its record id"),
+    "import": ("probench.data.cli_import", "another benchmark's annotations (coco, refcoco) as a dataset"),
     "models": ("probench.models.cli_models", "list the model zoo"),
     "infer": ("probench.models.cli_infer", "offline inference into the prediction cache (resumable)"),
     "latency": ("probench.models.cli_latency", "the paper's latency protocol"),

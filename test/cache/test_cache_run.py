@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from probench.cache import CacheError, JsonlLog, RunDir
@@ -165,3 +166,30 @@ def test_a_failed_session_says_whether_it_was_interrupted(tmp_path, exc, status)
     run = RunDir(tmp_path / "run").create()
     RunSession(run, {"timings": {}}).fail(exc)
     assert run.info["status"] == status and type(exc).__name__ in run.info["error"]
+
+
+@pytest.mark.parametrize(
+    ("record", "plain"),
+    [
+        ({"image_id": True, "category_id": 2, "bbox": [1, 2, 3, 4], "score": 0.5}, True),  # as 1
+        ({"image_id": 1.0, "category_id": 2, "bbox": [1, 2, 3, 4], "score": 0.5}, False),
+        ({"image_id": 2**70, "category_id": 2, "bbox": [1, 2, 3, 4], "score": 0.5}, False),
+        ({"image_id": 1, "category_id": 2, "bbox": [1, 2, 3, True], "score": True}, True),  # as 1.0
+        ({"image_id": 1, "category_id": 2, "bbox": [1, 2, 3, 4], "score": 1}, True),
+    ],
+)
+def test_columns_only_for_plain_records(tmp_path, record, plain):
+    """Records the checks accept but whose ids are not integers are returned as they are,
+    without columns (the scorer reads them record by record); the others come with the
+    values the scorer would read from them (a boolean as 0 or 1)."""
+    run = RunDir(tmp_path / "run").create()
+    first = {"image_id": 3, "category_id": 4, "bbox": [0.5, 1, 2, 3.25], "score": 0.75}
+    (run.predictions_dir / "orig.json").write_text(json.dumps([first, record]))
+    records, columns = run.predictions_and_columns("orig")
+    assert records == [first, record]
+    if plain:
+        assert columns is not None and columns.score.tolist() == [0.75, float(record["score"])]
+        assert columns.bbox.tolist() == [[0.5, 1.0, 2.0, 3.25], [1.0, 2.0, 3.0, float(record["bbox"][3])]]
+        assert columns.image_id.dtype == np.int64 and columns.image_id.tolist() == [3, 1]
+    else:
+        assert columns is None

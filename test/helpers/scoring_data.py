@@ -64,13 +64,15 @@ def label_pairs(coco: dict) -> set[tuple[int, int]]:
     return out
 
 
-def cocoeval(coco: dict, results: list[dict], iou_thrs: np.ndarray, area: bool = True):
-    """pycocotools' COCOeval (bbox) on the label-space-filtered results; prints silenced."""
+def cocoeval(coco: dict, results: list[dict], iou_thrs: np.ndarray, area: bool = True, *,
+             filtered: bool = True):
+    """pycocotools' COCOeval (bbox) on the label-space-filtered results (every result with
+    ``filtered=False``: plain pycocotools on a plain COCO file); prints silenced."""
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
     pairs = label_pairs(coco)
-    res = [copy.deepcopy(r) for r in results if (r["image_id"], r["category_id"]) in pairs]
+    res = [copy.deepcopy(r) for r in results if not filtered or (r["image_id"], r["category_id"]) in pairs]
     with contextlib.redirect_stdout(io.StringIO()):
         gt = COCO()
         gt.dataset = copy.deepcopy(coco)

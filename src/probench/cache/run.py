@@ -23,12 +23,16 @@ import json
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from operator import itemgetter
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
+
+import numpy as np
 
 from probench.cache.atomic import write_json_atomic
 from probench.cache.crash import crash_point
 from probench.cache.errors import CacheError
+from probench.jsonio import loads
 from probench.vocabulary import FORMULATIONS
 
 FSYNC_INTERVAL_S = 1.0
@@ -166,7 +170,7 @@ class RunDir:
         if not path.exists():
             return default
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            return loads(path.read_bytes())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise CacheError(f"{path}: cannot read JSON: {exc}") from exc
 
@@ -215,19 +219,69 @@ class RunDir:
 
     def predictions(self, formulation: str) -> list[dict[str, Any]]:
         """One formulation's COCO results; a :class:`CacheError` names what is wrong."""
+        return self.predictions_and_columns(formulation)[0]
+
+    def predictions_and_columns(
+        self, formulation: str
+    ) -> tuple[list[dict[str, Any]], PredictionColumns | None]:
+        """:meth:`predictions`, and the same as columns when every record is plain (integer
+        ids, a list of 4 numbers, a number score): None otherwise (the scorer then reads
+        the records and names any it cannot use)."""
         path = self.predictions_dir / f"{formulation}.json"
         if not path.exists():
             raise CacheError(f"{path}: no predictions for formulation {formulation!r}")
         data = self.read_json(f"predictions/{formulation}.json")
         if not isinstance(data, list):
             raise CacheError(f"{path}: expected a JSON list of COCO results")
-        for i, r in enumerate(data):
-            if not isinstance(r, dict) or not {"image_id", "category_id", "bbox", "score"} <= r.keys():
-                raise CacheError(f"{path}: record {i} lacks image_id/category_id/bbox/score")
-            bbox = r["bbox"]
-            numeric = isinstance(bbox, list) and all(isinstance(v, (int, float)) for v in bbox)
-            if not (numeric and len(bbox) == 4):
-                raise CacheError(f"{path}: record {i} has a malformed bbox {bbox!r}")
-            if not isinstance(r["score"], (int, float)) or not 0.0 <= r["score"] <= 1.0:
-                raise CacheError(f"{path}: record {i} has a score outside [0, 1]: {r['score']!r}")
-        return data
+        columns = _columns(data)
+        if columns is None:  # something is not plain: the record-by-record checks decide
+            _check_results(path, data)
+        return data, columns
+
+
+class PredictionColumns(NamedTuple):
+    """A formulation's results as arrays, in file order."""
+
+    image_id: np.ndarray  # (n,) int64
+    category_id: np.ndarray  # (n,) int64
+    bbox: np.ndarray  # (n, 4) float64, x y w h
+    score: np.ndarray  # (n,) float64, in [0, 1]
+
+
+def _columns(data: list[Any]) -> PredictionColumns | None:
+    """The results as columns when every record passes :func:`_check_results` for sure
+    (checked over whole columns); None when one might not, or has ids that are not plain
+    integers. numpy reads each column in one pass: a column holding anything but numbers
+    (a string, null, a nested list, an integer beyond 64 bits) comes out with another kind
+    of array, or does not convert."""
+    if set(map(type, data)) - {dict}:
+        return None
+    try:
+        ids, cats, boxes, scores = (np.array(list(map(itemgetter(k), data)))
+                                    for k in ("image_id", "category_id", "bbox", "score"))
+    except (KeyError, ValueError, TypeError, OverflowError):
+        return None
+    n = len(data)
+    if n == 0:
+        return PredictionColumns(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 4)), np.zeros(0))
+    if ids.dtype.kind != "i" or cats.dtype.kind != "i" or scores.dtype.kind not in "fi":
+        return None  # (booleans too: the records' own checks decide)
+    if boxes.dtype.kind not in "fi" or boxes.shape != (n, 4):
+        return None
+    s = scores.astype(np.float64)
+    if not bool(((s >= 0.0) & (s <= 1.0)).all()):  # NaN fails too
+        return None
+    return PredictionColumns(ids.astype(np.int64), cats.astype(np.int64), boxes.astype(np.float64), s)
+
+
+def _check_results(path: Path, data: list[Any]) -> None:
+    """The first record that is not a COCO result, named (a :class:`CacheError`)."""
+    for i, r in enumerate(data):
+        if not isinstance(r, dict) or not {"image_id", "category_id", "bbox", "score"} <= r.keys():
+            raise CacheError(f"{path}: record {i} lacks image_id/category_id/bbox/score")
+        bbox = r["bbox"]
+        numeric = isinstance(bbox, list) and all(isinstance(v, (int, float)) for v in bbox)
+        if not (numeric and len(bbox) == 4):
+            raise CacheError(f"{path}: record {i} has a malformed bbox {bbox!r}")
+        if not isinstance(r["score"], (int, float)) or not 0.0 <= r["score"] <= 1.0:
+            raise CacheError(f"{path}: record {i} has a score outside [0, 1]: {r['score']!r}")

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from probench.data.errors import DatasetError
+from probench.jsonio import canonical_bytes, gc_paused, parse
 from probench.vocabulary import FORMULATIONS, TEMPLATE_PREFIX
 
 __all__ = ["Annotation", "Dataset", "ImageRecord", "Query", "dataset_from_queries", "load_dataset"]
@@ -65,6 +66,8 @@ class Dataset:
     annotations: list[Annotation]
     root: Path | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    # ``raw`` is known to hold no NaN or infinity (parsed by orjson): hashed without a walk
+    raw_finite: bool = field(default=False, repr=False, compare=False)
 
     # -- construction ------------------------------------------------------------------
     @classmethod
@@ -84,20 +87,7 @@ class Dataset:
                 domain=str(im.get("domain", "")),
                 query_ids=None if qids is None else tuple(int(q) for q in qids),
             )
-        annotations = []
-        for a in coco.get("annotations", []):
-            x, y, w, h = (float(v) for v in a["bbox"])
-            annotations.append(
-                Annotation(
-                    id=int(a["id"]),
-                    image_id=int(a["image_id"]),
-                    query_id=int(a["category_id"]),
-                    bbox=(x, y, w, h),
-                    area=float(a.get("area", w * h)),
-                    iscrowd=int(a.get("iscrowd", 0)),
-                    segmentation=a.get("segmentation"),
-                )
-            )
+        annotations = [_annotation(a) for a in coco.get("annotations", [])]
         return cls(images, queries, annotations, Path(root) if root is not None else None, coco)
 
     # -- structure ----------------------------------------------------------------------
@@ -133,8 +123,10 @@ class Dataset:
 
     @cached_property
     def content_hash(self) -> str:
-        """SHA-256 of the canonical annotations JSON (images are named, not hashed)."""
-        canonical = json.dumps(self.raw, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        """SHA-256 of the canonical annotations JSON (images are named, not hashed): the
+        bytes of ``json.dumps(raw, sort_keys=True, separators=(",", ":"))``, written by
+        orjson where that is provably the same (:func:`probench.jsonio.canonical_bytes`)."""
+        canonical = canonical_bytes(self.raw, finite=self.raw_finite)
         return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
     def summary(self) -> dict[str, object]:
@@ -148,6 +140,21 @@ class Dataset:
 
     def __len__(self) -> int:
         return len(self.images)
+
+
+def _annotation(a: Mapping[str, Any]) -> Annotation:
+    """An annotation record as an :class:`Annotation`. Built without the frozen
+    dataclass's per-field ``object.__setattr__`` (74.5k of them at Pro-Bench's size): the
+    instance's ``__dict__`` is filled at once, with the values ``__init__`` would get."""
+    bbox = tuple(map(float, a["bbox"]))
+    area = a.get("area")
+    ann: Annotation = object.__new__(Annotation)
+    ann.__dict__.update(
+        id=int(a["id"]), image_id=int(a["image_id"]), query_id=int(a["category_id"]), bbox=bbox,
+        area=float(bbox[2] * bbox[3] if area is None else area), iscrowd=int(a.get("iscrowd", 0)),
+        segmentation=a.get("segmentation"),
+    )
+    return ann
 
 
 def parse_query(c: Mapping[str, Any]) -> Query:
@@ -184,16 +191,19 @@ def load_dataset(path: str | Path, *, check_files: bool = True) -> Dataset:
         root = root.parent
     if not ann_path.exists():
         raise DatasetError(f"{ann_path}: no such file (a dataset is a folder with annotations.json)")
-    try:
-        coco = json.loads(ann_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{ann_path}: cannot read: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{ann_path}: not valid JSON: {exc}") from exc
-    problems = validate_coco(coco, root=root if check_files else None)
-    if problems:
-        raise DatasetError(f"{ann_path}: {len(problems)} problem(s)", problems=problems)
-    return Dataset.from_dict(coco, root=root)
+    with gc_paused():
+        try:
+            coco, finite = parse(ann_path.read_bytes())
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DatasetError(f"{ann_path}: cannot read: {exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{ann_path}: not valid JSON: {exc}") from exc
+        problems = validate_coco(coco, root=root if check_files else None)
+        if problems:
+            raise DatasetError(f"{ann_path}: {len(problems)} problem(s)", problems=problems)
+        ds = Dataset.from_dict(coco, root=root)
+    ds.raw_finite = finite
+    return ds
 
 
 def dataset_from_queries(

@@ -1,4 +1,6 @@
-"""``probench models [--json]``: the model zoo, honestly (what runs here and what does not).
+"""``probench models [--json]``: the model zoo, honestly (what runs here and what does not),
+with the installed plugin models (their source distribution) and, one line each, the
+plugins that failed to load.
 
 No torch import: installability is checked with ``importlib.util.find_spec`` and weights by
 looking into the local caches only.
@@ -13,16 +15,19 @@ import sys
 from typing import Any
 
 from probench.models.spec import ModelSpec
-from probench.models.zoo import ZOO, tiny_names, weights_present
+from probench.models.zoo import ZOO, plugins, tiny_names, weights_present
+
+BUILTIN_SOURCE = "probench"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def _row(spec: ModelSpec) -> dict[str, Any]:
+def _row(spec: ModelSpec, source: str = BUILTIN_SOURCE) -> dict[str, Any]:
     return {
         "name": spec.name,
+        "source": source,
         "paper_name": spec.paper_name,
         "family": spec.family,
         "backend": spec.backend,
@@ -49,25 +54,32 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    rows = [_row(s) for s in ZOO.values()]
+    found, broken = plugins()
+    rows = [_row(s) for s in ZOO.values()] + [_row(m.spec, m.distribution) for m in found]
+    problems = [p.line() for p in broken]
     if args.json:
-        out = {"models": rows, "tiny": tiny_names(), "scripted": ["test-instant", "test-slow-<N>ms"]}
+        out = {"models": rows, "tiny": tiny_names(), "scripted": ["test-instant", "test-slow-<N>ms"],
+               "plugin_problems": problems}
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return 0
-    head = ("name", "paper", "family", "backend", "checkpoint", "masks", "trt", "batch", "weights", "here")
+    head = ("name", "paper", "family", "backend", "checkpoint", "masks", "trt", "batch", "weights", "here",
+            "source")
     table = [head]
     for r in rows:
         c = r["capabilities"]
         table.append((
             r["name"], r["paper_name"], r["family"], r["backend"], r["checkpoint"],
             _yn(c.get("masks")), _yn(c.get("tensorrt")), _yn(c.get("batched")),
-            _yn(r["weights_present"]), _yn(r["installable"]),
+            _yn(r["weights_present"]), _yn(r["installable"]), r["source"],
         ))
     widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
     for row in table:
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-    print(f"\n{len(rows)} configurations. weights = present in the local cache; "
-          "here = its library imports on this machine.")
+    print(f"\n{len(rows)} configurations ({len(found)} from plugins). weights = present in the local "
+          "cache; here = its library imports on this machine; source = the distribution it comes from.")
     print("tiny test variants: " + ", ".join(tiny_names()))
     print("scripted test detectors: test-instant, test-slow-<N>ms")
+    print("one-off models: --model package.module:factory (docs/MODELS.md)")
+    for line in problems:
+        print(line)
     return 0

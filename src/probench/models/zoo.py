@@ -9,6 +9,9 @@ Names:
 - ``tiny-<name>``: a tiny configuration of the same adapter with random but deterministic
   weights (same predictions in every process); ``tiny-owlv2`` is ``tiny-owlv2-b``.
 - ``test-instant``, ``test-slow-<N>ms``: scripted detectors (:mod:`probench.models.testing`).
+- plugin models: those of installed distributions (entry-point group ``probench.models``),
+  and one-off ``package.module:factory`` names (:mod:`probench.models.plugins`). They
+  resolve like the zoo's own, so every command and the grounding node take them.
 
 Doors run one way: spec lists (``specs_*``, light: no torch) and adapters import
 :mod:`probench.models.spec`; this module imports the spec lists, builds a PyTorch detector
@@ -26,6 +29,7 @@ from types import MappingProxyType
 from probench.models import specs_detectron, specs_transformers, specs_ultralytics
 from probench.models.base import BaseDetector
 from probench.models.errors import BackendUnavailableError, ModelError, UnknownModelError
+from probench.models.plugins import PluginModel, PluginProblem, discover, is_one_off, one_off_spec
 from probench.models.spec import RUNTIMES, TINY_PREFIX, ModelRecord, ModelSpec
 from probench.models.testing import scripted_detector
 
@@ -55,13 +59,24 @@ def _collect() -> Mapping[str, ModelSpec]:
 ZOO: Mapping[str, ModelSpec] = _collect()
 
 
+def plugins() -> tuple[tuple[PluginModel, ...], tuple[PluginProblem, ...]]:
+    """The installed plugin models and the plugins that failed (one line each), discovered
+    once per process; a plugin never shadows a zoo name."""
+    return discover(frozenset(ZOO))
+
+
+def registry() -> dict[str, ModelSpec]:
+    """The zoo and the installed plugin models, by name."""
+    return {**ZOO, **{m.spec.name: m.spec for m in plugins()[0]}}
+
+
 def list_models() -> list[ModelSpec]:
-    return list(ZOO.values())
+    return list(registry().values())
 
 
 def tiny_names() -> list[str]:
-    """Every ``tiny-*`` name (the alias ``tiny-owlv2`` included)."""
-    names = [TINY_PREFIX + s.name for s in ZOO.values() if s.tiny_factory]
+    """Every ``tiny-*`` name (the alias ``tiny-owlv2`` included; plugins' too)."""
+    names = [TINY_PREFIX + s.name for s in registry().values() if s.tiny_factory]
     for alias, target in ALIASES.items():
         if target in ZOO and ZOO[target].tiny_factory:
             names.append(TINY_PREFIX + alias)
@@ -69,15 +84,23 @@ def tiny_names() -> list[str]:
 
 
 def resolve(name: str) -> tuple[ModelSpec, bool]:
-    """``(spec, tiny)`` for a zoo name, or :class:`UnknownModelError`."""
+    """``(spec, tiny)`` for a zoo or plugin name (``tiny-`` prefixed or not), or a
+    ``package.module:factory`` reference; else :class:`UnknownModelError`. Plugins are
+    looked for only when the zoo does not have the name."""
     if not isinstance(name, str) or not name:
         raise UnknownModelError("model name must be a non-empty string")
     tiny = name.startswith(TINY_PREFIX)
     base = name[len(TINY_PREFIX):] if tiny else name
     base = ALIASES.get(base, base)
     spec = ZOO.get(base)
+    if spec is None and is_one_off(base):
+        spec = one_off_spec(base)
+    elif spec is None:
+        spec = registry().get(base)
     if spec is None:
-        raise UnknownModelError(f"unknown model {name!r}; `probench models` lists the zoo")
+        broken = plugins()[1]
+        hint = f" ({len(broken)} plugin(s) failed to load: `probench models` names them)" if broken else ""
+        raise UnknownModelError(f"unknown model {name!r}; `probench models` lists the zoo{hint}")
     if tiny and not spec.tiny_factory:
         raise UnknownModelError(
             f"{spec.name} has no tiny variant (its library does not install here); "
@@ -87,7 +110,8 @@ def resolve(name: str) -> tuple[ModelSpec, bool]:
 
 
 def check_model_name(name: str) -> None:
-    """A zoo, ``tiny-*`` or ``test-*`` name, checked without building anything."""
+    """A zoo, plugin, ``tiny-*``, ``test-*`` or ``package.module:factory`` name, checked
+    without building anything (a one-off's module is imported)."""
     if scripted_detector(name) is None:
         resolve(name)
 
@@ -145,7 +169,9 @@ def _import_factory(target: str) -> Callable[..., BaseDetector]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise BackendUnavailableError(f"cannot import {module_name}: {exc}") from exc
-    factory: Callable[..., BaseDetector] = getattr(module, func)
+    factory: Callable[..., BaseDetector] | None = getattr(module, func, None)
+    if not callable(factory):
+        raise ModelError(f"factory {target!r}: {module_name} has no function {func!r}")
     return factory
 
 
@@ -204,6 +230,9 @@ def load_detector(
             spec, device=device, precision=precision, score_threshold=score_threshold,
             weights=weights, random_weights=random_weights, preprocess=preprocess,
         )
+    if not isinstance(det, BaseDetector):
+        raise ModelError(f"{name}: its factory returned {type(det).__name__}, not a "
+                         "probench.models.base.BaseDetector (docs/MODELS.md, plugin models)")
     if runtime != "torch":
         from probench.models.accel import wrap
 

@@ -1,5 +1,5 @@
 """COCO average precision from matched detections (pycocotools' ``accumulate``, vectorised
-over thresholds and area ranges, one query at a time).
+over queries, thresholds and area ranges).
 
 Per query, detections of every evaluated image are ordered by descending score, ties broken
 by image id then by their rank inside the image (pycocotools concatenates images in id
@@ -28,39 +28,56 @@ def average_precision(
 ) -> np.ndarray:
     """AP per (query, column): ``tp``/``fp`` are (N, C) bool per detection and column (an
     area range x IoU threshold); ``n_pos`` is (Q, C) non-ignored GT counts. Returns (Q, C)
-    with -1 where ``n_pos`` is 0."""
+    with -1 where ``n_pos`` is 0.
+
+    All queries at once, on the true-positive rows only (precision rises only there, so the
+    precision envelope is the suffix maximum over them): at the k-th true positive of a
+    (column, query) run, tp = k and fp = the rows of the query so far minus k minus the
+    ignored ones (integers, so exactly the per-query cumulative sums); the envelope at the
+    101 recall points is a maximum over the runs' pieces between the points read, then a
+    running maximum over the points (exact: no arithmetic on the precisions)."""
     n_q, n_c = n_pos.shape
     ap = np.full((n_q, n_c), -1.0)
+    counted = n_pos > 0
+    ap[counted] = 0.0  # no true positive: every precision read is 0
+    n = len(det_query)
+    if n == 0 or not counted.any():
+        return ap
     o = np.lexsort((det_order, det_image, -det_score, det_query))
-    tp = tp[o]  # one gather; each query is then a contiguous slice
-    fp = fp[o]
-    bounds = np.searchsorted(det_query[o], np.arange(n_q + 1))
-    n_rec = len(REC_THRS)
-    k_min_cache: dict[int, np.ndarray] = {}
-    for q in np.flatnonzero((n_pos > 0).any(axis=1)):
-        cols = np.flatnonzero(n_pos[q] > 0)
-        lo, hi = bounds[q], bounds[q + 1]
-        n = hi - lo
-        if n == 0:
-            ap[q, cols] = 0.0
-            continue
-        tps = tp[lo:hi][:, cols]
-        tp_sum = np.cumsum(tps, axis=0, dtype=np.float64)
-        fp_sum = np.cumsum(fp[lo:hi][:, cols], axis=0, dtype=np.float64)
-        pr = tp_sum / (fp_sum + tp_sum + _EPS)
-        pr = np.maximum.accumulate(pr[::-1], axis=0)[::-1]
-        # searchsorted(recall, REC_THRS, "left") without a loop over columns: recall is
-        # tp_sum / n_pos, so the first row with recall >= r is the row of the k-th true
-        # positive, k the least count with k / n_pos >= r (same float division as COCO).
-        k_min = np.stack([_k_min(int(n_pos[q, c]), k_min_cache) for c in cols])  # (C, R)
-        c_idx, rows = np.nonzero(tps.T)  # true-positive rows, column by column
-        n_tp = np.bincount(c_idx, minlength=len(cols))
-        first = np.concatenate([[0], np.cumsum(n_tp)[:-1]])
-        has = (k_min >= 1) & (k_min <= n_tp[:, None])
-        at = np.where(has, first[:, None] + k_min - 1, 0)
-        idx = np.where(k_min == 0, 0, np.where(has, rows[at] if len(rows) else 0, n))
-        prec = np.where(idx < n, pr[np.minimum(idx, n - 1), np.arange(len(cols))[:, None]], 0.0)
-        ap[q, cols] = prec.sum(axis=1) / n_rec
+    tp = tp[o]  # one gather; each query is then a contiguous run of rows
+    ignored = ~tp & ~fp[o]
+    q_row = det_query[o]
+    start = np.searchsorted(q_row, np.arange(n_q))
+    # true positives, column by column, rows ascending (so grouped by (column, query))
+    e_col, e_row = np.nonzero(tp.T)
+    e_q = q_row[e_row]
+    keep = counted[e_q, e_col]
+    e_col, e_row, e_q = e_col[keep], e_row[keep], e_q[keep]
+    if len(e_row) == 0:
+        return ap
+    g_key = e_col.astype(np.int64) * n_q + e_q
+    g_start = np.flatnonzero(np.concatenate([[True], g_key[1:] != g_key[:-1]]))
+    g_size = np.diff(np.concatenate([g_start, [len(g_key)]]))
+    t_sum = np.arange(len(g_key)) - np.repeat(g_start, g_size) + 1
+    i_col, i_row = np.nonzero(ignored.T)
+    i_key = i_col.astype(np.int64) * n + i_row  # sorted
+    base = e_col.astype(np.int64) * n
+    e_start = start[e_q]
+    n_ig = np.searchsorted(i_key, base + e_row, "right") - np.searchsorted(i_key, base + e_start, "left")
+    f_sum = (e_row - e_start + 1) - t_sum - n_ig
+    t_f, f_f = t_sum.astype(np.float64), f_sum.astype(np.float64)
+    prec = t_f / (f_f + t_f + _EPS)
+    # per run and recall point: the k-th true positive, k the least with k / n_pos >= r
+    g_q, g_c = e_q[g_start], e_col[g_start]
+    cache: dict[int, np.ndarray] = {}
+    k_min = np.stack([_k_min(int(v), cache) for v in n_pos[g_q, g_c]])
+    k = np.maximum(k_min, 1)  # recall 0: the envelope's maximum, at the first true positive
+    ok = k <= g_size[:, None]
+    at = g_start[:, None] + np.minimum(k, g_size[:, None]) - 1  # (G, R), rising along each row
+    pieces = np.maximum.reduceat(prec, at.reshape(-1)).reshape(at.shape)  # [at_j, at_j+1) or run end
+    env = np.maximum.accumulate(pieces[:, ::-1], axis=1)[:, ::-1]
+    read = np.where(ok, env, 0.0)
+    ap[g_q, g_c] = read.sum(axis=1) / len(REC_THRS)
     return ap
 
 

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from probench.data.dataset import Dataset
+from probench.jsonio import gc_paused
 from probench.scoring.ap import average_precision, mean_ap
 from probench.scoring.consistency import Recovery, pcr_plc
 from probench.scoring.constants import COCO_IOUS, PCR_IOU, SIZES, SWEEP_IOUS, all_thresholds, sweep_key
@@ -341,7 +342,13 @@ def score_run(
         partial = run.incomplete_formulations()
         hint = f" (incomplete: {', '.join(partial)}; finish the run first)" if partial else ""
         raise ScoringError(f"{run.path}: no complete predictions/<formulation>.json{hint}")
-    preds = {f: run.predictions(f) for f in forms}
+    preds: dict[str, list[dict[str, Any]] | DetArrays] = {}
+    with gc_paused():  # the records die here (as columns they are not garbage-collected objects)
+        for f in forms:
+            records, columns = run.predictions_and_columns(f)
+            where = f"{f} predictions"
+            preds[f] = records if columns is None else DetArrays.from_columns(*columns, where=where)
+            del records
     latency = run.read_json("latency.json")
     realtime = run.read_json("realtime.json")
     summary = latency.get("summary_ms") if isinstance(latency, dict) else None

@@ -67,11 +67,16 @@ class GroundTruth:
         a_img = _index_of(image_ids, np.array([a.image_id for a in anns], dtype=np.int64), "image")
         a_q = _index_of(query_ids, np.array([a.query_id for a in anns], dtype=np.int64), "query")
         a_key = a_img * n_q + a_q
-        ls_keys = [
-            i * n_q + _index_of(query_ids, np.array(ds.label_space(int(img)), dtype=np.int64), "query")
-            for i, img in enumerate(image_ids)
-        ]
-        pair_keys = np.unique(np.concatenate([a_key, *ls_keys]).astype(np.int64))
+        # label spaces: explicit query_ids; an image without them has its GT queries (in a_key)
+        explicit: list[tuple[int, tuple[int, ...]]] = []
+        for i, img in enumerate(image_ids.tolist()):
+            q_ids = ds.images[img].query_ids
+            if q_ids:
+                explicit.append((i, q_ids))
+        ls_img = np.repeat(np.array([i for i, _ in explicit], np.int64), [len(q) for _, q in explicit])
+        ls_q = np.fromiter((x for _, q in explicit for x in q), np.int64, len(ls_img))
+        ls_keys = ls_img * n_q + _index_of(query_ids, ls_q, "query")
+        pair_keys = np.unique(np.concatenate([a_key, ls_keys]).astype(np.int64))
         order = np.argsort(a_key, kind="stable")
         gt_pair = np.searchsorted(pair_keys, a_key[order])
         counts = np.bincount(gt_pair, minlength=len(pair_keys))
@@ -153,6 +158,14 @@ class DetArrays:
             box = np.array([r["bbox"] for r in results], dtype=np.float64).reshape(n, 4)
         except (KeyError, TypeError, ValueError) as exc:
             raise ScoringError(f"{where}: {_first_bad(results)}") from exc
+        return cls.from_columns(image_id, query_id, box, score, where)
+
+    @classmethod
+    def from_columns(
+        cls, image_id: np.ndarray, query_id: np.ndarray, box: np.ndarray, score: np.ndarray,
+        where: str = "predictions",
+    ) -> DetArrays:
+        """Columns already of the right types; a non-finite box or score is named."""
         if not np.all(np.isfinite(box)) or not np.all(np.isfinite(score)):
             i = int(np.argmax(~(np.isfinite(box).all(1) & np.isfinite(score))))
             raise ScoringError(f"{where}: record {i} has a non-finite bbox or score")

@@ -1,0 +1,1 @@
+"""A worked example of a probench plugin model (docs/MODELS.md, "Plugin models")."""

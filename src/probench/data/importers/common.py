@@ -1,0 +1,83 @@
+"""What the importers share: the derived prompt forms, reading an input file, placing
+images, and writing a checked dataset folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from probench.data.errors import DatasetError
+from probench.errors import UsageError
+from probench.jsonio import parse
+from probench.vocabulary import TEMPLATE_PREFIX
+
+IMAGES_DIR = "images"  # where the images go inside the dataset folder
+
+
+def _derive_forms(orig: str, name: str) -> dict[str, str]:
+    """The ``cat`` and ``tmpl`` forms of a query whose source gives only ``orig`` (and a
+    category ``name``): the name and the CLIP-style template, as docs/FORMATS.md derives
+    them for a dataset that leaves them out. The one place to switch to another derivation."""
+    return {"cat": name, "tmpl": TEMPLATE_PREFIX + orig}
+
+
+def read_json_file(path: Path, what: str) -> Any:
+    """A JSON input file, or a one-line error naming it."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no such {what} file")
+    try:
+        return parse(path.read_bytes())[0]
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        raise DatasetError(f"{path}: cannot read the {what} file as JSON: {exc}") from exc
+
+
+def check_problems(source: Path, problems: list[str]) -> None:
+    """Raise the problems found in ``source`` (one line each), if any."""
+    if problems:
+        raise DatasetError(f"{source}: {len(problems)} problem(s)", problems=problems)
+
+
+def place_images(images: list[dict[str, Any]], source_dir: Path, out: Path, *, copy: bool) -> None:
+    """Link (or copy) each image's file from ``source_dir`` to ``out/images/``, and point
+    its ``file_name`` there. Every missing file is named before anything is written."""
+    missing = []
+    for im in images:
+        rel = PurePosixPath(str(im["file_name"]))
+        if rel.is_absolute() or ".." in rel.parts:
+            missing.append(f"image {im['id']}: 'file_name' {str(rel)!r} must be relative to --images")
+        elif not (source_dir / rel).is_file():
+            missing.append(f"image {im['id']}: image file {str(rel)!r} not found under {source_dir}")
+    if missing:
+        raise DatasetError(f"{source_dir}: {len(missing)} image file(s) missing", problems=missing)
+    for im in images:
+        rel = PurePosixPath(str(im["file_name"]))
+        target = out / IMAGES_DIR / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists() or target.is_symlink():
+            target.unlink()
+        src = (source_dir / rel).resolve()
+        if copy:
+            shutil.copyfile(src, target)
+        else:
+            os.symlink(src, target)
+        im["file_name"] = str(PurePosixPath(IMAGES_DIR) / rel)
+
+
+def check_out(out: Path, overwrite: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a folder")
+    if (out / "annotations.json").exists() and not overwrite:
+        raise UsageError(f"--out {out}: already holds a dataset (annotations.json); --overwrite replaces it")
+
+
+def write_dataset(coco: Mapping[str, Any], out: Path) -> Path:
+    """``out/annotations.json``, atomically, keys sorted."""
+    from probench.cache.atomic import write_json_atomic
+
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "annotations.json"
+    write_json_atomic(path, coco, indent=None)
+    return path

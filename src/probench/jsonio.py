@@ -1,0 +1,110 @@
+"""Fast JSON for the big files (datasets, predictions): orjson when it is installed, the
+standard library otherwise, with the standard library's results either way.
+
+- :func:`loads` parses with orjson; a document orjson refuses but the standard library
+  reads (``NaN``, ``Infinity``, lone surrogates) is parsed by ``json.loads``, so what
+  parses never depends on orjson being there, and errors stay
+  :class:`json.JSONDecodeError` (bytes are read as UTF-8 text, a BOM refused, as
+  ``json.loads(path.read_text("utf-8"))`` does; bad UTF-8 raises ``UnicodeDecodeError``).
+  One difference remains: orjson reads an integer beyond 64 bits as a float (the standard
+  library keeps an int); no probench id or count can be one (validation refuses such an
+  id as not an integer).
+- :func:`canonical_bytes` is ``json.dumps(obj, sort_keys=True, separators=(",", ":"))``
+  encoded as UTF-8 (the dataset hash's canonical form, docs/FORMATS.md), byte for byte: orjson
+  writes it when its output is provably the same (pure ASCII below 0x7f, no float it would
+  spell differently, no NaN or infinity), the standard library otherwise.
+
+A bottom module: it imports nothing from probench.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+try:
+    import orjson
+except ImportError:  # pragma: no cover - the pinned environment has it
+    orjson = None  # type: ignore[assignment]
+
+_DIGITS = frozenset(b"0123456789")
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse a JSON document (module doc)."""
+    return parse(data)[0]
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: parsing and indexing a large document allocates
+    hundreds of thousands of containers, and each collection would walk all of them again
+    (most of the load time of a Pro-Bench-size dataset). Nothing made there is cyclic
+    garbage."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def parse(data: bytes | str) -> tuple[Any, bool]:
+    """``(value, finite)``: the document parsed, and whether it is known to hold no NaN or
+    infinity (true when orjson read it: it refuses them; see :func:`canonical_bytes`)."""
+    with gc_paused():
+        if orjson is not None:
+            try:
+                return orjson.loads(data), True
+            except orjson.JSONDecodeError:
+                pass  # the standard library's verdict (and message), below
+        text = data.decode("utf-8") if isinstance(data, bytes) else data  # as a text read would
+        return json.loads(text), False
+
+
+def _small_float_spelling(out: bytes) -> bool:
+    """Whether orjson may have spelled a float differently from Python's repr: below 1e-4
+    it writes "0.00001" / "1e-7" where repr writes "1e-05" / "1e-07". Also true for such
+    text inside a string (harmless: the standard library then writes the object)."""
+    if b"0.0000" in out:
+        return True
+    i = out.find(b"e-")
+    while i != -1:
+        if i > 0 and out[i - 1] in _DIGITS:
+            return True
+        i = out.find(b"e-", i + 2)
+    return False
+
+
+def _finite(obj: Any) -> bool:
+    """No NaN or infinity anywhere (orjson writes them as null, json.dumps as NaN)."""
+    stack = [obj]
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t is dict:
+            stack.extend(v.values())
+        elif t is list:
+            stack.extend(v)
+        elif t is float and not math.isfinite(v):
+            return False
+    return True
+
+
+def canonical_bytes(obj: Any, *, finite: bool = False) -> bytes:
+    """``json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()``, fast (module
+    doc). ``finite=True`` asserts that ``obj`` holds no NaN or infinity (true of anything
+    :func:`loads` gave through orjson), sparing the walk that checks it."""
+    if orjson is not None and (finite or _finite(obj)):
+        try:
+            out = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+        except (TypeError, orjson.JSONEncodeError):
+            out = None  # e.g. an integer beyond 64 bits, a non-string key
+        if out is not None and out.isascii() and b"\x7f" not in out and not _small_float_spelling(out):
+            return out
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode("utf-8")
