@@ -20,7 +20,8 @@ the stamps replaced in the mailbox while it was in flight. Knobs make it misbeha
 purpose: slow (``model_s``), answering with a class id the frame was not asked
 (``wrong_class``), answering twice (``duplicate``), answering a stamp nobody sent
 (``stray_after``), holding one answer back (``late``), delivering a frame's prompt set late
-(``late_prompts``), or "shutting down" after some frames (``stop_after``).
+(``late_prompts``), or "shutting down" after some frames (``stop_after``). ``detector``: any
+detector instead of ``test-instant`` (the parity tests run tiny-owlv2 through it).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from probench.models.base import BaseDetector
 from probench.models.testing import ScriptedDetector
 from probench.msgs.wire import rgb_from_cdr
 from probench.realtime.eval_stream import Answer
@@ -133,6 +135,7 @@ class FakeGroundingLink:
         stop_after: int | None = None,
         frame_prompts_wait: float = 0.5,
         clock: FakeClock | None = None,
+        detector: BaseDetector | None = None,
     ) -> None:
         self.model_s = model_s
         self.wrong_class, self.duplicate = set(wrong_class), set(duplicate)
@@ -142,7 +145,7 @@ class FakeGroundingLink:
         self.stop_after = stop_after
         self.frame_prompts_wait = frame_prompts_wait
         self.clock = clock
-        self.detector = ScriptedDetector("test-instant")
+        self.detector = detector if detector is not None else ScriptedDetector("test-instant")
         self.sets = StampedPromptSets()
         self.stats = GroundingStats()
         self.worker = FrameWorker(self.stats, self._handle_frame, lambda prompts, stamp: True, self._on_error)
@@ -177,7 +180,8 @@ class FakeGroundingLink:
 
     # -- EvaluatorLink ----------------------------------------------------------------------
     def grounding_parameters(self, timeout: float) -> dict[str, Any]:
-        return dict(GROUNDING)
+        info = getattr(self.detector, "model_info", None) or {}
+        return {**GROUNDING, "model": info.get("name", GROUNDING["model"])}
 
     def wait_ready(self, compressed: bool, timeout: float) -> None:
         self.compressed = compressed
@@ -284,7 +288,8 @@ class FakeGroundingLink:
             if self.clock is None and extra_ns:
                 time.sleep(extra_ns / 1e9)
             k = len(class_ids)
-            answer = Answer(stamp, start + wait_ns + model_ns + extra_ns, dets.xyxy[:k], dets.scores[:k], class_ids)
+            due = start + wait_ns + model_ns + extra_ns
+            answer = Answer(stamp, due, dets.xyxy[:k], dets.scores[:k], class_ids)
             answers.append(answer)
             if n in self.duplicate:
                 answers.append(answer)

@@ -267,8 +267,8 @@ def _evaluate(node: EvaluatorNode) -> dict[str, Any]:
         from probench.realtime.eval_peak import MAX_RATE_FILE, find_max_rate_run
 
         found = find_max_rate_run(node, cfg)
-        node.get_logger().info(f"done: max rate {found.get('max_rate_hz')} Hz with at most {cfg.max_missed:g} "
-                               f"of the frames missed -> {Path(cfg.out) / MAX_RATE_FILE}")
+        node.get_logger().info(f"done: max rate {found.get('max_rate_hz')} Hz with at most "
+                               f"{cfg.max_missed:g} of the frames missed -> {Path(cfg.out) / MAX_RATE_FILE}")
         return {"status": "complete", "max_rate": str(Path(cfg.out) / MAX_RATE_FILE)}
     from probench.cache.run import RunDir
     from probench.realtime.eval_run import run_evaluation
