@@ -130,13 +130,16 @@ def test_an_unreadable_run_json_after_the_run_is_one_line_naming_it(
     out = tmp_path / "run"
 
     class FinishedNode:
-        """A node process that exited 0 at once; the evaluator's left a torn run.json."""
+        """A node process that exited 0 at once; the evaluator's result record says complete,
+        but it left a torn run.json."""
 
         def __init__(self, cmd: list[str], **_: object) -> None:
             self.returncode = 0
             if Path(cmd[0]).name == "evaluator_node":
                 out.mkdir(parents=True, exist_ok=True)
                 (out / "run.json").write_text('{"status": "compl')
+                result = next(a for a in cmd if a.startswith("result_file:="))
+                Path(json.loads(result.split(":=", 1)[1])).write_text('{"status": "complete"}')
 
         def poll(self) -> int:
             return self.returncode

@@ -62,6 +62,9 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
     Param("frame_prompts_wait", "double", 0.5,
           "seconds a frame waits for its stamped prompt set (frame_prompts) while such sets are in use",
           "configure", low=0.0, high=10.0),
+    Param("trace_file", "string", "",
+          "append one JSON line per frame processed (start, end, prompt wait, frames replaced meanwhile): "
+          "the node's own evidence for a replay's misses; empty: none", "configure"),
     Param("camera_timeout", "double", 3.0,
           "seconds without an image, while active, after which /diagnostics reports WARN (camera silent)",
           "configure", low=0.0, low_open=True),
@@ -85,6 +88,7 @@ class GroundingConfig:
     diagnostics_period: float
     frame_prompts_wait: float
     camera_timeout: float
+    trace_file: str = ""
 
 
 EVALUATOR_NAME = "evaluator_node"

@@ -256,8 +256,8 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(trial_table(run.read_json(MAX_RATE_FILE))))
         print(f"written: {run.path / MAX_RATE_FILE}")
         return 0
-    metrics = run.read_json("metrics.json")
     info = run.info
+    metrics = run.read_json("metrics.json")
     print(summary_table(metrics, info))
     if args.parity:
         from probench.realtime.eval_parity import PARITY_FILE, parity_check, parity_lines
