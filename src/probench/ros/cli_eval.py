@@ -263,10 +263,10 @@ def run(args: argparse.Namespace) -> int:
         from probench.realtime.eval_parity import PARITY_FILE, parity_check, parity_lines
 
         model = info.get("model") or {}
-        grounding = {**GROUNDING_PARAMS.defaults(), **resolved_parameters(graph[0]),
-                     "model": model.get("name") or args.model}
-        grounding.pop("prompts", None)
-        parity = parity_check(run.path, args.bag, args.dataset, grounding)
+        settings = {**GROUNDING_PARAMS.defaults(), **resolved_parameters(graph[0]),
+                    "model": model.get("name") or args.model}
+        settings.pop("prompts", None)
+        parity = parity_check(run.path, args.bag, args.dataset, settings)
         print("\n".join(["", *parity_lines(parity)]))
         print(f"written: {run.path / PARITY_FILE}")
     print(f"run folder: {args.out}  (probench report {args.out} --out DIR)")
