@@ -147,8 +147,8 @@ def find_max_rate_run(link: EvaluatorLink, cfg: EvaluatorConfig, clock: Clock = 
         frames = next((p.frames for p in plans if p.frames), [])
         if not frames:
             raise ParameterValueError(f"{cfg.bag}: no frame with a label space to replay")
+        link.wait_ready(bag.compressed, cfg.startup_timeout)  # (the image type is known from here)
         images = [link.image_from_bag(raw) for raw in bag.images_at([fp.bag_time_ns for fp in frames])]
-        link.wait_ready(bag.compressed, cfg.startup_timeout)
     out = run_trials(link, cfg, frames, images, clock)
     out["grounding"] = {k: v for k, v in grounding.items() if k != "prompts"}
     out["bag"] = str(Path(cfg.bag).resolve())

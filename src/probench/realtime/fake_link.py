@@ -192,6 +192,8 @@ class FakeGroundingLink:
                 self.worker.start()
 
     def image_from_bag(self, raw: bytes) -> Any:
+        if not self._started:  # as the DDS link: the image type is known once wait_ready ran
+            raise RuntimeError("image_from_bag before wait_ready")
         return raw  # the serialized message, decoded by the worker as the node does
 
     def set_answer_handler(self, handler: Callable[[Answer], object]) -> None:
