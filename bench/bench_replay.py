@@ -5,12 +5,12 @@
    ``--rate`` Hz with ``test-instant`` (a detector that answers at once), camera-rate mode.
    Reported from its realtime.json (definitions: docs/EVALUATION.md): the evaluator's clock
    (achieved send rate, replay jitter = |send interval - 1/rate|), the system's output
-   (delivered rate = answered / sent x send rate, the answer spacing and output jitter =
-   |difference of consecutive arrival intervals|, first/last sent-to-received, latency,
-   missed frames; the warm-up trial apart). Baseline for the replay jitter, in this process: a bare Python loop
-   sleeping to the same absolute deadlines (the best the evaluator's timing loop can do on
-   this machine), run before and after the replay (the quieter run counts: the CPU is
-   shared); ratio = evaluator / bare.
+   (delivered rate = answered / sent x send rate, the answer spacing and output jitter
+   = |difference of consecutive arrival intervals|, first/last sent-to-received, latency,
+   missed frames; the warm-up trial apart). Baseline for the replay jitter, in this
+   process: a bare Python loop sleeping to the same absolute deadlines (the best the
+   evaluator's timing loop can do on this machine), run before and after the replay (the
+   quieter run counts: the CPU is shared); ratio = evaluator / bare.
 2. Bag writing: ``probench.bags.write_bag`` vs the raw ``rosbags`` writer doing the same
    essential work on the same images (decode each file, serialize a sensor_msgs/Image,
    write it; same storage and compression), frames per second and ratio (ours / raw).
