@@ -39,7 +39,7 @@ from probench.models.testing import ScriptedDetector
 from probench.msgs.wire import rgb_from_cdr
 from probench.realtime.eval_stream import Answer
 from probench.realtime.grounding_stats import GroundingStats
-from probench.realtime.grounding_worker import FrameWorker, Prompts, StampedPromptSets
+from probench.realtime.grounding_worker import FrameWorker, ImageKind, Prompts, StampedPromptSets
 
 __all__ = ["GROUNDING", "FakeClock", "FakeGroundingLink", "NodeFrame"]
 
@@ -270,7 +270,7 @@ class FakeGroundingLink:
     def _now(self) -> int:
         return self.clock.now_ns() if self.clock is not None else time.monotonic_ns()
 
-    def _handle_frame(self, kind: str, data: Any, t_arrival: float, prompts: Prompts) -> None:
+    def _handle_frame(self, kind: ImageKind, data: Any, t_arrival: float, prompts: Prompts) -> None:
         n, stamp, raw = data
         start = self._now()
         texts, wait_ns = self._stamped_set(stamp, start)

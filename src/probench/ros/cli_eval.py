@@ -29,7 +29,7 @@ from probench.cache.run import RunDir
 from probench.errors import CheckFailed, Interrupted, UsageError
 from probench.realtime.eval_run import read_result
 from probench.realtime.node_spec import GROUNDING_PARAMS, MODES
-from probench.scoring.summary import pcr_lines
+from probench.scoring.printed import pcr_lines
 
 if TYPE_CHECKING:
     from probench.bags.reader import ProbenchBag

@@ -47,7 +47,7 @@ from probench.models.base import BaseDetector, check_prompts
 from probench.realtime.errors import ParameterValueError
 from probench.realtime.grounding_stats import DECODE_STAGE, GroundingStats, Health, diagnostic_level
 from probench.realtime.grounding_trace import NodeTrace
-from probench.realtime.grounding_worker import FrameWorker, Prompts, StampedPromptSets
+from probench.realtime.grounding_worker import FrameWorker, ImageKind, Prompts, StampedPromptSets
 from probench.realtime.node_spec import (
     GROUNDING_PARAMS,
     NODE_NAME,
@@ -81,7 +81,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
 
         self.stats = GroundingStats()
         self.worker = FrameWorker(self.stats, self._process, self._apply_prompts, self._on_worker_error)
-        self.frame_sets = StampedPromptSets()  # per-frame prompt sets (frame_prompts), by stamp
+        self.frame_sets = StampedPromptSets()  # per-frame prompt sets (frame_prompts), by stamp; built once
         self._detector: BaseDetector | None = None  # loaded at configure, released at cleanup
         self._cfg: GroundingConfig | None = None  # parameter values taken at configure
         self._entities: list[Any] = []  # created at configure, destroyed at cleanup
@@ -195,7 +195,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             self.get_logger().error(f"model refused prompts, previous stay active: {exc}")
             return False
         header = Header(stamp=stamp, frame_id="")
-        self._pub_labels.publish(convert.prompts_to_label_info(prompts, header, self.config.score_threshold))
+        self._pub_labels.publish(convert.label_info_to_cdr(prompts, header, self.config.score_threshold))
         return True
 
     # -- images -------------------------------------------------------------------------
@@ -211,7 +211,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         if data is not None and self._trace is not None:
             self._trace.replaced(data)
 
-    def _process(self, kind: str, data: bytes, t_arrival: float, prompts: Prompts) -> None:
+    def _process(self, kind: ImageKind, data: bytes, t_arrival: float, prompts: Prompts) -> None:
         """Worker thread: one frame, answered with the prompt set stamped for it, else with
         the operator's set active when it started (``prompts``)."""
         cfg, detector, trace = self._cfg, self._detector, self._trace
@@ -221,7 +221,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             trace.begin()
         t_decode = time.perf_counter()
         try:
-            header, rgb = convert.rgb_from_cdr(data, compressed=kind != "raw")
+            header, rgb = convert.rgb_from_cdr(data, compressed=kind == "compressed")
         except ProbenchError as exc:
             self.stats.count("errors")
             self.last_frame_error = f"image dropped: {exc}"
@@ -342,7 +342,6 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         # Deep and reliable: the evaluator publishes each frame's set just before the frame.
         frame_sets_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100,
                                     reliability=ReliabilityPolicy.RELIABLE)
-        self.frame_sets = StampedPromptSets()
         image_topic, compressed = self._resolve_image_topics()
         subs = [
             # created before the image subscriptions: the executor serves ready subscriptions

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from probench.errors import UsageError
-from probench.scoring.summary import degenerate_lines, summary_table
+from probench.scoring.printed import degenerate_lines, summary_table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

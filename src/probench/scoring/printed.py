@@ -1,12 +1,10 @@
-"""The metric suite's summary as printed: the mAP table, PCR/PLC lines and the degenerate-box
-warnings (shared by ``probench score`` and ``probench eval``; no CLI here)."""
+"""A metrics.json as printed: ``probench score``'s summary table, the PCR/PLC lines that
+``probench eval`` prints too, and the degenerate-box warnings."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-
-__all__ = ["best_text", "degenerate_lines", "pcr_lines", "summary_table"]
 
 
 def _fmt(v: object) -> str:
