@@ -225,10 +225,8 @@ class FakeGroundingLink:
             self.sent.append(stamp_ns)
             replaced = self.worker.put_frame("compressed" if self.compressed else "raw", (n, stamp_ns, image),
                                              now / 1e9)
-            if replaced is not None and self._in_flight is not None:
+            if replaced is not None and self._in_flight is not None:  # (idle: no frame to blame)
                 self._in_flight.frame.replaced.append(int(replaced[1]))
-            elif replaced is not None and self.node_trace:
-                self.node_trace[-1].replaced.append(int(replaced[1]))
             self.advance(now)
 
     def ok(self) -> bool:
