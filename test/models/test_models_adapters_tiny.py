@@ -6,16 +6,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from helpers.raw_outputs import assert_raw_in_range, capture_raw
 from helpers.tiny_adapters import PROMPTS, TINY, digest, fresh, image, shared, text_tower
 from probench.models.errors import ImageInputError, PromptError
 
 
 @pytest.mark.parametrize("name", TINY)
 @pytest.mark.parametrize("shape", [(96, 160), (160, 96)])
-def test_outputs_are_valid(name: str, shape: tuple[int, int]) -> None:
+def test_outputs_are_valid(name: str, shape: tuple[int, int], monkeypatch: pytest.MonkeyPatch) -> None:
     det = shared(name)
     h, w = shape
+    raw = capture_raw(monkeypatch)
     out = det.detect(image(h, w), PROMPTS)
+    assert_raw_in_range(raw, h, w)  # before from_arrays clips: the checks below cannot fail there
     assert len(out) > 0
     assert out.xyxy.shape == (len(out), 4)
     assert (out.xyxy[:, [0, 2]] >= 0).all() and (out.xyxy[:, [0, 2]] <= w).all()

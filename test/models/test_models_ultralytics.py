@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from helpers.raw_outputs import assert_raw_in_range, capture_raw
 from probench.errors import UsageError
 from probench.models.errors import ImageInputError, PromptError, WeightsNotFoundError
 from probench.models.zoo import load_detector, tiny_names
@@ -43,9 +44,11 @@ def test_tiny_names_listed() -> None:
         assert n in names
 
 
-def test_detections_valid_on_non_square_image(det) -> None:
+def test_detections_valid_on_non_square_image(det, monkeypatch: pytest.MonkeyPatch) -> None:
     h, w = 90, 170
+    raw = capture_raw(monkeypatch)
     out = det.detect(_image(h, w))
+    assert_raw_in_range(raw, h, w)  # before from_arrays clips: the checks below cannot fail there
     assert len(out) > 0, "tiny model must produce boxes (BatchNorm calibration)"
     assert out.xyxy.shape == (len(out), 4)
     assert np.all(out.xyxy[:, 0] >= 0) and np.all(out.xyxy[:, 2] <= w)
@@ -98,7 +101,7 @@ def test_batch_matches_single(det) -> None:
     for im, got in zip(imgs, batch, strict=True):
         one = det.detect(im)
         # batched convolutions round differently: equal to a few thousandths of a pixel
-        np.testing.assert_allclose(got.xyxy, one.xyxy, atol=0.05)
+        np.testing.assert_allclose(got.xyxy, one.xyxy, atol=5e-3)
         np.testing.assert_allclose(got.scores, one.scores, atol=1e-3)
 
 

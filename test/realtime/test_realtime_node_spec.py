@@ -29,7 +29,22 @@ def test_eval_yaml_evaluator_section_is_the_declared_defaults(repo_root) -> None
     assert set(params) <= set(table.names())
     assert params == {name: table.defaults()[name] for name in params}
     # what the file leaves out comes from the launch arguments (probench.ros.graph.eval_graph)
-    assert set(table.names()) - set(params) == {"bag", "out", "grounding_node", "overwrite"}
+    assert set(table.names()) - set(params) == {"bag", "out", "grounding_node", "overwrite", "find_max_rate",
+                                                "result_file"}
+
+
+def test_the_budget_follows_the_rate_unless_given() -> None:
+    assert node_spec.budget_ms(0.0, 30.0) == 33.3 and node_spec.budget_ms(0.0, 15.0) == 66.7
+    assert node_spec.budget_ms(50.0, 15.0) == 50.0
+    assert node_spec.EVALUATOR_PARAMS.defaults()["budget_ms"] == 0.0
+
+
+def test_identity_parameters_are_marked_in_the_table() -> None:
+    """The evaluator asks the grounding node for these (run.json's identity): read from the table."""
+    names = node_spec.GROUNDING_PARAMS.identity_names()
+    assert names == ["model", "device", "precision", "weights", "preprocess", "score_threshold",
+                     "image_reliability", "max_detections"]
+    assert "prompts" not in names and "autostart" not in names
 
 
 def test_eval_yaml_grounding_section_is_valid_and_keeps_every_box(repo_root) -> None:

@@ -43,6 +43,27 @@ def test_bad_bag_model_and_flags(repo_root: Path, tmp_path: Path, ros_env: dict)
     assert not (tmp_path / "r").exists()  # nothing started, nothing written
 
 
+@pytest.mark.parametrize(("flags", "why"), [
+    (["--parity"], "--parity needs --dataset"),
+    (["--parity", "--dataset", "nowhere"], "--dataset nowhere: no such folder"),
+    (["--parity", "--dataset", ".", "--mode", "camera-rate"], "replays as fast as answered"),
+    (["--find-max-rate", "--parity", "--dataset", "."], "two different runs"),
+    (["--max-missed", "0.1"], "--max-missed is for --find-max-rate"),
+    (["--find-max-rate", "--max-missed", "1.5"], "--max-missed must lie in [0, 1]"),
+    (["--budget-ms", "0"], "--budget-ms must be positive"),
+])
+def test_new_flags_are_checked_in_one_line(repo_root: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str], flags: list[str],
+                                           why: str) -> None:
+    from probench.cli import main
+
+    bag = str(repo_root / "bags" / "probench-sample")
+    rc = main(["eval", "--model", "test-instant", "--bag", bag, "--out", str(tmp_path / "r"), *flags])
+    err = capsys.readouterr().err
+    assert rc == 2 and why in err and _one_line(err), err
+    assert not (tmp_path / "r").exists()
+
+
 @pytest.mark.ros
 @pytest.mark.usefixtures("requires_vision_msgs")
 def test_evaluator_node_bad_parameters(repo_root: Path, tmp_path: Path, ros_env: dict) -> None:
@@ -130,13 +151,16 @@ def test_an_unreadable_run_json_after_the_run_is_one_line_naming_it(
     out = tmp_path / "run"
 
     class FinishedNode:
-        """A node process that exited 0 at once; the evaluator's left a torn run.json."""
+        """A node process that exited 0 at once; the evaluator's result record says complete,
+        but it left a torn run.json."""
 
         def __init__(self, cmd: list[str], **_: object) -> None:
             self.returncode = 0
             if Path(cmd[0]).name == "evaluator_node":
                 out.mkdir(parents=True, exist_ok=True)
                 (out / "run.json").write_text('{"status": "compl')
+                result = next(a for a in cmd if a.startswith("result_file:="))
+                Path(json.loads(result.split(":=", 1)[1])).write_text('{"status": "complete"}')
 
         def poll(self) -> int:
             return self.returncode

@@ -96,5 +96,5 @@ def test_a_signalled_evaluator_exits_0_and_probench_eval_reports_the_interruptio
     assert "evaluator_node: interrupted (SIGTERM)" in err
     assert "Traceback" not in err
     assert proc.returncode == 130, err[-2000:]
-    assert "interrupted before it finished (run.json status: interrupted)" in err
+    assert "interrupted before it finished (status: interrupted)" in err
     assert json.loads((out / "run.json").read_text())["status"] == "interrupted"

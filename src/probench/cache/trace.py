@@ -3,12 +3,15 @@
 Written by the evaluator (:mod:`probench.realtime.eval_run`, one JSON line per resolved frame
 and per stray answer, appended as the replay goes, resumable like the prediction logs),
 read by the realtime figures (:mod:`probench.realtime.eval_realtime`) and the report's latency
-timeline. Frame records: ``kind: "frame"``, ``formulation``, ``image_id``, ``session``
-(0, then one more per resume), ``seq`` (position among the session's frames), ``warmup``,
-``stamp_ns``, ``scheduled_ns``, ``sent_ns``, ``received_ns`` (null when not answered),
-``latency_ms``, ``status`` (``answered`` | ``missed`` | ``misattributed``), ``n_prompts``,
-``n_detections``, ``n_results``. Stray records: ``kind: "stray"``, ``session``,
-``stamp_ns``, ``received_ns``, ``n_detections``.
+timeline. Frame records: ``kind: "frame"`` (a measured frame) or ``"warmup"`` (a frame of the
+session's discarded warm-up trial: scored nowhere, counted apart), ``formulation``,
+``image_id``, ``session`` (0, then one more per resume), ``seq`` (position among the
+session's measured frames, or among its warm-up frames), ``warmup``, ``stamp_ns`` (the wall
+clock: the stamp the frame carried), ``scheduled_ns``, ``sent_ns``, ``received_ns`` (null
+when not answered; these three on the evaluator's monotonic clock, comparable within a
+session only), ``latency_ms``, ``status`` (``answered`` | ``missed`` | ``misattributed``),
+``n_prompts``, ``n_detections``, ``n_results``. Stray records: ``kind: "stray"``,
+``session``, ``stamp_ns``, ``received_ns``, ``n_detections``.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any, TypeVar
 from probench.cache.errors import CacheError
 
 TRACE_FILE = "realtime_frames.jsonl"
-FRAME, STRAY = "frame", "stray"  # record kinds
+FRAME, WARMUP, STRAY = "frame", "warmup", "stray"  # record kinds
 ANSWERED, MISSED, MISATTRIBUTED = "answered", "missed", "misattributed"  # frame statuses
 # A trace record: one built here, or one read back from the file (JSON, so open-ended).
 RecordT = TypeVar("RecordT", bound=Mapping[str, Any])
@@ -36,7 +39,8 @@ def frame_record(
     of an answered frame."""
     received = int(received_ns) if status == ANSWERED and received_ns is not None else None
     return {
-        "kind": FRAME, "formulation": formulation, "image_id": int(image_id), "session": int(session),
+        "kind": WARMUP if warmup else FRAME, "formulation": formulation, "image_id": int(image_id),
+        "session": int(session),
         "seq": int(seq), "warmup": bool(warmup), "stamp_ns": int(sent_ns if stamp_ns is None else stamp_ns),
         "scheduled_ns": int(sent_ns if scheduled_ns is None else scheduled_ns), "sent_ns": int(sent_ns),
         "received_ns": received,
@@ -46,13 +50,23 @@ def frame_record(
 
 
 def latest_frames(records: Iterable[RecordT]) -> list[RecordT]:
-    """The frame records that count: a frame sent again after a resume counts once, by its
-    last record; in send order."""
+    """The measured frame records that count: a frame sent again after a resume counts once,
+    by its last record; in send order (session, then send time). Warm-up records are not
+    among them (:func:`warmup_frames`)."""
     latest: dict[tuple[str, int], RecordT] = {}
     for r in records:
         if r.get("kind", FRAME) == FRAME:
             latest[(str(r["formulation"]), int(r["image_id"]))] = r
-    return sorted(latest.values(), key=lambda r: int(r["sent_ns"]))
+    return sorted(latest.values(), key=_send_order)
+
+
+def warmup_frames(records: Iterable[RecordT]) -> list[RecordT]:
+    """The warm-up records, in send order (every session's: each session has its own trial)."""
+    return sorted((r for r in records if r.get("kind") == WARMUP), key=_send_order)
+
+
+def _send_order(r: Mapping[str, Any]) -> tuple[int, int]:
+    return int(r.get("session", 0)), int(r["sent_ns"])
 
 
 def read_trace(path: str | Path) -> list[dict[str, Any]]:

@@ -1,30 +1,33 @@
 """The real-time figures of a replay, from its per-frame trace (``realtime_frames.jsonl``).
 
-Definitions follow NVIDIA ros2_benchmark's basic performance calculator where it has one
-(docs/EVALUATION.md, "Real-time figures"). All times are the evaluator's wall clock
-(``time.time_ns()``): a frame's latency is the arrival of its Detection2DArray minus the
-moment its image was published.
+Meanings follow NVIDIA ros2_benchmark's basic performance calculator; docs/EVALUATION.md,
+"Real-time figures", puts each formula next to its ros2_benchmark counterpart. Times are
+the evaluator's monotonic clock: a frame's latency is the arrival of its Detection2DArray
+(taken on the raw bytes) minus the moment its image was published. A *stream* is one
+formulation within one session, sent without a pause; rates and spans are pooled over
+streams (intervals over summed spans), never over the gaps between them.
 
-- ``frames_sent`` / ``frames_received`` / ``frames_missed``: frames published; answered
-  and credited; the rest (dropped by the node's newest-frame mailbox, not answered within
-  ``answer_timeout``, or answered with class ids outside the frame's set).
-- ``warmup_frames``: the first N frames each session sends (the node's first frames pay
-  for lazy initialisation; the evaluator sends them one at a time); reported apart in
-  ``warmup`` and left out of every other figure below. They count in the frame counts and
-  the accuracy scores like every other frame.
-- ``within_budget``: fraction of the (non-warm-up) sent frames answered within
-  ``budget_ms``; a missed frame is not within budget.
-- ``latency_ms``: percentiles of the answered (non-warm-up) frames' latencies.
-- ``first_latency_ms``: the latency of the first frame sent (None if it was missed).
-- ``output_rate_hz``: answers per second, (n - 1) / (last - first arrival) within each
-  uninterrupted stream (a formulation in one session), pooled over streams.
+- ``frames_sent`` / ``frames_received`` / ``frames_missed`` / ``missed_share``: measured
+  frames published; answered and credited; the rest (dropped by the node's newest-frame
+  mailbox, not answered within ``answer_timeout``, or answered with class ids outside the
+  frame's set); missed / sent.
+- ``warmup``: the session's discarded trial (``frames``, ``received``, ``latency_ms``), and
+  ``cold_start_ms``, the latency of its first frame: in no other figure, scored nowhere.
+- ``achieved_send_rate_hz``: (n - 1) / send span per stream, pooled.
+- ``delivered_rate_hz``: frames_received / frames_sent x achieved_send_rate_hz: the rate
+  of answered frames, never above the send rate (the headline).
+- ``output_rate_hz``: the answer spacing, (n - 1) / (last - first arrival) per stream,
+  pooled (ros2_benchmark's mean frame rate; it moves with latency drift and does not see
+  frames missed at the end of a stream).
 - ``output_jitter_ms``: |difference of consecutive arrival intervals| (ros2_benchmark's
-  frame-to-frame jitter); ``jitter_ms`` is the same figure under its original name
-  (docs/FORMATS.md, "realtime.json").
-- ``achieved_send_rate_hz``: frames published per second by the evaluator, (n - 1) /
-  (last - first send) per stream, pooled.
-- ``replay_jitter_ms``: |send interval - 1/rate_hz| between consecutive frames of a
-  stream: the accuracy of the evaluator's clock (camera-rate mode only).
+  frame-to-frame jitter); ``jitter_ms`` is the same figure under its original name.
+- ``replay_jitter_ms``: |send interval - 1/rate_hz| (camera-rate mode only).
+- ``first_sent_to_received_ms`` / ``last_sent_to_received_ms``: first arrival minus first
+  send, last arrival minus last send, of each stream; the mean over streams.
+- ``span_s``: the summed send spans the send and delivered rates are computed over;
+  ``received_span_s``: the summed arrival spans of the output rate.
+- ``within_budget``: share of the measured frames answered within ``budget_ms``.
+- ``latency_ms``: percentiles of the answered measured frames' latencies.
 - ``stray_messages``: answers credited to no frame (unknown stamp, a frame already given up,
   a repeat); ``misattributed``: answers carrying a class id outside their frame's set.
 """
@@ -37,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from probench.cache.trace import ANSWERED, MISATTRIBUTED, STRAY, latest_frames
+from probench.cache.trace import warmup_frames as warmup_records
 from probench.stats import summarize
 
 
@@ -66,16 +70,21 @@ def _rate(times_per_stream: Iterable[Sequence[int]]) -> float | None:
     return round(n / (span / 1e9), 3) if n and span > 0 else None
 
 
+def _mean(values: Sequence[float]) -> float | None:
+    return round(float(np.mean(values)), 4) if values else None
+
+
 def figures(
-    recs: Sequence[Mapping[str, Any]], *, budget_ms: float, rate_hz: float, mode: str
+    recs: Sequence[Mapping[str, Any]], *, budget_ms: float, rate_hz: float, mode: str,
+    warmup: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """The figures of one set of frame records (a formulation, or the whole run)."""
-    recs = sorted(recs, key=lambda r: int(r["sent_ns"]))
+    """The figures of one set of measured frame records (a formulation, or the whole run)
+    and, apart, the warm-up records (module doc)."""
+    recs = sorted(recs, key=lambda r: (int(r.get("session", 0)), int(r["sent_ns"])))
+    warm = sorted(warmup, key=lambda r: (int(r.get("session", 0)), int(r["sent_ns"])))
     answered = [r for r in recs if r.get("status") == ANSWERED]
-    warm = [r for r in recs if r.get("warmup")]
-    measured = [r for r in recs if not r.get("warmup")]
-    lat = [float(r["latency_ms"]) for r in measured if r.get("status") == ANSWERED]
-    streams = _streams(measured)
+    lat = [float(r["latency_ms"]) for r in answered]
+    streams = _streams(recs)
     send_times = [[int(r["sent_ns"]) for r in s] for s in streams]
     recv_times = [sorted(int(r["received_ns"]) for r in s if r.get("status") == ANSWERED) for s in streams]
     send_intervals = [np.diff(t) / 1e6 for t in send_times if len(t) >= 2]
@@ -85,30 +94,42 @@ def figures(
     if mode == "camera-rate":
         period_ms = 1000.0 / rate_hz
         replay_jitter = [float(v) for iv in send_intervals for v in np.abs(iv - period_ms)]
-    first = recs[0] if recs else None
+    first_to_first = [(r[0] - s[0]) / 1e6 for s, r in zip(send_times, recv_times, strict=True) if r]
+    last_to_last = [(r[-1] - s[-1]) / 1e6 for s, r in zip(send_times, recv_times, strict=True) if r]
     within = sum(1 for v in lat if v <= budget_ms)
-    span = (int(measured[-1]["sent_ns"]) - int(measured[0]["sent_ns"])) / 1e9 if measured else 0.0
+    send_rate = _rate(send_times)
     out_jitter = _stats(output_jitter)
+    warm_answered = [r for r in warm if r.get("status") == ANSWERED]
     return {
         "frames_sent": len(recs),
         "frames_received": len(answered),
         "frames_missed": len(recs) - len(answered),
-        "within_budget": round(within / len(measured), 6) if measured else None,
+        "missed_share": round((len(recs) - len(answered)) / len(recs), 6) if recs else None,
+        "within_budget": round(within / len(recs), 6) if recs else None,
         "latency_ms": _stats(lat),
-        "first_latency_ms": _round(first.get("latency_ms")) if first else None,
+        "first_sent_to_received_ms": _mean(first_to_first),
+        "last_sent_to_received_ms": _mean(last_to_last),
         "warmup": {
             "frames": len(warm),
-            "received": sum(1 for r in warm if r.get("status") == ANSWERED),
+            "received": len(warm_answered),
             "latency_ms": [_round(r.get("latency_ms")) for r in warm],
         },
+        "cold_start_ms": _round(warm[0].get("latency_ms")) if warm else None,
+        "achieved_send_rate_hz": send_rate,
+        "delivered_rate_hz": round(send_rate * len(answered) / len(recs), 3) if send_rate and recs else None,
         "output_rate_hz": _rate(recv_times),
+        "output_rate_of": "answer spacing: (answers - 1) / (last - first arrival), per stream",
         "output_jitter_ms": out_jitter,
         "jitter_ms": dict(out_jitter),
-        "achieved_send_rate_hz": _rate(send_times),
         "replay_jitter_ms": _stats(replay_jitter),
         "n_send_intervals": sum(len(iv) for iv in send_intervals),
-        "span_s": round(span, 3),
+        "span_s": round(_span(send_times), 3),
+        "received_span_s": round(_span(recv_times), 3),
     }
+
+
+def _span(times_per_stream: Iterable[Sequence[int]]) -> float:
+    return sum(max(t) - min(t) for t in times_per_stream if len(t) >= 2) / 1e9
 
 
 def realtime_summary(
@@ -119,16 +140,72 @@ def realtime_summary(
     figures", for the definitions)."""
     records = list(records)
     recs = latest_frames(records)
+    warm = warmup_records(records)
     formulations = list(dict.fromkeys(str(r["formulation"]) for r in recs))
     budget_ms, rate_hz = float(budget_ms), float(rate_hz)
 
-    def of(subset: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        return figures(subset, budget_ms=budget_ms, rate_hz=rate_hz, mode=mode)
+    def of(subset: Sequence[Mapping[str, Any]], warmup: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+        return figures(subset, budget_ms=budget_ms, rate_hz=rate_hz, mode=mode, warmup=warmup)
 
     out: dict[str, Any] = {"budget_ms": budget_ms, "rate_hz": rate_hz, "mode": mode,
-                           "warmup_frames": int(warmup_frames), **of(recs)}
+                           "warmup_frames": int(warmup_frames), **of(recs, warm)}
     out["jitter_of"] = "output: |difference of consecutive answer arrival intervals|"
     out["stray_messages"] = sum(1 for r in records if r.get("kind") == STRAY)
     out["misattributed"] = sum(1 for r in recs if r.get("status") == MISATTRIBUTED)
-    out["by_formulation"] = {f: of([r for r in recs if r["formulation"] == f]) for f in formulations}
+    # the warm-up belongs to the session, not to a formulation: reported once, overall
+    out["by_formulation"] = {f: _without_warmup(of([r for r in recs if r["formulation"] == f]))
+                             for f in formulations}
+    return out
+
+
+def _without_warmup(fig: dict[str, Any]) -> dict[str, Any]:
+    for key in ("warmup", "cold_start_ms"):
+        fig.pop(key, None)
+    return fig
+
+
+# -- why a frame was missed: the node's own evidence ----------------------------------------
+MAILBOX = "mailbox"  # the one excuse: dropped by the newest-frame mailbox behind a long frame
+
+
+def explain_misses(
+    records: Iterable[Mapping[str, Any]], node_frames: Iterable[Mapping[str, Any]], *, period_ms: float
+) -> dict[int, tuple[str, str]]:
+    """For every missed measured frame (by stamp): ``(cause, text)`` from the grounding
+    node's own trace, never from the evaluator's latencies. ``node_frames``: one record per
+    frame the node processed, with ``stamp_ns``, ``start_ns``, ``end_ns``,
+    ``prompt_wait_ms`` (waiting for its stamped prompt set), ``bound`` (answered with its
+    own set) and ``replaced`` (the stamps replaced in its mailbox meanwhile).
+
+    Causes: ``mailbox`` (replaced while the node processed a frame that took longer than a
+    period, not counting any wait for a prompt set: the only miss a correct pipeline makes
+    with a model slower than the camera), ``late prompt set`` (replaced while the node
+    waited for a frame's stamped prompt set, or processed without its own set),
+    ``mailbox within a period`` (replaced although the frame in flight took no longer than
+    a period) and ``no evidence`` (the node never saw it, or did not say)."""
+    by_stamp = {int(f["stamp_ns"]): f for f in node_frames}
+    replaced_by = {int(s): f for f in by_stamp.values() for s in f.get("replaced", ())}
+    out: dict[int, tuple[str, str]] = {}
+    for r in latest_frames(records):
+        if r.get("status") == ANSWERED:
+            continue
+        stamp = int(r["stamp_ns"])
+        own = by_stamp.get(stamp)
+        flight = replaced_by.get(stamp)
+        if own is not None and not own.get("bound", True):
+            out[stamp] = ("late prompt set", "the node processed it without its stamped prompt set")
+        elif flight is not None:
+            wait = float(flight.get("prompt_wait_ms") or 0.0)
+            busy = (int(flight["end_ns"]) - int(flight["start_ns"])) / 1e6 - wait
+            if wait > 0 or not flight.get("bound", True):
+                out[stamp] = ("late prompt set", f"replaced while the node waited {wait:.1f} ms for the "
+                              f"stamped prompt set of frame {flight['stamp_ns']}")
+            elif busy > period_ms:
+                out[stamp] = (MAILBOX, f"replaced while the node processed frame {flight['stamp_ns']} for "
+                              f"{busy:.1f} ms (> a period of {period_ms:.1f} ms)")
+            else:
+                out[stamp] = ("mailbox within a period", f"replaced while the node processed frame "
+                              f"{flight['stamp_ns']} for only {busy:.1f} ms")
+        else:
+            out[stamp] = ("no evidence", "the node's trace neither processed nor replaced it")
     return out

@@ -31,8 +31,8 @@ from probench.cache.run import JsonlLog, RunDir
 from probench.cache.trace import TRACE_FILE, read_trace
 from probench.realtime.eval_plan import FormulationPlan, FramePlan, plan_formulation
 from probench.realtime.eval_realtime import realtime_summary
-from probench.realtime.eval_stream import Answer, Collector, Link, stream
-from probench.realtime.node_spec import EvaluatorConfig
+from probench.realtime.eval_stream import MONOTONIC, Answer, Clock, Collector, Link, stream, warm_up
+from probench.realtime.node_spec import EvaluatorConfig, budget_ms
 from probench.vocabulary import CocoResult
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def ros_identity(
     settings = {
         "mode": evaluator["mode"],
         "rate_hz": float(evaluator["rate_hz"]),
-        "budget_ms": float(evaluator["budget_ms"]),
+        "budget_ms": budget_ms(float(evaluator["budget_ms"]), float(evaluator["rate_hz"])),
         "answer_timeout": float(evaluator["answer_timeout"]),
         "warmup_frames": int(evaluator["warmup_frames"]),
         "score_threshold": grounding.get("score_threshold"),
@@ -185,21 +185,36 @@ class Recorder:
 
 
 # -- the run ------------------------------------------------------------------------------
-def run_evaluation(link: EvaluatorLink, cfg: EvaluatorConfig) -> dict[str, Any]:
-    """Plan, stream and collect every formulation, finish. Returns the metrics dict (also
-    in RUN/metrics.json)."""
+def run_evaluation(link: EvaluatorLink, cfg: EvaluatorConfig, clock: Clock | None = None) -> dict[str, Any]:
+    """Plan, warm up, stream and collect every formulation, finish. Returns the metrics dict
+    (also in RUN/metrics.json)."""
     from probench.bags.reader import ProbenchBag
 
     bag = ProbenchBag(cfg.bag)
     try:
-        return _run(link, cfg, bag)
+        return _run(link, cfg, bag, clock)
     finally:
         bag.close()
 
 
-def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag) -> dict[str, Any]:
+def warm_up_session(link: EvaluatorLink, bag: ProbenchBag, frames: Sequence[FramePlan], collector: Collector,
+                    cfg: EvaluatorConfig) -> None:
+    """The session's discarded trial (:func:`probench.realtime.eval_stream.warm_up`): the
+    first ``warmup_frames`` of ``frames`` (cycled when there are fewer), before any
+    measured frame."""
+    if cfg.warmup_frames <= 0 or not frames:
+        return
+    some = list(frames[: cfg.warmup_frames])
+    images = [link.image_from_bag(raw) for raw in bag.images_at([fp.bag_time_ns for fp in some])]
+    link.info(f"warm-up: {cfg.warmup_frames} frame(s), one at a time, scored nowhere")
+    warm_up(link, some, images, collector, n=cfg.warmup_frames, answer_timeout_s=cfg.answer_timeout)
+
+
+def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag, clock: Clock | None) -> dict[str, Any]:
+
     from tqdm import tqdm
 
+    clock = clock or MONOTONIC
     grounding = link.grounding_parameters(cfg.startup_timeout)
     if grounding.get("prompts"):
         link.warning(f"the grounding node has operator prompts {list(grounding['prompts'])!r}: a frame whose "
@@ -213,13 +228,14 @@ def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag) -> dict[st
         recorder.on_frame = lambda: bar.update(1)  # the bar on stderr, only on a terminal
         crash_point("eval.started")
         collector = Collector(recorder.put, answer_timeout_s=cfg.answer_timeout,
-                              warmup_frames=cfg.warmup_frames, session=int(session.info.get("resumed", 0)),
-                              ok=link.ok)
+                              session=int(session.info.get("resumed", 0)), ok=link.ok, clock=clock)
         link.set_answer_handler(collector.collect)
         for f in run_plan.skipped:
             link.info(f"{f}: already complete, skipped")
-        if any(p.frames for p in run_plan.formulations):
+        todo_plans = [p for p in run_plan.formulations if p.frames]
+        if todo_plans:
             link.wait_ready(bag.compressed, cfg.startup_timeout)
+            warm_up_session(link, bag, todo_plans[0].frames, collector, cfg)
         for fplan in run_plan.formulations:
             empty = f", {len(fplan.empty)} with an empty label space (recorded with no detections)"
             link.info(f"{fplan.formulation}: {len(fplan.frames)} frame(s) to replay, each with its own "
@@ -246,7 +262,7 @@ def finish(session: RunSession, dataset: Dataset, cfg: EvaluatorConfig) -> dict[
 
     crash_point("eval.finishing")
     run = session.run
-    realtime = realtime_summary(read_trace(run.path / TRACE_FILE), budget_ms=cfg.budget_ms,
+    realtime = realtime_summary(read_trace(run.path / TRACE_FILE), budget_ms=cfg.budget,
                                 rate_hz=cfg.rate_hz, mode=cfg.mode, warmup_frames=cfg.warmup_frames)
     run.write_json("realtime.json", realtime)
     session.finish()
@@ -254,6 +270,33 @@ def finish(session: RunSession, dataset: Dataset, cfg: EvaluatorConfig) -> dict[
     metrics = score_run(dataset, run.path)
     run.write_json("metrics.json", metrics)
     return metrics
+
+
+# -- the result record ---------------------------------------------------------------------
+RESULT_STATUSES = ("complete", "incomplete", "interrupted", "failed")
+
+
+def write_result(path: str | Path, status: str, *, error: str | None = None, **files: str | None) -> None:
+    """The evaluator's result record (``result_file``), written atomically as it exits:
+    ``status`` (complete | incomplete | interrupted | failed), ``error`` and the files it
+    wrote (``metrics``, ``max_rate``: paths). ``probench eval`` reads it instead of guessing
+    from the run folder; a missing record means the node never got that far."""
+    from probench.cache.atomic import write_json_atomic
+
+    if status not in RESULT_STATUSES:
+        raise ValueError(f"result status must be one of {', '.join(RESULT_STATUSES)}, got {status!r}")
+    write_json_atomic(Path(path), {"status": status, "error": error, **files})
+
+
+def read_result(path: str | Path) -> dict[str, Any] | None:
+    """The result record at ``path`` (None when there is none, or it is unreadable)."""
+    import json
+
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) and value.get("status") in RESULT_STATUSES else None
 
 
 def prefetch(items: Iterator[Any], depth: int = 8) -> Iterator[Any]:

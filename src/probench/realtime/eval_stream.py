@@ -1,21 +1,30 @@
 """Steps 2 and 3 of the evaluator, ``stream`` and ``collect`` (no rclpy: the transport is a
 :class:`Link`, DDS in :mod:`probench.ros.evaluator_node`, an in-process fake in the tests).
 
-Stream: the frames of one formulation go out one after the other with fresh, unique,
-increasing stamps. Before each frame its own prompt set is announced, stamped with the
-frame's stamp (``Link.announce``: a LabelInfo on ``frame_prompts``), then the image is
-published (``Link.send``). The first ``warmup_frames`` frames of a session are the warm-up:
-sent one at a time as in as-fast-as-answered mode, so that the node's lazy start-up (first
-decode, first inference) delays no measured frame; the measured stream starts after them.
+Clocks: every send and arrival time is read from one monotonic clock of the evaluator's
+process (:class:`Clock`; ``time.monotonic_ns`` by default), so a step of the wall clock
+changes no latency. Wall time is used only for the stamps the frames carry.
+
+Warm-up (:func:`warm_up`): before the first measured stream of a session, ``warmup_frames``
+frames go out one at a time, each when the previous was answered (as in ros2_benchmark's
+discarded trial run): the node's lazy start-up (first decode, first inference) delays no
+measured frame. Their answers are scored nowhere; their trace records are of kind
+``warmup``, counted apart.
+
+Stream (:func:`stream`): the frames of one formulation go out one after the other with
+fresh, unique, increasing stamps. Before each frame its own prompt set is announced,
+stamped with the frame's stamp (``Link.announce``: a LabelInfo on ``frame_prompts``), then
+the image is published (``Link.send``). Every formulation's stream is measured the same
+way: the same frames at the same rate.
 
 - camera-rate: frame i is published at t0 + i / rate_hz, whatever the node does; its stamp
-  is that scheduled time, and its prompt set is announced right after frame i-1 went out
-  (a period ahead). A frame the evaluator sends late (its process did not get the CPU in
-  time) goes out at once and the next ones keep their scheduled times, so the mean rate
-  holds; a stall longer than ``RESTART_PERIODS`` periods restarts the grid at the late
-  frame instead (no burst of catch-up frames). The replay jitter and the achieved rate show
-  both. The node's newest-frame mailbox drops what it cannot keep up with: those frames are
-  missed.
+  is that scheduled time on the wall clock, and its prompt set is announced right after
+  frame i-1 went out (a period ahead). A frame the evaluator sends late (its process did not
+  get the CPU in time) goes out at once and the next ones keep their scheduled times, so the
+  mean rate holds; a stall longer than ``RESTART_PERIODS`` periods restarts the grid at the
+  late frame instead (no burst of catch-up frames). The replay jitter and the achieved rate
+  show both. The node's newest-frame mailbox drops what it cannot keep up with: those
+  frames are missed.
 - as-fast-as-answered: the next frame goes out when the previous one is answered (or given
   up after ``answer_timeout``): none is dropped, for accuracy.
 
@@ -23,10 +32,10 @@ Collect (:class:`Collector`, called from the transport's thread for every answer
 - an answer is credited only to the pending frame whose stamp it carries, and only when
   every class id is in that frame's prompt set (else ``misattributed``: the frame is
   recorded missed, nothing credited);
-- the grounding node answers frames in the order they arrive and keeps only the newest
-  waiting one, so an answer for stamp s means every earlier unanswered frame was dropped:
-  those are given up (missed) at once. A frame unanswered ``answer_timeout`` after it was
-  sent is given up too;
+- a frame is pending until it is answered or ``answer_timeout`` passed since it was sent:
+  an answer that arrives out of order, within the timeout, is credited (it is not proof
+  that earlier frames were dropped). A frame unanswered after ``answer_timeout`` is given
+  up (missed);
 - an answer for a stamp that is not pending (given up, answered already, unknown) is
   ``stray``: counted in the trace, never credited.
 
@@ -52,9 +61,45 @@ from probench.realtime.node_spec import MODES
 from probench.vocabulary import AttributionError, CocoResult
 
 # Interrupted lives in probench.errors (a run folder records it); re-exported for the nodes
-__all__ = ["RESTART_PERIODS", "Answer", "Collector", "Emit", "Interrupted", "Link", "stream"]
+__all__ = ["RESTART_PERIODS", "Answer", "Clock", "Collector", "Emit", "Interrupted", "Link",
+           "MonotonicClock", "stream", "warm_up"]
 
 RESTART_PERIODS = 3  # a send later than this many periods restarts the replay grid
+
+
+class Clock(Protocol):
+    """The evaluator's time: one monotonic clock for send and arrival times, the wall clock
+    for stamps only (a fake in the tests)."""
+
+    def now_ns(self) -> int:
+        """Monotonic time (ns): every send and arrival time."""
+
+    def wall_ns(self) -> int:
+        """Wall time (ns): the frames' stamps only."""
+
+    def sleep(self, seconds: float) -> None: ...
+
+    def wait(self, cond: threading.Condition, seconds: float) -> None:
+        """Wait on ``cond`` (held) at most ``seconds``: a notify may end it early."""
+
+
+class MonotonicClock:
+    """The real clocks: ``time.monotonic_ns`` and ``time.time_ns``."""
+
+    def now_ns(self) -> int:
+        return time.monotonic_ns()
+
+    def wall_ns(self) -> int:
+        return time.time_ns()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
+
+    def wait(self, cond: threading.Condition, seconds: float) -> None:
+        cond.wait(timeout=max(0.0, seconds))
+
+
+MONOTONIC = MonotonicClock()
 
 
 @dataclass(frozen=True)
@@ -62,7 +107,7 @@ class Answer:
     """A Detection2DArray as the collector sees it."""
 
     stamp_ns: int
-    received_ns: int  # wall clock (time.time_ns) when it arrived
+    received_ns: int  # the evaluator's monotonic clock, taken on the message's raw bytes
     xyxy: np.ndarray
     scores: np.ndarray
     class_ids: Sequence[str]
@@ -81,41 +126,56 @@ class Link(Protocol):
         """False once the transport is shut down (Ctrl-C)."""
 
 
-# (frame or None for a stray answer, trace record, the frame's COCO results)
+# (frame or None for a stray or warm-up answer, trace record, the frame's COCO results)
 Emit = Callable[[FramePlan | None, dict[str, Any], list[CocoResult]], None]
 
 
 @dataclass
 class _Pending:
     frame: FramePlan
-    seq: int  # position among the frames this session sent (warm-up: seq < warmup_frames)
+    seq: int  # position among the measured frames this session sent (warm-up: its own count)
     scheduled_ns: int
     sent_ns: int
+    warmup: bool
 
 
 class Collector:
     """Attributes answers to frames and resolves every sent frame exactly once (module doc).
     Thread-safe: :meth:`collect` runs on the transport's thread, the rest on the replay's."""
 
-    def __init__(self, emit: Emit, *, answer_timeout_s: float, warmup_frames: int = 0, session: int = 0,
-                 ok: Callable[[], bool] = lambda: True) -> None:
+    def __init__(self, emit: Emit, *, answer_timeout_s: float, session: int = 0,
+                 ok: Callable[[], bool] = lambda: True, clock: Clock = MONOTONIC) -> None:
         self._emit = emit
         self.answer_timeout_ns = int(answer_timeout_s * 1e9)
-        self.warmup_frames = int(warmup_frames)
         self.session = int(session)
+        self.clock = clock
         self._ok = ok
         self._cond = threading.Condition()
         self._pending: dict[int, _Pending] = {}
-        self.sent = 0  # frames sent this session
+        self.sent = 0  # measured frames sent this session
+        self.warmup_sent = 0
         self.stray = 0
         self.misattributed = 0
+        self._last_stamp = 0
+
+    def stamp(self, wall_ns: int) -> int:
+        """The stamp of the next frame: ``wall_ns``, or one more than the last stamp when the
+        wall clock stepped back (stamps stay unique and increasing for the whole session)."""
+        with self._cond:
+            self._last_stamp = max(int(wall_ns), self._last_stamp + 1)
+            return self._last_stamp
 
     # -- the replay's side ---------------------------------------------------------------
-    def expect(self, frame: FramePlan, stamp_ns: int, scheduled_ns: int, sent_ns: int) -> None:
-        """Register a frame just before its image is published."""
+    def expect(self, frame: FramePlan, stamp_ns: int, scheduled_ns: int, sent_ns: int, *,
+               warmup: bool = False) -> None:
+        """Register a frame just before its image is published (times: the monotonic clock)."""
         with self._cond:
-            self._pending[int(stamp_ns)] = _Pending(frame, self.sent, int(scheduled_ns), int(sent_ns))
-            self.sent += 1
+            seq = self.warmup_sent if warmup else self.sent
+            self._pending[int(stamp_ns)] = _Pending(frame, seq, int(scheduled_ns), int(sent_ns), warmup)
+            if warmup:
+                self.warmup_sent += 1
+            else:
+                self.sent += 1
 
     def pending(self) -> int:
         with self._cond:
@@ -127,7 +187,7 @@ class Collector:
 
     def expire(self, now_ns: int | None = None) -> int:
         """Give up the frames sent more than ``answer_timeout`` ago; returns how many."""
-        now_ns = time.time_ns() if now_ns is None else now_ns
+        now_ns = self.clock.now_ns() if now_ns is None else now_ns
         with self._cond:
             old = [s for s, p in self._pending.items() if now_ns - p.sent_ns > self.answer_timeout_ns]
             for s in sorted(old):
@@ -136,23 +196,23 @@ class Collector:
 
     def wait(self, done: Callable[[], bool], timeout_s: float) -> bool:
         """Wait (at most ``timeout_s``) until ``done()``; :class:`Interrupted` on shutdown."""
-        deadline = time.monotonic() + timeout_s
+        deadline = self.clock.now_ns() + int(timeout_s * 1e9)
         with self._cond:
             while not done():
-                left = deadline - time.monotonic()
+                left = (deadline - self.clock.now_ns()) / 1e9
                 if left <= 0:
                     return False
                 if not self._ok():
                     raise Interrupted("ROS shut down")
-                self._cond.wait(timeout=min(left, 0.1))
+                self.clock.wait(self._cond, min(left, 0.1))
         return True
 
-    def drain(self, timeout_s: float) -> None:
-        """At the end of a stream: wait until every frame is resolved, at most until the
-        newest is ``timeout_s`` old; whatever is left is given up."""
+    def drain(self) -> None:
+        """At the end of a stream: wait until every frame is answered or ``answer_timeout``
+        old; whatever is left then is given up."""
         with self._cond:
-            newest = max((p.sent_ns for p in self._pending.values()), default=time.time_ns())
-        left = (newest + int(timeout_s * 1e9) - time.time_ns()) / 1e9
+            newest = max((p.sent_ns for p in self._pending.values()), default=self.clock.now_ns())
+        left = (newest + self.answer_timeout_ns - self.clock.now_ns()) / 1e9
         self.wait(lambda: not self._pending, max(0.0, left))
         with self._cond:
             for s in sorted(self._pending):
@@ -174,8 +234,6 @@ class Collector:
             except (AttributionError, ValueError):
                 results, status = [], MISATTRIBUTED
                 self.misattributed += 1
-            for s in sorted(s for s in self._pending if s < stamp):  # passed over by the node
-                self._resolve(s, MISSED)
             self._resolve(stamp, status, answer.received_ns, results, len(answer.class_ids))
             return status
 
@@ -185,11 +243,11 @@ class Collector:
         p = self._pending.pop(stamp)
         record = frame_record(
             p.frame.formulation, p.frame.image_id, sent_ns=p.sent_ns, received_ns=received_ns, status=status,
-            session=self.session, seq=p.seq, warmup=p.seq < self.warmup_frames, stamp_ns=stamp,
-            scheduled_ns=p.scheduled_ns, n_prompts=len(p.frame.texts), n_detections=n_detections,
-            n_results=len(results or []),
+            session=self.session, seq=p.seq, warmup=p.warmup, stamp_ns=stamp, scheduled_ns=p.scheduled_ns,
+            n_prompts=len(p.frame.texts), n_detections=n_detections, n_results=len(results or []),
         )
-        self._emit(p.frame, record, results or [])
+        # a warm-up answer is scored nowhere: no frame, no results
+        self._emit(None if p.warmup else p.frame, record, [] if p.warmup else results or [])
         self._cond.notify_all()
 
     def _emit_stray(self, answer: Answer) -> None:
@@ -198,7 +256,19 @@ class Collector:
         self._emit(None, record, [])  # a stray belongs to no frame
 
 
-# -- the stream --------------------------------------------------------------------------------
+# -- warm-up and stream ----------------------------------------------------------------------
+def warm_up(link: Link, frames: Sequence[FramePlan], images: Sequence[Any], collector: Collector, *,
+            n: int, answer_timeout_s: float) -> None:
+    """The discarded trial (module doc): ``n`` frames, cycling through ``frames`` (``images``:
+    their image messages), one at a time; every one resolved before this returns."""
+    if n <= 0 or not frames:
+        return
+    picks = [i % len(frames) for i in range(n)]
+    _stream_as_answered(link, [frames[i] for i in picks], iter([images[i] for i in picks]), collector,
+                        answer_timeout_s, warmup=True)
+    collector.drain()
+
+
 def stream(
     link: Link,
     frames: Sequence[FramePlan],
@@ -215,40 +285,38 @@ def stream(
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if not frames:
         return
-    # The session's first frames warm the node up (first decode, first inference): sent one
-    # at a time, so that its lazy start-up delays no measured frame.
-    n_warm = len(frames) if mode != "camera-rate" else max(0, min(len(frames), collector.warmup_frames -
-                                                                   collector.sent))
-    _stream_as_answered(link, frames[:n_warm], images, collector, answer_timeout_s)
-    if n_warm < len(frames):
-        _stream_at_rate(link, frames[n_warm:], images, collector, rate_hz)
-    collector.drain(answer_timeout_s)
+    if mode == "camera-rate":
+        _stream_at_rate(link, frames, images, collector, rate_hz)
+    else:
+        _stream_as_answered(link, frames, images, collector, answer_timeout_s)
+    collector.drain()
 
 
 def _stream_at_rate(link: Link, frames: Sequence[FramePlan], images: Iterator[Any], collector: Collector,
                     rate_hz: float) -> None:
+    clock = collector.clock
     period_ns = round(1e9 / rate_hz)
     lead_ns = period_ns  # the first set gets a period's head start too
     image = next(images)  # the clock starts once the first frame is ready (reading it can take a while)
-    t0_perf = time.perf_counter_ns() + lead_ns
-    t0_wall = time.time_ns() + lead_ns
+    t0 = clock.now_ns() + lead_ns
+    stamp = t0_wall = collector.stamp(clock.wall_ns() + lead_ns)
     k0 = 0  # index of the frame the grid starts at (restarted when the sender fell behind)
-    stamp = t0_wall
     link.announce(stamp, frames[0].texts)
     for i, frame in enumerate(frames):
         if i:
             image = next(images)
-        tick = t0_perf + (i - k0) * period_ns
-        delay = tick - time.perf_counter_ns()
+        tick = t0 + (i - k0) * period_ns
+        delay = tick - clock.now_ns()
         if delay > 0:
-            time.sleep(delay / 1e9)
+            clock.sleep(delay / 1e9)
         elif -delay > RESTART_PERIODS * period_ns:  # a long stall: restart the grid here, no burst
-            t0_perf, t0_wall, k0 = time.perf_counter_ns(), time.time_ns(), i
-        sent_ns = time.time_ns()
-        collector.expect(frame, stamp, stamp, sent_ns)
+            t0, t0_wall, k0 = clock.now_ns(), stamp, i
+            tick = t0
+        sent_ns = clock.now_ns()
+        collector.expect(frame, stamp, tick, sent_ns)
         link.send(image, stamp)
         if i + 1 < len(frames):
-            stamp = max(t0_wall + (i + 1 - k0) * period_ns, stamp + 1)
+            stamp = collector.stamp(t0_wall + (i + 1 - k0) * period_ns)
             link.announce(stamp, frames[i + 1].texts)
         collector.expire()
         if not link.ok():
@@ -260,14 +328,16 @@ def _answered(collector: Collector, stamp_ns: int) -> bool:
 
 
 def _stream_as_answered(link: Link, frames: Sequence[FramePlan], images: Iterator[Any], collector: Collector,
-                        answer_timeout_s: float) -> None:
-    stamp = 0
+                        answer_timeout_s: float, *, warmup: bool = False) -> None:
+    clock = collector.clock
     for frame in frames:
         image = next(images)
-        stamp = max(time.time_ns(), stamp + 1)
+        stamp = collector.stamp(clock.wall_ns())
         link.announce(stamp, frame.texts)
-        sent_ns = time.time_ns()
-        collector.expect(frame, stamp, sent_ns, sent_ns)
+        sent_ns = clock.now_ns()
+        collector.expect(frame, stamp, sent_ns, sent_ns, warmup=warmup)
         link.send(image, stamp)
         collector.wait(functools.partial(_answered, collector, stamp), answer_timeout_s)
         collector.expire()
+        if not link.ok():
+            raise Interrupted("ROS shut down")

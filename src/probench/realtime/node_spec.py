@@ -36,28 +36,35 @@ def _formulations(value: Any) -> list[str]:
 
 
 GROUNDING_PARAMS = ParamTable(NODE_NAME, (
-    Param("model", "string", "tiny-owlv2", "zoo model name (`probench models`)", "configure", nonempty=True),
-    Param("device", "string", "cpu", "torch device: cpu, cuda, cuda:N", "configure", nonempty=True),
+    Param("model", "string", "tiny-owlv2", "zoo model name (`probench models`)", "configure", nonempty=True,
+          identity=True),
+    Param("device", "string", "cpu", "torch device: cpu, cuda, cuda:N", "configure", nonempty=True,
+          identity=True),
     Param("precision", "string", "fp32", "model precision (fp32, fp16, ... as the model allows)",
-          "configure", nonempty=True),
-    Param("weights", "string", "", "local weights folder/file; empty = the model's default", "configure"),
+          "configure", nonempty=True, identity=True),
+    Param("weights", "string", "", "local weights folder/file; empty = the model's default", "configure",
+          identity=True),
     Param("preprocess", "string", "device",
           "image preprocessing: torch ops on the model's device, or the library's reference processor",
-          "configure", choices=PREPROCESS_PATHS),
+          "configure", choices=PREPROCESS_PATHS, identity=True),
     Param("score_threshold", "double", 0.3,
-          "minimum score kept (0.3 for display; the evaluator uses 0.0)", "configure", low=0.0, high=1.0),
+          "minimum score kept (0.3 for display; the evaluator uses 0.0)", "configure", low=0.0, high=1.0,
+          identity=True),
     Param("prompts", "string_array", [], "active target descriptions (also set via the `prompt` topic)",
           "live", check_value=_prompts),
     Param("autostart", "bool", True, "configure and activate on start", "startup"),
     Param("image_reliability", "string", "best_effort", "QoS reliability of the image subscriptions",
-          "configure", choices=RELIABILITIES),
+          "configure", choices=RELIABILITIES, identity=True),
     Param("max_detections", "integer", 100, "at most this many detections per frame (highest scores)",
-          "configure", low=1, high=10000),
+          "configure", low=1, high=10000, identity=True),
     Param("diagnostics_period", "double", 1.0, "seconds between /diagnostics messages", "configure",
           low=0.0, low_open=True),
     Param("frame_prompts_wait", "double", 0.5,
           "seconds a frame waits for its stamped prompt set (frame_prompts) while such sets are in use",
           "configure", low=0.0, high=10.0),
+    Param("trace_file", "string", "",
+          "append one JSON line per frame processed (start, end, prompt wait, frames replaced meanwhile): "
+          "the node's own evidence for a replay's misses; empty: none", "configure"),
     Param("camera_timeout", "double", 3.0,
           "seconds without an image, while active, after which /diagnostics reports WARN (camera silent)",
           "configure", low=0.0, low_open=True),
@@ -99,6 +106,7 @@ class GroundingConfig:
     depth_tolerance: float
     min_depth_pixels: int
     tracking: bool
+    trace_file: str = ""
 
 
 EVALUATOR_NAME = "evaluator_node"
@@ -114,14 +122,24 @@ EVALUATOR_PARAMS = ParamTable(EVALUATOR_NAME, (
           "seconds to wait for a frame's detections before counting it missed", low=0.0, low_open=True),
     Param("startup_timeout", "double", 180.0,
           "seconds to wait for the grounding node (model load, first prompts)", low=0.0, low_open=True),
-    Param("budget_ms", "double", 33.3, "real-time budget of one frame (ms)", low=0.0, low_open=True),
+    Param("budget_ms", "double", 0.0, "real-time budget of one frame (ms); 0: one period, 1000 / rate_hz",
+          low=0.0),
     Param("warmup_frames", "integer", 3,
-          "the first N frames of each session: reported apart, left out of the latency figures", low=0,
-          high=1000),
+          "frames sent one at a time before the first measured stream of each session (a discarded "
+          "trial: scored nowhere, counted apart)", low=0, high=1000),
     Param("grounding_node", "string", "/grounding_node",
           "the grounding node whose parameters go into run.json", nonempty=True),
     Param("overwrite", "bool", False,
           "replace a run folder that holds another experiment (its probench files)"),
+    Param("find_max_rate", "bool", False,
+          "search the highest camera rate with at most max_missed of the frames missed (max_rate.json) "
+          "instead of evaluating"),
+    Param("max_missed", "double", 0.01, "the missed share a rate may have in the peak-rate search", low=0.0,
+          high=1.0),
+    Param("trial_s", "double", 3.0, "seconds of frames (the bag's, cycled) in one peak-rate trial", low=0.0,
+          low_open=True),
+    Param("result_file", "string", "",
+          "where the node writes its result record (status, error, files) when it exits; empty: none"),
 ))
 
 
@@ -140,6 +158,21 @@ class EvaluatorConfig:
     warmup_frames: int
     grounding_node: str
     overwrite: bool
+    find_max_rate: bool = False
+    max_missed: float = 0.01
+    trial_s: float = 3.0
+    result_file: str = ""
+
+    @property
+    def budget(self) -> float:
+        """The budget in ms: ``budget_ms``, or one period of ``rate_hz`` when it is 0."""
+        return budget_ms(self.budget_ms, self.rate_hz)
+
+
+def budget_ms(given: float, rate_hz: float) -> float:
+    """A frame's real-time budget (ms): ``given``, else (0) one replay period, 1000 / rate_hz,
+    to 0.1 ms (33.3 at 30 Hz, 66.7 at 15 Hz)."""
+    return float(given) if given else round(1000.0 / float(rate_hz), 1)
 
 
 PARAMETER_DEFAULTS: dict[str, Any] = GROUNDING_PARAMS.defaults()

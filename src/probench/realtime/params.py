@@ -48,6 +48,7 @@ class Param:
     low_open: bool = False  # True: value must be > low (e.g. a period), else >= low
     nonempty: bool = False  # a string that must not be blank
     check_value: Callable[[Any], Any] | None = None  # extra check (e.g. prompt texts); returns the value
+    identity: bool = False  # part of a run's identity (run.json): the evaluator reads it from the node
 
     def check(self, value: Any) -> Any:
         """The checked value, or ``ValueError`` naming the parameter and the reason (a
@@ -108,6 +109,10 @@ class ParamTable:
 
     def names(self) -> list[str]:
         return [p.name for p in self.rows]
+
+    def identity_names(self) -> list[str]:
+        """The parameters that make a run's identity (``identity=True``), in table order."""
+        return [p.name for p in self.rows if p.identity]
 
     def defaults(self) -> dict[str, Any]:
         return {p.name: p.default for p in self.rows}

@@ -262,9 +262,9 @@ def timeline_points(
     ms) by kind: ``answered``, ``warmup`` (answered warm-up frames), ``missed`` (latency
     None: not answered, or not credited). Sessions of a resumed run follow one another (a
     period apart), whatever time passed between them."""
-    from probench.cache.trace import ANSWERED, latest_frames
+    from probench.cache.trace import ANSWERED, latest_frames, warmup_frames
 
-    recs = [r for r in latest_frames(trace) if r.get("formulation") == formulation]
+    recs = [r for r in [*warmup_frames(trace), *latest_frames(trace)] if r.get("formulation") == formulation]
     out: dict[str, list[tuple[float, float]]] = {"answered": [], "warmup": [], "missed": []}
     offset = 0.0
     by_session: dict[int, list[dict[str, Any]]] = {}

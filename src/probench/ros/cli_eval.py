@@ -2,12 +2,13 @@
 
 Runs the two nodes of :func:`probench.ros.graph.eval_graph` as subprocesses of their
 console scripts (``--ros-args`` from the same description the launch file uses), waits for
-the evaluator to finish (global ``--timeout``), stops the grounding node and prints a
-summary of RUN/metrics.json. The children stay in this process's group (so killing the
-group kills all) and get SIGTERM if this process dies; DDS stays on loopback
-(``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``), a random ``ROS_DOMAIN_ID`` keeps
-concurrent runs apart and ``config/fastdds.xml`` delivers whole frames, unless the
-environment sets them.
+the evaluator to finish (global ``--timeout``), stops the grounding node, reads the
+evaluator's result record and prints a summary of RUN/metrics.json (``--parity``: and of
+RUN/parity.json; ``--find-max-rate``: of RUN/max_rate.json instead). The children stay in
+this process's group (so killing the group kills all) and get SIGTERM if this process dies;
+DDS stays on loopback (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``), a random
+``ROS_DOMAIN_ID`` keeps concurrent runs apart and ``config/fastdds.xml`` delivers whole
+frames, unless the environment sets them.
 """
 
 from __future__ import annotations
@@ -19,15 +20,16 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probench.cache.run import RunDir
 from probench.errors import CheckFailed, Interrupted, UsageError
-from probench.realtime.node_spec import MODES
+from probench.realtime.eval_run import read_result
+from probench.realtime.node_spec import GROUNDING_PARAMS, MODES
 from probench.scoring.printed import pcr_lines
-from probench.vocabulary import FORMULATIONS
 
 if TYPE_CHECKING:
     from probench.bags.reader import ProbenchBag
@@ -48,8 +50,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--answer-timeout", type=float, default=None,
                         help="seconds to wait for a frame's detections before counting it missed (default 5)")
     parser.add_argument("--warmup-frames", type=int, default=None, metavar="N",
-                        help="first N frames of each session reported apart, not in the latency figures "
+                        help="frames sent one at a time before each session's first stream, scored nowhere "
                              "(default 3)")
+    parser.add_argument("--budget-ms", type=float, default=None,
+                        help="real-time budget of one frame in ms (default: one period, 1000 / rate)")
+    parser.add_argument("--find-max-rate", action="store_true",
+                        help="search the highest camera rate with at most --max-missed of the frames missed "
+                             "(writes RUN/max_rate.json; nothing is scored)")
+    parser.add_argument("--max-missed", type=float, default=None,
+                        help="missed share a rate may have in --find-max-rate (default 0.01)")
+    parser.add_argument("--parity", action="store_true",
+                        help="replay as fast as answered, then run the same detector offline on the "
+                             "dataset's files and compare (writes RUN/parity.json; needs --dataset)")
+    parser.add_argument("--dataset", default=None,
+                        help="the dataset folder the bag was made from (for --parity)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a run folder that holds another model/dataset/settings instead of "
                              "refusing")
@@ -85,9 +99,11 @@ def _die_with_parent() -> None:
         pass
 
 
-def _stop(proc: subprocess.Popen[bytes], *, signalled: bool = False) -> None:
-    """SIGINT (a ROS node's clean shutdown), then SIGTERM, then SIGKILL. ``signalled``: the
-    child got the terminal's Ctrl-C already; a second SIGINT would cut its clean-up short."""
+def stop_escalating(proc: subprocess.Popen[bytes], *, signalled: bool = False) -> None:
+    """Stop a node as ``ros2 launch`` does: SIGINT (a ROS node's clean shutdown), then
+    SIGTERM, then SIGKILL, each after a grace period (kept here: the ``probench eval`` path
+    needs no ros2cli/launch). ``signalled``: the child got the terminal's Ctrl-C already; a
+    second SIGINT would cut its clean-up short."""
     if signalled:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=_SIGTERM_GRACE_S)
@@ -103,28 +119,11 @@ def _stop(proc: subprocess.Popen[bytes], *, signalled: bool = False) -> None:
             return
 
 
-def _file_state(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size
-
-
-def _session_info(run: RunDir, before: tuple[int, int] | None) -> dict[str, Any] | None:
-    """run.json as this command's evaluator left it; None when it was not written since the
-    command began (absent, or a previous session's). A :class:`CacheError` names the file
-    when it cannot be read."""
-    if _file_state(run.path / "run.json") == before:
-        return None
-    return run.info
-
-
-def _finished(run: RunDir, info: dict[str, Any] | None) -> bool:
-    """The evaluator of this command finished its run: its run.json (:func:`_session_info`)
-    says complete or incomplete, and metrics.json exists. Signalled nodes exit 0 either way,
-    so this is how an interruption is told apart."""
-    return (info or {}).get("status") in ("complete", "incomplete") and (run.path / "metrics.json").is_file()
+def _finished(result: dict[str, Any] | None) -> bool:
+    """The evaluator of this command finished: its result record says complete or
+    incomplete. Signalled nodes exit 0 either way, so this is how an interruption is told
+    apart."""
+    return (result or {}).get("status") in ("complete", "incomplete")
 
 
 def _grounding_exited(code: int) -> CheckFailed:
@@ -156,7 +155,7 @@ def check_run_folder(graph: list[dict[str, Any]], bag: ProbenchBag) -> None:
 def run(args: argparse.Namespace) -> int:
     from probench.bags.reader import ProbenchBag
     from probench.models.zoo import check_model_name
-    from probench.ros.graph import command_line, eval_graph
+    from probench.ros.graph import command_line, eval_graph, resolved_parameters
     from probench.vocabulary import parse_formulations
 
     if args.domain_id is not None and not 0 <= args.domain_id <= 232:
@@ -167,25 +166,49 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--{name.replace('_', '-')} must be positive, got {value}")
     if args.warmup_frames is not None and args.warmup_frames < 0:
         raise UsageError(f"--warmup-frames must be >= 0, got {args.warmup_frames}")
+    if args.budget_ms is not None and not args.budget_ms > 0:
+        raise UsageError(f"--budget-ms must be positive, got {args.budget_ms}")
+    if args.max_missed is not None and not 0.0 <= args.max_missed <= 1.0:
+        raise UsageError(f"--max-missed must lie in [0, 1], got {args.max_missed}")
+    if args.max_missed is not None and not args.find_max_rate:
+        raise UsageError("--max-missed is for --find-max-rate")
+    if args.find_max_rate and args.parity:
+        raise UsageError("--find-max-rate and --parity are two different runs: give one")
+    if args.parity and not args.dataset:
+        raise UsageError("--parity needs --dataset: the dataset folder the bag was made from")
+    if args.parity and args.mode == "camera-rate":
+        raise UsageError("--parity replays as fast as answered (every frame answered); drop --mode "
+                         "camera-rate")
+    if args.dataset and not Path(args.dataset).is_dir():
+        raise UsageError(f"--dataset {args.dataset}: no such folder")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a folder; name a run folder")
     check_model_name(args.model)  # a one-line usage error, before any node starts
+    result_dir = tempfile.TemporaryDirectory(prefix="probench-eval-")
+    result_file = Path(result_dir.name) / "result.json"
+    extra: dict[str, Any] = {"result_file": str(result_file)}
+    if args.budget_ms is not None:
+        extra["budget_ms"] = float(args.budget_ms)
+    if args.find_max_rate:
+        extra["find_max_rate"] = True
+        if args.max_missed is not None:
+            extra["max_missed"] = float(args.max_missed)
     graph = eval_graph(
-        bag=args.bag, out=args.out, model=args.model, device=args.device, mode=args.mode, rate=args.rate,
+        bag=args.bag, out=args.out, model=args.model, device=args.device,
+        mode="as-fast-as-answered" if args.parity else args.mode, rate=args.rate,
         formulations=parse_formulations(args.formulations) if args.formulations else None,
         answer_timeout=args.answer_timeout, warmup_frames=args.warmup_frames, overwrite=args.overwrite,
-        params_file=args.params_file,
+        params_file=args.params_file, evaluator_extra=extra,
     )
     with ProbenchBag(args.bag) as bag:  # a bad bag fails here, in one line, before any node starts
         n_frames = bag.n_frames
-        if not args.overwrite:
+        if not args.overwrite and not args.find_max_rate:  # the search writes max_rate.json only
             check_run_folder(graph, bag)
     env = child_environment(args.domain_id)
     print(f"probench eval: {args.model} on {args.bag} ({n_frames} frames), "
           f"ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']}", file=sys.stderr)
     run = RunDir(args.out)
-    before = _file_state(run.path / "run.json")
     procs: list[subprocess.Popen[bytes]] = []
     interrupted = False
     # when the grounding node exits first: its exit code and the evaluator's (None: still running)
@@ -211,23 +234,41 @@ def run(args: argparse.Namespace) -> int:
         raise
     finally:
         for p in reversed(procs):
-            _stop(p, signalled=interrupted)
+            stop_escalating(p, signalled=interrupted)
     if early_exit is not None and early_exit[1] != 0:  # the evaluator failed, or ran on without it
         raise _grounding_exited(early_exit[0])
     if evaluator.returncode != 0:
         raise CheckFailed(f"evaluator_node exited with code {evaluator.returncode} (its error is printed "
                           "above); rerun the same command to resume")
-    info = _session_info(run, before)  # read once, here: the nodes have exited
-    finished = _finished(run, info)
+    result = read_result(result_file)  # the evaluator's own record of how it ended
+    result_dir.cleanup()
+    finished = _finished(result)
     if early_exit is not None and finished:  # ended after the grounding node had gone: frames missed
         raise _grounding_exited(early_exit[0])
     if not finished:
-        # The nodes exit 0 when signalled (they did what they were asked): the run says why it ended.
-        status = (info or {}).get("status", "not started")
-        raise Interrupted(f"the evaluation was interrupted before it finished (run.json status: {status}); "
+        # The nodes exit 0 when signalled (they did what they were asked): the record says why it ended.
+        status = (result or {}).get("status", "not started")
+        raise Interrupted(f"the evaluation was interrupted before it finished (status: {status}); "
                           "rerun the same command to resume")
+    if args.find_max_rate:
+        from probench.realtime.eval_peak import MAX_RATE_FILE, trial_table
+
+        print("\n".join(trial_table(run.read_json(MAX_RATE_FILE))))
+        print(f"written: {run.path / MAX_RATE_FILE}")
+        return 0
+    info = run.info
     metrics = run.read_json("metrics.json")
-    print(summary_table(metrics, info or {}))
+    print(summary_table(metrics, info))
+    if args.parity:
+        from probench.realtime.eval_parity import PARITY_FILE, parity_check, parity_lines
+
+        model = info.get("model") or {}
+        settings = {**GROUNDING_PARAMS.defaults(), **resolved_parameters(graph[0]),
+                    "model": model.get("name") or args.model}
+        settings.pop("prompts", None)
+        parity = parity_check(run.path, args.bag, args.dataset, settings)
+        print("\n".join(["", *parity_lines(parity)]))
+        print(f"written: {run.path / PARITY_FILE}")
     print(f"run folder: {args.out}  (probench report {args.out} --out DIR)")
     return 0
 
@@ -251,7 +292,7 @@ def summary_table(metrics: dict[str, Any], info: dict[str, Any]) -> str:
     lines = [f"model {model.get('name', '?')} ({weights}); mode {mode}{rate}", "",
              "| formulation | mAP.5 | mAP.75 | mAP.5:.95 |", "| --- | --- | --- | --- |"]
     by_f = metrics.get("by_formulation") or {}
-    for f in [k for k in FORMULATIONS if k in by_f]:
+    for f in by_f:  # the run's formulations, in its order
         m = by_f[f]
         lines.append(f"| {f} | {_fmt(m.get('map50'))} | {_fmt(m.get('map75'))} | {_fmt(m.get('map50_95'))} |")
     lines += ["", *pcr_lines(metrics)]
@@ -260,17 +301,16 @@ def summary_table(metrics: dict[str, Any], info: dict[str, Any]) -> str:
 
 
 def realtime_lines(rt: dict[str, Any]) -> list[str]:
-    """The stream in a few lines: what was sent at which rate, what was missed, latency of
-    the measured frames, and what the warm-up left out."""
+    """The stream in a few lines: the delivered rate (the headline) against the send rate,
+    what was missed, latency of the measured frames, and the warm-up apart
+    (docs/EVALUATION.md, "Real-time figures")."""
     if not rt:
         return []
     lat = rt.get("latency_ms") or {}
     warm = rt.get("warmup") or {}
-    sent_rate = rt.get("achieved_send_rate_hz")
-    stream = (f"stream: {rt.get('frames_sent', '-')} frames sent at {_fmt(sent_rate)} Hz"
-              if rt.get("mode") == "camera-rate" else
-              f"stream: {rt.get('frames_sent', '-')} frames sent, each when the previous was answered "
-              f"({_fmt(sent_rate)} Hz)")
+    sent_rate = _fmt(rt.get("achieved_send_rate_hz"))
+    how = f"at {sent_rate} Hz" if rt.get("mode") == "camera-rate" else \
+        f"each when the previous was answered ({sent_rate} Hz)"
     extra = []
     if rt.get("stray_messages"):
         extra.append(f"{rt['stray_messages']} stray answer(s), not credited")
@@ -278,16 +318,17 @@ def realtime_lines(rt: dict[str, Any]) -> list[str]:
         extra.append(f"{rt['misattributed']} answer(s) with class ids outside their frame's set, "
                      "not credited")
     out = [
-        f"{stream}; received {rt.get('frames_received', '-')}, missed {rt.get('frames_missed', '-')}; "
-        f"answers at {_fmt(rt.get('output_rate_hz'))} Hz",
+        f"delivered {_fmt(rt.get('delivered_rate_hz'))} Hz: {rt.get('frames_received', '-')} of "
+        f"{rt.get('frames_sent', '-')} measured frames answered, sent {how}; missed "
+        f"{rt.get('frames_missed', '-')} ({_fmt(rt.get('missed_share'), pct=True)})",
         f"latency p50 {_fmt(lat.get('p50'))} ms, p95 {_fmt(lat.get('p95'))} ms; within "
-        f"{rt.get('budget_ms', '-')} ms budget: {_fmt(rt.get('within_budget'), pct=True)}",
+        f"{rt.get('budget_ms', '-')} ms budget: {_fmt(rt.get('within_budget'), pct=True)}; first/last sent "
+        f"to received {_fmt(rt.get('first_sent_to_received_ms'))}/{_fmt(rt.get('last_sent_to_received_ms'))} "
+        f"ms; answer spacing {_fmt(rt.get('output_rate_hz'))} Hz",
     ]
     if warm.get("frames"):
-        first = _fmt(rt.get("first_latency_ms"))
-        out.append(f"warm-up: the first {warm['frames']} frame(s) were sent one at a time and are left out "
-                   f"of the latency, budget and rate figures (first frame {first} ms); they count in the "
-                   "frames and the scores")
+        out.append(f"warm-up: {warm['frames']} frame(s) before the measured streams, one at a time, scored "
+                   f"nowhere (cold start {_fmt(rt.get('cold_start_ms'))} ms)")
     if extra:
         out.append("; ".join(extra))
     return out

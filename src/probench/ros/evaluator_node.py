@@ -29,14 +29,13 @@ from vision_msgs.msg import Detection2DArray, LabelInfo
 
 from probench.errors import ProbenchError
 from probench.realtime.errors import ParameterValueError
+from probench.realtime.eval_run import write_result
 from probench.realtime.eval_stream import Answer, Interrupted
-from probench.realtime.node_spec import EVALUATOR_NAME, EVALUATOR_PARAMS, EvaluatorConfig
+from probench.realtime.node_spec import EVALUATOR_NAME, EVALUATOR_PARAMS, GROUNDING_PARAMS, EvaluatorConfig
 from probench.ros import convert
 from probench.ros.errors import RosError
 
 NODE_NAME = EVALUATOR_NAME
-_GROUNDING_PARAMS = ("model", "device", "precision", "weights", "score_threshold", "max_detections",
-                     "image_reliability", "preprocess")
 # A prompt set that binds to no frame (stamp 1 ns): sent once, acknowledged, before the
 # stream, so that the first frame's set does not travel while discovery is still settling.
 _HANDSHAKE = ("probench evaluator: link check",)
@@ -53,7 +52,9 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
                               reliability=ReliabilityPolicy.RELIABLE)
         self._handler: Callable[[Answer], object] | None = None
         self.frame_prompts_pub = self.create_publisher(LabelInfo, "frame_prompts", reliable)
-        self.create_subscription(Detection2DArray, "detections", self._on_detections, reliable)
+        # raw: the arrival time is taken on the bytes, before any deserialization (whose cost
+        # grows with the number of detections), as ros2_benchmark's monitor does
+        self.create_subscription(Detection2DArray, "detections", self._on_detections, reliable, raw=True)
         self.image_pub: Any = None
         self.image_type: Any = None
 
@@ -93,10 +94,17 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
     def warning(self, text: str) -> None:
         self.get_logger().warning(text)
 
-    def _on_detections(self, msg: Detection2DArray) -> None:  # executor thread
-        received_ns = time.time_ns()
+    def _on_detections(self, data: bytes) -> None:  # executor thread
+        received_ns = time.monotonic_ns()  # the evaluator's one clock (eval_stream.MONOTONIC)
         handler = self._handler
         if handler is None:
+            return
+        from rclpy.serialization import deserialize_message
+
+        try:
+            msg = deserialize_message(data, Detection2DArray)
+        except Exception as exc:  # noqa: BLE001 - bytes from the wire: never crash the stream
+            self.get_logger().warning(f"undecodable Detection2DArray, not credited: {exc}")
             return
         try:
             xyxy, scores, class_ids = convert.detection_array_to_arrays(msg)
@@ -170,7 +178,7 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
                     raise RosError(f"grounding node {name!r}: parameter request failed")
                 return {n: _param_value(v) for n, v in zip(names, result.values, strict=False)}
 
-            values = get(_GROUNDING_PARAMS)
+            values = get(GROUNDING_PARAMS.identity_names())
             if not values.get("model"):
                 raise RosError(f"grounding node {name!r} reports no model parameter")
             # asked apart: a never-set prompts parameter makes the service answer nothing at all
@@ -181,9 +189,11 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
 
 
 def _param_value(v: Any) -> Any:
-    # rcl_interfaces/ParameterValue: type 1 bool, 2 int, 3 double, 4 string, 9 string array
-    return {1: v.bool_value, 2: v.integer_value, 3: v.double_value, 4: v.string_value,
-            9: list(v.string_array_value)}.get(v.type)
+    """A ``rcl_interfaces/ParameterValue`` as Python (None when not set); arrays as lists."""
+    from rclpy.parameter import parameter_value_to_python
+
+    value = parameter_value_to_python(v)
+    return list(value) if isinstance(value, (list, tuple)) else value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     executor = None
     spinner = None
     rc = 0
+    result: dict[str, Any] = {"status": "failed", "error": "the node did not start"}
     try:
         rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
         executor = SingleThreadedExecutor()
@@ -216,23 +227,23 @@ def main(argv: list[str] | None = None) -> int:
         executor.add_node(node)
         spinner = threading.Thread(target=_spin, args=(executor,), name="evaluator-spin", daemon=True)
         spinner.start()
-        from probench.realtime.eval_run import run_evaluation
-
-        metrics = run_evaluation(node, node.cfg)
-        rt = metrics.get("realtime") or {}
-        node.get_logger().info(
-            f"done: map50={metrics.get('map50')} frames sent={rt.get('frames_sent')} "
-            f"missed={rt.get('frames_missed')} -> {Path(node.cfg.out) / 'metrics.json'}")
+        result = _evaluate(node)
     except Interrupted:  # (never ShutdownRequested: the evaluator has no interruptible step)
         print(f"evaluator_node: interrupted ({shutdown.signal_name or 'ROS shut down'}); rerun the same "
               "command to resume", file=sys.stderr)
+        result = {"status": "interrupted", "error": shutdown.signal_name or "ROS shut down"}
     except ProbenchError as exc:
         print(f"evaluator_node: error: {exc}", file=sys.stderr)
         rc = exc.exit_code
+        result = {"status": "failed", "error": str(exc)}
     except ParameterException as exc:  # e.g. `-p rate_hz:=30`: an integer for a double
         print(f"evaluator_node: error: bad parameter: {exc} (doubles need a decimal point, e.g. 30.0)",
               file=sys.stderr)
         rc = 2
+        result = {"status": "failed", "error": f"bad parameter: {exc}"}
+    except Exception as exc:
+        result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        raise
     finally:
         # From here on every signal is ignored. Stop the spin thread before anything is
         # destroyed under it (else rclpy aborts).
@@ -242,9 +253,34 @@ def main(argv: list[str] | None = None) -> int:
         if executor is not None:
             executor.shutdown(timeout_sec=1.0)
         if node is not None:
+            if node.cfg.result_file:
+                write_result(node.cfg.result_file, **result)
             node.destroy_node()
         shutdown.ignore_from_now()  # the interpreter's finalization would restore the default action
     return rc
+
+
+def _evaluate(node: EvaluatorNode) -> dict[str, Any]:
+    """The run (or the peak-rate search) the node's parameters ask for; its result record."""
+    cfg = node.cfg
+    if cfg.find_max_rate:
+        from probench.realtime.eval_peak import MAX_RATE_FILE, find_max_rate_run
+
+        found = find_max_rate_run(node, cfg)
+        node.get_logger().info(f"done: max rate {found.get('max_rate_hz')} Hz with at most "
+                               f"{cfg.max_missed:g} of the frames missed -> {Path(cfg.out) / MAX_RATE_FILE}")
+        return {"status": "complete", "max_rate": str(Path(cfg.out) / MAX_RATE_FILE)}
+    from probench.cache.run import RunDir
+    from probench.realtime.eval_run import run_evaluation
+
+    metrics = run_evaluation(node, cfg)
+    rt = metrics.get("realtime") or {}
+    node.get_logger().info(
+        f"done: map50={metrics.get('map50')} frames sent={rt.get('frames_sent')} "
+        f"missed={rt.get('frames_missed')} -> {Path(cfg.out) / 'metrics.json'}")
+    status = str(RunDir(cfg.out).info.get("status"))
+    return {"status": status if status in ("complete", "incomplete") else "failed",
+            "metrics": str(Path(cfg.out) / "metrics.json")}
 
 
 def _spin(executor: Any) -> None:

@@ -41,8 +41,8 @@ EVAL_ARGUMENTS: dict[str, tuple[str, str]] = {
     "rate": ("", "camera-rate replay rate in Hz (empty: from params_file)"),
     "formulations": ("", "comma-separated subset of orig,cat,tmpl (empty: from params_file)"),
     "answer_timeout": ("", "seconds to wait for a frame's detections (empty: from params_file)"),
-    "warmup_frames": ("", "first frames of each session left out of the latency figures (empty: from "
-                          "params_file)"),
+    "warmup_frames": ("", "frames sent one at a time before each session's first stream, scored nowhere "
+                          "(empty: from params_file)"),
     "overwrite": ("false", "true: replace a run folder that holds another experiment"),
     "params_file": ("", "parameter YAML (empty: the package's config/eval.yaml)"),
 }
@@ -93,8 +93,10 @@ def eval_graph(
     warmup_frames: int | None = None,
     overwrite: bool = False,
     params_file: str | Path | None = None,
+    evaluator_extra: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """``launch_ros.actions.Node`` keyword arguments of the two nodes (grounding first)."""
+    """``launch_ros.actions.Node`` keyword arguments of the two nodes (grounding first).
+    ``evaluator_extra``: more evaluator parameters, by name (e.g. ``find_max_rate``)."""
     if not str(bag):
         raise UsageError("a bag is required")
     if not str(out):
@@ -134,6 +136,7 @@ def eval_graph(
         evaluator["warmup_frames"] = int(warmup_frames)
     if overwrite:
         evaluator["overwrite"] = True
+    evaluator.update(evaluator_extra or {})
     e = {
         "package": PACKAGE,
         "executable": EVALUATOR_EXECUTABLE,

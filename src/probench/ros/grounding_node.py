@@ -16,6 +16,7 @@ the evaluator is in docs/DESIGN.md ("ROS graph contract") and docs/EVALUATION.md
 
 from __future__ import annotations
 
+import functools
 import gc
 import sys
 import threading
@@ -47,6 +48,7 @@ from probench.errors import ProbenchError
 from probench.models.base import BaseDetector, check_prompts
 from probench.realtime.errors import ParameterValueError
 from probench.realtime.grounding_stats import DECODE_STAGE, GroundingStats, Health, diagnostic_level
+from probench.realtime.grounding_trace import NodeTrace
 from probench.realtime.grounding_worker import FrameWorker, ImageKind, Prompts, StampedPromptSets
 from probench.realtime.node_spec import (
     GROUNDING_PARAMS,
@@ -105,6 +107,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         self._processed_reported = 0
         self._image_topics = ("image", "image/compressed")  # resolved at configure
         self._spatial: SpatialStage | None = None  # tracking and 3D (configure: tracking / depth_topic)
+        self._trace: NodeTrace | None = None  # trace_file: the node's per-frame evidence
 
         # Values given at startup (-p, params file) bypass the set-parameters callback: same checks.
         for spec in GROUNDING_PARAMS:
@@ -213,17 +216,23 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
     # Raw subscriptions: the callback keeps the serialized bytes (no rclpy conversion, which
     # would copy the pixels); the worker parses them into a zero-copy view (convert.*_from_cdr).
     def _on_image(self, data: bytes) -> None:
-        self.worker.put_frame("raw", data)
+        self._replaced(self.worker.put_frame("raw", data))
 
     def _on_compressed(self, data: bytes) -> None:
-        self.worker.put_frame("compressed", data)
+        self._replaced(self.worker.put_frame("compressed", data))
+
+    def _replaced(self, data: bytes | None) -> None:
+        if data is not None and self._trace is not None:
+            self._trace.replaced(data)
 
     def _process(self, kind: ImageKind, data: bytes, t_arrival: float, prompts: Prompts) -> None:
         """Worker thread: one frame, answered with the prompt set stamped for it, else with
         the operator's set active when it started (``prompts``)."""
-        cfg, detector = self._cfg, self._detector
+        cfg, detector, trace = self._cfg, self._detector, self._trace
         if cfg is None or detector is None:  # not configured: the worker runs from configure to cleanup
             return
+        if trace is not None:
+            trace.begin()
         t_decode = time.perf_counter()
         try:
             header, rgb = convert.rgb_from_cdr(data, compressed=kind == "compressed")
@@ -235,7 +244,12 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         if not rgb.flags.writeable:  # a view of the immutable wire bytes: models may write
             rgb = rgb.copy()
         decode_ms = (time.perf_counter() - t_decode) * 1000.0
+        t_sets = time.perf_counter()
         own = self.frame_sets.take(convert.stamp_ns(header.stamp), cfg.frame_prompts_wait)
+        if trace is not None:  # the frame is done when this returns (answered or given up)
+            wait_ms = (time.perf_counter() - t_sets) * 1000.0
+            stamp = convert.stamp_ns(header.stamp)
+            done = functools.partial(trace.end, stamp, prompt_wait_ms=wait_ms, bound=own is not None)
         if own is not None:
             prompts = own
         elif self.frame_sets.in_use():
@@ -246,6 +260,8 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
                 f"no prompt set stamped for the frame within {cfg.frame_prompts_wait} s "
                 f"(frame_prompts_wait): {what}", throttle_duration_sec=_THROTTLE_S)
             if not prompts:
+                if trace is not None:
+                    done()
                 return
         if prompts:
             # the text side is made ready here (LRU-cached), so it counts in this frame's latency
@@ -267,6 +283,8 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         if spatial is not None and ids is not None and spatial.settings.depth:
             stages[DEPTH_STAGE], est = self._publish_3d(spatial, dets, ids, header, prompts, rgb.shape[:2])
         self.stats.record_frame(latency_ms, stages_ms=stages)
+        if trace is not None:
+            done()
         if self._pub_debug.get_subscription_count() > 0:  # drawing costs: only for a viewer
             from probench.viz import draw_detections
 
@@ -352,6 +370,8 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         except Exception as exc:  # noqa: BLE001 - e.g. a torch/CUDA error; reported, node stays up
             return self._fail(f"cannot load model {name!r}: {type(exc).__name__}: {exc}")
         self._create_entities()
+        if self._cfg.trace_file:
+            self._trace = NodeTrace(self._cfg.trace_file)
         if self.worker.latest_prompts:  # acknowledged (LabelInfo) once active
             self.worker.put_prompts(self.worker.latest_prompts, self.get_clock().now().to_msg())
         self.worker.start()
@@ -470,6 +490,9 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         """Stop the worker (waiting up to ``frame_wait_s`` for the frame in flight), destroy
         configure-time entities and free the model."""
         self.worker.stop(timeout=frame_wait_s)
+        if self._trace is not None:
+            self._trace.close()
+            self._trace = None
         if destroy_entities:
             for ent in self._entities:
                 if hasattr(ent, "on_activate"):  # lifecycle publishers

@@ -1,0 +1,342 @@
+"""An in-process grounding node behind the evaluator's :class:`~probench.realtime.eval_run.EvaluatorLink`
+(no DDS, no rclpy), built on the node's own real-time core: the real
+:class:`~probench.realtime.grounding_worker.FrameWorker` (one-slot mailbox that keeps the
+newest frame, one worker) and :class:`~probench.realtime.grounding_worker.StampedPromptSets`
+(each frame answered with the prompt set stamped for it), with the scripted ``test-instant``
+detector. Frames travel as the bag's serialized image bytes and are decoded by the worker,
+as in the node.
+
+Two ways to run it:
+- on real time (``clock=None``): the worker thread of :meth:`FrameWorker.start`, the model
+  time slept;
+- on a :class:`FakeClock`: no thread; the clock drives :meth:`FrameWorker.take_job` /
+  :meth:`FrameWorker.run_job` at the simulated instants, so a whole stream runs in
+  milliseconds and its timing is exact (used by the fake-clock tests and the peak-rate
+  search's test).
+
+Its own trace (:attr:`FakeGroundingLink.node_trace`) is the node's evidence: for each frame
+processed, when it started and ended, how long it waited for its stamped prompt set, and
+the stamps replaced in the mailbox while it was in flight. Knobs make it misbehave on
+purpose: slow (``model_s``), answering with a class id the frame was not asked
+(``wrong_class``), answering twice (``duplicate``), answering a stamp nobody sent
+(``stray_after``), holding one answer back (``late``), delivering a frame's prompt set late
+(``late_prompts``), or "shutting down" after some frames (``stop_after``). ``detector``: any
+detector instead of ``test-instant`` (the parity tests run tiny-owlv2 through it).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from probench.models.base import BaseDetector
+from probench.models.testing import ScriptedDetector
+from probench.msgs.wire import rgb_from_cdr
+from probench.realtime.eval_stream import Answer
+from probench.realtime.grounding_stats import GroundingStats
+from probench.realtime.grounding_worker import FrameWorker, ImageKind, Prompts, StampedPromptSets
+
+__all__ = ["GROUNDING", "FakeClock", "FakeGroundingLink", "NodeFrame"]
+
+GROUNDING = {
+    "model": "test-instant",
+    "device": "cpu",
+    "precision": "fp32",
+    "weights": "",
+    "score_threshold": 0.0,
+    "max_detections": 10000,
+    "image_reliability": "reliable",
+    "preprocess": "device",
+    "prompts": [],
+}
+
+
+class FakeClock:
+    """A :class:`~probench.realtime.eval_stream.Clock` whose time moves only when the
+    evaluator sleeps or waits; each registered link's events (answers due, prompt sets
+    delivered late) fire at their exact instants on the way. ``step_wall`` steps the wall
+    clock alone (an NTP correction): stamps move, monotonic times do not."""
+
+    def __init__(self, start_ns: int = 10_000_000_000, wall_ns: int = 1_700_000_000_000_000_000) -> None:
+        self._now = int(start_ns)
+        self._wall_offset = int(wall_ns) - int(start_ns)
+        self.links: list[FakeGroundingLink] = []
+
+    def now_ns(self) -> int:
+        return self._now
+
+    def wall_ns(self) -> int:
+        return self._now + self._wall_offset
+
+    def step_wall(self, delta_ns: int) -> None:
+        self._wall_offset += int(delta_ns)
+
+    def sleep(self, seconds: float) -> None:
+        self._advance_to(self._now + max(0, round(seconds * 1e9)), stop_at_event=False)
+
+    def wait(self, cond: threading.Condition, seconds: float) -> None:
+        # a notify can only come from an event: stop at the first one
+        self._advance_to(self._now + max(1, round(seconds * 1e9)), stop_at_event=True)
+
+    def _advance_to(self, target: int, *, stop_at_event: bool) -> None:
+        while True:
+            due = [t for link in self.links if (t := link.next_event_ns()) is not None and t <= target]
+            if not due:
+                break
+            self._now = max(self._now, min(due))
+            for link in self.links:
+                link.advance(self._now)
+            if stop_at_event:
+                return
+        self._now = max(self._now, target)
+        for link in self.links:
+            link.advance(self._now)
+
+
+@dataclass
+class NodeFrame:
+    """One frame the fake node processed (its trace: the node's own evidence)."""
+
+    n: int  # the frame's number in send order
+    stamp_ns: int
+    start_ns: int
+    end_ns: int
+    prompt_wait_ms: float  # waiting for the frame's stamped prompt set
+    bound: bool  # answered with its own stamped set
+    replaced: list[int] = field(default_factory=list)  # stamps replaced in the mailbox meanwhile
+
+    @property
+    def busy_ms(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e6
+
+
+@dataclass
+class _InFlight:
+    frame: NodeFrame
+    answers: list[Answer]
+    due_ns: int  # when the answers arrive (simulated mode)
+
+
+class FakeGroundingLink:
+    def __init__(
+        self,
+        *,
+        model_s: float = 0.0,
+        wrong_class: Sequence[int] = (),
+        duplicate: Sequence[int] = (),
+        stray_after: Sequence[int] = (),
+        late: dict[int, float] | None = None,
+        late_prompts: dict[int, float] | None = None,
+        stop_after: int | None = None,
+        frame_prompts_wait: float = 0.5,
+        clock: FakeClock | None = None,
+        detector: BaseDetector | None = None,
+    ) -> None:
+        self.model_s = model_s
+        self.wrong_class, self.duplicate = set(wrong_class), set(duplicate)
+        self.stray_after = set(stray_after)
+        self.late = dict(late or {})  # frame number (0-based, in send order) -> extra seconds
+        self.late_prompts = dict(late_prompts or {})  # frame number -> seconds its set is held back
+        self.stop_after = stop_after
+        self.frame_prompts_wait = frame_prompts_wait
+        self.clock = clock
+        self.detector = detector if detector is not None else ScriptedDetector("test-instant")
+        self.sets = StampedPromptSets()
+        self.stats = GroundingStats()
+        self.worker = FrameWorker(self.stats, self._handle_frame, lambda prompts, stamp: True, self._on_error)
+        self.compressed = False
+        self._lock = threading.RLock()
+        self._handler: Callable[[Answer], object] | None = None
+        self.sent: list[int] = []  # stamps, in send order
+        self.announced = 0
+        self._newest_set = -1
+        self.node_trace: list[NodeFrame] = []
+        self.errors: list[BaseException] = []
+        self.logs: list[str] = []
+        self._in_flight: _InFlight | None = None
+        self._free_ns = 0  # simulated mode: when the worker is free again
+        self._held_sets: list[tuple[int, int, Prompts]] = []  # simulated: (due, stamp, set)
+        self._started = False
+        if clock is not None:
+            clock.links.append(self)
+
+    @property
+    def skipped(self) -> int:
+        return self.stats.skipped
+
+    @property
+    def processed(self) -> list[int]:
+        return [f.stamp_ns for f in self.node_trace]
+
+    def node_records(self) -> list[dict[str, Any]]:
+        """The node's trace as records (:func:`probench.realtime.eval_realtime.explain_misses`)."""
+        with self._lock:
+            return [asdict(f) for f in self.node_trace]
+
+    # -- EvaluatorLink ----------------------------------------------------------------------
+    def grounding_parameters(self, timeout: float) -> dict[str, Any]:
+        info = getattr(self.detector, "model_info", None) or {}
+        return {**GROUNDING, "model": info.get("name", GROUNDING["model"])}
+
+    def wait_ready(self, compressed: bool, timeout: float) -> None:
+        self.compressed = compressed
+        if not self._started:
+            self._started = True
+            self.worker.activate()
+            if self.clock is None:
+                self.worker.start()
+
+    def image_from_bag(self, raw: bytes) -> Any:
+        if not self._started:  # as the DDS link: the image type is known once wait_ready ran
+            raise RuntimeError("image_from_bag before wait_ready")
+        return raw  # the serialized message, decoded by the worker as the node does
+
+    def set_answer_handler(self, handler: Callable[[Answer], object]) -> None:
+        self._handler = handler
+
+    def info(self, text: str) -> None:
+        self.logs.append(text)
+
+    def warning(self, text: str) -> None:
+        self.logs.append("WARNING " + text)
+
+    def announce(self, stamp_ns: int, texts: Sequence[str]) -> None:
+        n = self.announced  # the frame this set is for (sets go out in frame order)
+        self.announced += 1
+        delay = self.late_prompts.get(n)
+        if delay is None:
+            self._put_set(stamp_ns, tuple(texts))
+        elif self.clock is not None:
+            with self._lock:
+                self._held_sets.append((self.clock.now_ns() + round(delay * 1e9), stamp_ns, tuple(texts)))
+        else:
+            threading.Timer(delay, self._put_set, (stamp_ns, tuple(texts))).start()
+
+    def send(self, image: Any, stamp_ns: int) -> None:
+        now = self._now()
+        with self._lock:
+            self.advance(now)
+            n = len(self.sent)
+            self.sent.append(stamp_ns)
+            replaced = self.worker.put_frame("compressed" if self.compressed else "raw", (n, stamp_ns, image),
+                                             now / 1e9)
+            if replaced is not None and self._in_flight is not None:  # (idle: no frame to blame)
+                self._in_flight.frame.replaced.append(int(replaced[1]))
+            self.advance(now)
+
+    def ok(self) -> bool:
+        return self.stop_after is None or len(self.sent) < self.stop_after
+
+    def close(self) -> None:
+        self.worker.stop(timeout=5.0)
+
+    # -- the simulated clock's side ------------------------------------------------------------
+    def next_event_ns(self) -> int | None:
+        with self._lock:
+            times = [due for due, _, _ in self._held_sets]
+            if self._in_flight is not None:
+                times.append(self._in_flight.due_ns)
+            return min(times, default=None)
+
+    def advance(self, now_ns: int) -> None:
+        """Simulated mode: everything due by ``now_ns`` happens, in order (no-op on real time)."""
+        if self.clock is None:
+            return
+        with self._lock:
+            self.advance_sets(now_ns)
+            while True:
+                flight = self._in_flight
+                if flight is not None and flight.due_ns <= now_ns:
+                    self._in_flight = None
+                    self._free_ns = flight.frame.end_ns
+                    for answer in flight.answers:
+                        self._answer(answer)
+                    continue
+                if flight is not None or self._free_ns > now_ns:
+                    return
+                job = self.worker.take_job()
+                if job is None:
+                    return
+                self.worker.run_job(job)  # -> _handle_frame: sets self._in_flight
+
+    # -- the "node" ---------------------------------------------------------------------------
+    def _now(self) -> int:
+        return self.clock.now_ns() if self.clock is not None else time.monotonic_ns()
+
+    def _handle_frame(self, kind: ImageKind, data: Any, t_arrival: float, prompts: Prompts) -> None:
+        n, stamp, raw = data
+        start = self._now()
+        texts, wait_ns = self._stamped_set(stamp, start)
+        frame = NodeFrame(n, stamp, start, start, wait_ns / 1e6, texts is not None)
+        self._in_flight = _InFlight(frame, [], 0)
+        answers: list[Answer] = []
+        model_ns = round(self.model_s * 1e9)
+        if self.clock is None and self.model_s:
+            time.sleep(self.model_s)
+        if texts is not None:
+            _, rgb = rgb_from_cdr(raw, compressed=kind != "raw")
+            dets = self.detector.detect(np.ascontiguousarray(rgb), list(texts))
+            class_ids = [texts[i] for i in dets.prompt_index]
+            if n in self.wrong_class:
+                class_ids = ["something never asked"] * len(class_ids)
+            extra_ns = round(self.late.get(n, 0.0) * 1e9)
+            if self.clock is None and extra_ns:
+                time.sleep(extra_ns / 1e9)
+            k = len(class_ids)
+            due = start + wait_ns + model_ns + extra_ns
+            answer = Answer(stamp, due, dets.xyxy[:k], dets.scores[:k], class_ids)
+            answers.append(answer)
+            if n in self.duplicate:
+                answers.append(answer)
+            if n in self.stray_after:
+                answers.append(Answer(stamp + 1234, answer.received_ns, dets.xyxy, dets.scores, class_ids))
+        else:
+            model_ns = 0  # no set: no inference, no answer (the node's rule without operator prompts)
+        if self.clock is None:
+            frame.end_ns = self._now()
+            with self._lock:
+                self.node_trace.append(frame)
+                self._in_flight = None
+            for a in answers:  # received now, on the evaluator's clock
+                self._answer(Answer(a.stamp_ns, time.monotonic_ns(), a.xyxy, a.scores, a.class_ids))
+        else:
+            frame.end_ns = start + wait_ns + model_ns
+            self.node_trace.append(frame)
+            done = max([frame.end_ns, *(a.received_ns for a in answers)])
+            self._in_flight = _InFlight(frame, answers, done)
+
+    def _stamped_set(self, stamp: int, start: int) -> tuple[Prompts | None, int]:
+        """The frame's stamped set and how long the worker waited for it (ns)."""
+        if self.clock is None:
+            texts = self.sets.take(stamp, self.frame_prompts_wait)
+            return texts, self._now() - start
+        wait_limit = round(self.frame_prompts_wait * 1e9)
+        held = [due for due, s, _ in self._held_sets if s == stamp and due <= start + wait_limit]
+        if held:  # it arrives while the worker waits for it
+            due = min(held)
+            self.advance_sets(due)
+            return self.sets.take(stamp), due - start
+        texts = self.sets.take(stamp)
+        # the node waits only while no set stamped at or after the frame has come
+        return texts, (0 if texts is not None or self._newest_set >= stamp else wait_limit)
+
+    def advance_sets(self, now_ns: int) -> None:
+        for item in sorted(s for s in self._held_sets if s[0] <= now_ns):
+            self._held_sets.remove(item)
+            self._put_set(item[1], item[2])
+
+    def _put_set(self, stamp: int, texts: Prompts) -> None:
+        self._newest_set = max(self._newest_set, int(stamp))
+        self.sets.put(stamp, texts)
+
+    def _on_error(self, exc: BaseException) -> None:
+        self.errors.append(exc)
+
+    def _answer(self, answer: Answer) -> None:
+        if self._handler is not None:
+            self._handler(answer)

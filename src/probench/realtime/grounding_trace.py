@@ -1,0 +1,81 @@
+"""The grounding node's own per-frame trace (parameter ``trace_file``): the node's evidence
+for why a replay missed a frame (:func:`probench.realtime.eval_realtime.explain_misses`),
+independent of the evaluator's clock.
+
+One JSON line per frame the worker took: ``stamp_ns`` (the frame's header stamp),
+``start_ns`` / ``end_ns`` (the node's monotonic clock: taken from the mailbox, answer
+published or given up), ``prompt_wait_ms`` (waiting for its stamped prompt set),
+``bound`` (answered with its own stamped set) and ``replaced`` (stamps of the frames that
+replaced one another in the mailbox while this one was in flight: the frames the node
+dropped). A frame replaced while the worker was idle is recorded as ``{"replaced_idle":
+stamp}``. Lines are flushed as written (pure Python, no rclpy).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["NodeTrace", "header_stamp_ns"]
+
+
+def header_stamp_ns(data: bytes) -> int:
+    """The header stamp of a serialized ``sensor_msgs/Image`` or ``CompressedImage`` (both
+    start with a std_msgs/Header after the 4-byte CDR encapsulation)."""
+    little = len(data) > 1 and data[1] == 1  # CDR_LE
+    sec, nanosec = struct.unpack_from("<iI" if little else ">iI", data, 4)
+    return int(sec) * 1_000_000_000 + int(nanosec)
+
+
+class NodeTrace:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+        self._current: dict[str, Any] | None = None
+
+    def begin(self) -> None:
+        """The worker took a frame from the mailbox."""
+        with self._lock:
+            self._current = {"start_ns": time.monotonic_ns(), "replaced": []}
+
+    def replaced(self, data: bytes) -> None:
+        """A waiting frame (its serialized bytes) was replaced in the mailbox."""
+        try:
+            stamp = header_stamp_ns(data)
+        except struct.error:
+            return  # a truncated message: the node reports it when it decodes one
+        with self._lock:
+            if self._current is not None:
+                self._current["replaced"].append(stamp)
+            else:
+                self._write({"replaced_idle": stamp})
+
+    def end(self, stamp_ns: int, *, prompt_wait_ms: float, bound: bool) -> None:
+        """The frame in flight is done (answered, or given up without its prompt set)."""
+        with self._lock:
+            rec, self._current = self._current, None
+            if rec is None:
+                return
+            self._write({"stamp_ns": int(stamp_ns), "start_ns": rec["start_ns"],
+                         "end_ns": time.monotonic_ns(), "prompt_wait_ms": round(float(prompt_wait_ms), 3),
+                         "bound": bool(bound), "replaced": rec["replaced"]})
+
+    def _write(self, record: dict[str, Any]) -> None:
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+    @staticmethod
+    def read(path: str | Path) -> list[dict[str, Any]]:
+        """The frame records of a trace file (the idle replacements left out)."""
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        return [r for r in (json.loads(x) for x in lines if x.strip()) if "stamp_ns" in r]
