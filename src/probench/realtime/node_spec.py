@@ -14,6 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from probench.prompting.messages import (  # noqa: F401 - re-exported: callers read prompts from here
+    check_prompt_specs,
+    prompt_message_limit,
+    prompts_from_message,
+    split_prompts,
+)
 from probench.realtime import PACKAGE, package_config
 from probench.realtime.params import Param, ParamTable
 from probench.vocabulary import FORMULATIONS, PREPROCESS_PATHS, parse_formulations
@@ -26,9 +32,7 @@ MODES = ("camera-rate", "as-fast-as-answered")
 
 
 def _prompts(value: Any) -> tuple[str, ...]:
-    from probench.models.base import check_prompts
-
-    return check_prompts(list(value or []))
+    return check_prompt_specs(list(value or []))
 
 
 def _formulations(value: Any) -> list[str]:
@@ -172,43 +176,6 @@ def diagnostic_status_name(node_fqn: str) -> str:
     """The name of the node's DiagnosticStatus: its fully qualified name (two nodes of the
     same name in different namespaces stay apart), as the console looks it up."""
     return f"{node_fqn}: grounding"
-
-
-def split_prompts(text: str) -> list[str]:
-    """``"a red cup; the door"`` -> ``["a red cup", "the door"]`` (empty pieces dropped)."""
-    return [p.strip() for p in text.split(";") if p.strip()]
-
-
-def prompt_message_limit() -> int:
-    """The longest ``prompt`` message (characters) the node reads: every prompt at its limit,
-    each followed by a separator."""
-    from probench.models.base import MAX_PROMPT_CHARS, MAX_PROMPTS
-
-    return MAX_PROMPTS * (MAX_PROMPT_CHARS + 1)
-
-
-def prompts_from_message(text: str) -> tuple[str, ...]:
-    """The prompt set a message on the node's ``prompt`` topic asks for (``;``-separated),
-    checked as the node checks it (message length, prompt count and length); a
-    :class:`PromptMessageError` (one line) when the node would reject it and keep its
-    previous prompts. The text is data: it is only split on ``;`` and stripped. The node,
-    ``probench ground`` and ``probench console`` all read prompts through this."""
-    from probench.errors import ProbenchError
-    from probench.models.base import check_prompts
-    from probench.msgs.errors import PromptMessageError
-
-    if not isinstance(text, str):
-        raise PromptMessageError(f"a prompt message is text, not {type(text).__name__}")
-    limit = prompt_message_limit()
-    if len(text) > limit:
-        raise PromptMessageError(f"message is {len(text)} characters long (limit {limit})")
-    pieces = split_prompts(text)
-    if not pieces:
-        raise PromptMessageError(f"empty or whitespace-only prompt message ({text[:20]!r})")
-    try:
-        return check_prompts(pieces)
-    except ProbenchError as exc:
-        raise PromptMessageError(f"{exc} (message {text[:60]!r})") from exc
 
 
 def grounding_node_description(
