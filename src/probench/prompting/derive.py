@@ -197,7 +197,8 @@ def split_explicit(text: str) -> tuple[str, str | None]:
         raise ExplicitFormError(f"empty query before {EXPLICIT_SEPARATOR!r} in prompt {text[:60]!r}")
     if not cat:
         raise ExplicitFormError(f"empty categorical form after {EXPLICIT_SEPARATOR!r} in prompt "
-                                f"{text[:60]!r} (write ORIG {EXPLICIT_SEPARATOR} CAT, or leave out {EXPLICIT_SEPARATOR})")
+                                f"{text[:60]!r} (write ORIG {EXPLICIT_SEPARATOR} CAT, or leave out "
+                                f"{EXPLICIT_SEPARATOR})")
     return orig, cat
 
 
