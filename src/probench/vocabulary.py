@@ -14,8 +14,8 @@ from probench.detections import CocoResult, Detections
 from probench.errors import CheckFailed, UsageError
 
 __all__ = [
-    "FORMULATIONS", "KNOWN_DOMAINS", "POLICY_FORMULATION", "PROMPT_TYPES", "RUN_FORMULATIONS", "TEMPLATE_PREFIX",
-    "AttributionError", "CocoResult",
+    "FORMULATIONS", "KNOWN_DOMAINS", "POLICY_FORMULATION", "PROMPT_TYPES", "RUN_FORMULATIONS",
+    "TEMPLATE_PREFIX", "AttributionError", "CocoResult",
     "detections_to_results", "parse_formulations", "unique_prompts",
 ]
 

@@ -26,10 +26,10 @@ from probench.cache.crash import crash_point
 from probench.cache.identity import RunIdentity, RunSession, open_run
 from probench.cache.run import RunDir
 from probench.data.dataset import Dataset
+from probench.detections import Detections
 from probench.errors import ProbenchError, UsageError
 from probench.models.base import BaseDetector
 from probench.models.errors import InferenceError
-from probench.detections import Detections
 from probench.vocabulary import (
     FORMULATIONS,
     POLICY_FORMULATION,

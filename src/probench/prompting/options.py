@@ -20,7 +20,8 @@ def add_policy_arguments(parser: argparse.ArgumentParser, *, default: str | None
     )
     parser.add_argument(
         "--profile", default=None, metavar="PROFILE",
-        help="formulation profile for --prompt-policy best (`probench profile`; default: the paper's Table II)",
+        help="formulation profile for --prompt-policy best (`probench profile`; default: the paper's "
+        "Table II)",
     )
 
 
@@ -34,8 +35,8 @@ def policy_from_args(args: argparse.Namespace, model: Mapping[str, Any], command
 
             raise UsageError("--profile needs --prompt-policy")
         return None
-    policy = resolve_policy(name, model=str(model.get("name") or ""), paper_name=str(model.get("paper_name") or ""),
-                            profile=args.profile)
+    policy = resolve_policy(name, model=str(model.get("name") or ""),
+                            paper_name=str(model.get("paper_name") or ""), profile=args.profile)
     if policy.warning:
         print(f"probench {command}: warning: {policy.warning}", file=sys.stderr)
     return policy
