@@ -75,7 +75,7 @@ def test_no_noun_phrase_falls_back_to_the_text_as_typed() -> None:
 
 
 def test_explicit_form_wins_and_is_checked() -> None:
-    f = derive("  red fire extinguisher  by the door => fire   extinguisher ")
+    f = derive("  red fire extinguisher by the door => fire   extinguisher ")
     assert (f.orig, f.cat, f.explicit) == ("red fire extinguisher by the door", "fire extinguisher", True)
     assert f.tmpl == "a photo of red fire extinguisher by the door"
     assert split_explicit("a cup") == ("a cup", None)

@@ -1,6 +1,6 @@
 """The paper's three formulations of an operator's query, derived offline and deterministically.
 
-- ``orig``: the query as typed (whitespace collapsed; an explicit categorical form removed);
+- ``orig``: the query as typed (stripped; an explicit categorical form removed);
 - ``tmpl``: exactly the paper's ``"a photo of " + orig`` (§III-C);
 - ``cat``: a concise class-level noun phrase that keeps the intended target and drops
   attributes, relations, state, affordance and negation ("the red fire extinguisher
@@ -185,14 +185,15 @@ _TOKEN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9'\-]*[A-Za-z0-9])?|[,;:()]")
 
 def split_explicit(text: str) -> tuple[str, str | None]:
     """``"red cup by the door => cup"`` -> ``("red cup by the door", "cup")``; text without
-    ``=>`` -> ``(text, None)``. Whitespace is collapsed on both sides; an empty side is an
+    ``=>`` -> ``(text, None)``. Both sides are stripped (the query is kept as typed, the
+    categorical form has its whitespace collapsed); an empty side is an
     :class:`ExplicitFormError`."""
     if EXPLICIT_SEPARATOR not in text:
-        return " ".join(text.split()), None
+        return text.strip(), None
     parts = text.split(EXPLICIT_SEPARATOR)
     if len(parts) != 2:
         raise ExplicitFormError(f"more than one {EXPLICIT_SEPARATOR!r} in prompt {text[:60]!r}")
-    orig, cat = (" ".join(p.split()) for p in parts)
+    orig, cat = parts[0].strip(), " ".join(parts[1].split())
     if not orig:
         raise ExplicitFormError(f"empty query before {EXPLICIT_SEPARATOR!r} in prompt {text[:60]!r}")
     if not cat:

@@ -20,6 +20,7 @@ from probench.prompting.messages import (  # noqa: F401 - re-exported: callers r
     prompts_from_message,
     split_prompts,
 )
+from probench.prompting.policy import DEFAULT_POLICY, POLICIES
 from probench.realtime import PACKAGE, package_config
 from probench.realtime.params import Param, ParamTable
 from probench.vocabulary import FORMULATIONS, PREPROCESS_PATHS, parse_formulations
@@ -33,6 +34,13 @@ MODES = ("camera-rate", "as-fast-as-answered")
 
 def _prompts(value: Any) -> tuple[str, ...]:
     return check_prompt_specs(list(value or []))
+
+
+def _profile(value: Any) -> str:
+    from probench.prompting.profile import load_profile
+
+    load_profile(str(value).strip() or None)  # a ProfileError (one line) when it is not valid
+    return str(value).strip()
 
 
 def _formulations(value: Any) -> list[str]:
@@ -52,6 +60,13 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
           "minimum score kept (0.3 for display; the evaluator uses 0.0)", "configure", low=0.0, high=1.0),
     Param("prompts", "string_array", [], "active target descriptions (also set via the `prompt` topic)",
           "live", check_value=_prompts),
+    Param("prompt_policy", "string", DEFAULT_POLICY,
+          "what the model gets for each prompt: as typed, its categorical form, the template, the model's "
+          "best formulation (prompt_profile) or all three fused (docs/PROMPTING.md)", "live",
+          choices=POLICIES),
+    Param("prompt_profile", "string", "",
+          "formulation profile for prompt_policy best (`probench profile`); empty = the paper's Table II",
+          "live", check_value=_profile),
     Param("autostart", "bool", True, "configure and activate on start", "startup"),
     Param("image_reliability", "string", "best_effort", "QoS reliability of the image subscriptions",
           "configure", choices=RELIABILITIES),
@@ -71,7 +86,8 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
 @dataclass(frozen=True)
 class GroundingConfig:
     """The grounding node's configure-time parameters, checked and typed (``prompts`` are
-    live and held by the node's worker)."""
+    live and held by the node's worker; ``prompt_policy`` and ``prompt_profile`` are live
+    too: here their values at configure, the worker holds the policy in force)."""
 
     model: str
     device: str
@@ -85,6 +101,8 @@ class GroundingConfig:
     diagnostics_period: float
     frame_prompts_wait: float
     camera_timeout: float
+    prompt_policy: str = DEFAULT_POLICY
+    prompt_profile: str = ""
 
 
 EVALUATOR_NAME = "evaluator_node"
