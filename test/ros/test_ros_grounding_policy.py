@@ -31,7 +31,9 @@ def _center(ans: object) -> tuple[float, float]:
     return p.x, p.y
 
 
-def test_policy_switches_at_run_time(tmp_path: Path, ros_env: dict[str, str], requires_vision_msgs: None) -> None:
+def test_policy_switches_at_run_time(
+    tmp_path: Path, ros_env: dict[str, str], requires_vision_msgs: None
+) -> None:
     from rcl_interfaces.msg import Parameter as ParamMsg
     from rcl_interfaces.msg import ParameterType, ParameterValue
     from rcl_interfaces.srv import GetParameters, SetParameters, SetParametersAtomically
@@ -57,8 +59,8 @@ def test_policy_switches_at_run_time(tmp_path: Path, ros_env: dict[str, str], re
 
         def set_params(**values: str) -> object:
             """One parameter, or several at once (atomically: one check of them all)."""
-            params = [ParamMsg(name=k, value=ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=v))
-                      for k, v in values.items()]
+            kind = ParameterType.PARAMETER_STRING
+            params = [ParamMsg(name=k, value=ParameterValue(type=kind, string_value=v)) for k, v in values.items()]
             if len(params) == 1:
                 fut = cli.call_async(SetParameters.Request(parameters=params))
                 t.spin_until(fut.done, 10)
