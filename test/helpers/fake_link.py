@@ -67,6 +67,8 @@ class FakeGroundingLink:
         self.logs: list[str] = []
         self._stop = False
         self._thread: threading.Thread | None = None
+        self.policy: Any = None  # the prompt policy (as typed when None)
+        self.policies: list[str] = []  # every policy set, in order
 
     # -- EvaluatorLink ----------------------------------------------------------------------
     def grounding_parameters(self, timeout: float) -> dict[str, Any]:
@@ -87,6 +89,12 @@ class FakeGroundingLink:
 
     def set_answer_handler(self, handler: Callable[[Answer], object]) -> None:
         self._handler = handler
+
+    def set_prompt_policy(self, policy: str, profile: str, timeout: float) -> None:
+        from probench.prompting.policy import resolve_policy
+
+        self.policies.append(policy)
+        self.policy = resolve_policy(policy, model="test-instant", profile=profile or None)
 
     def info(self, text: str) -> None:
         self.logs.append(text)
@@ -129,7 +137,12 @@ class FakeGroundingLink:
                 time.sleep(self.model_s)
             if texts is None:
                 continue
-            dets = self.detector.detect(np.ascontiguousarray(image), list(texts))
+            if self.policy is not None:  # as the node: the policy's texts in, the operator's prompts out
+                plan = self.policy.plan(texts)
+                dets = plan.detect(self.detector, np.ascontiguousarray(image))
+                texts = plan.operator
+            else:
+                dets = self.detector.detect(np.ascontiguousarray(image), list(texts))
             class_ids = [texts[i] for i in dets.prompt_index]
             if n in self.wrong_class:
                 class_ids = ["something never asked"] * len(class_ids)

@@ -60,7 +60,8 @@ def test_policy_switches_at_run_time(
         def set_params(**values: str) -> object:
             """One parameter, or several at once (atomically: one check of them all)."""
             kind = ParameterType.PARAMETER_STRING
-            params = [ParamMsg(name=k, value=ParameterValue(type=kind, string_value=v)) for k, v in values.items()]
+            params = [ParamMsg(name=k, value=ParameterValue(type=kind, string_value=v))
+                      for k, v in values.items()]
             if len(params) == 1:
                 fut = cli.call_async(SetParameters.Request(parameters=params))
                 t.spin_until(fut.done, 10)

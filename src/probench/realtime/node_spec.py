@@ -23,7 +23,7 @@ from probench.prompting.messages import (  # noqa: F401 - re-exported: callers r
 from probench.prompting.policy import DEFAULT_POLICY, POLICIES
 from probench.realtime import PACKAGE, package_config
 from probench.realtime.params import Param, ParamTable
-from probench.vocabulary import FORMULATIONS, PREPROCESS_PATHS, parse_formulations
+from probench.vocabulary import FORMULATIONS, POLICY_FORMULATION, PREPROCESS_PATHS, parse_formulations
 
 EXECUTABLE = "grounding_node"
 NODE_NAME = "grounding_node"
@@ -126,6 +126,11 @@ EVALUATOR_PARAMS = ParamTable(EVALUATOR_NAME, (
           "the grounding node whose parameters go into run.json", nonempty=True),
     Param("overwrite", "bool", False,
           "replace a run folder that holds another experiment (its probench files)"),
+    Param("prompt_policy", "string", "",
+          "a prompt policy: adds the formulation `policy` (orig through the policy, set on the grounding "
+          "node for its frames); empty = none (docs/PROMPTING.md)", choices=("", *POLICIES)),
+    Param("prompt_profile", "string", "", "formulation profile for prompt_policy best; empty = the paper's "
+          "Table II", check_value=_profile),
 ))
 
 
@@ -144,6 +149,13 @@ class EvaluatorConfig:
     warmup_frames: int
     grounding_node: str
     overwrite: bool
+    prompt_policy: str = ""
+    prompt_profile: str = ""
+
+    @property
+    def run_formulations(self) -> list[str]:
+        """The formulations replayed: the paper's asked for, then ``policy`` with a prompt policy."""
+        return [*self.formulations, POLICY_FORMULATION] if self.prompt_policy else list(self.formulations)
 
 
 PARAMETER_DEFAULTS: dict[str, Any] = GROUNDING_PARAMS.defaults()

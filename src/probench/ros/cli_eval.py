@@ -27,7 +27,7 @@ from probench.cache.run import RunDir
 from probench.errors import CheckFailed, Interrupted, UsageError
 from probench.realtime.node_spec import MODES
 from probench.scoring.cli import pcr_lines
-from probench.vocabulary import FORMULATIONS
+from probench.vocabulary import RUN_FORMULATIONS
 
 if TYPE_CHECKING:
     from probench.bags.reader import ProbenchBag
@@ -58,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="give up (and stop both nodes) after this many seconds (default 3600)")
     parser.add_argument("--domain-id", type=int, default=None,
                         help="ROS_DOMAIN_ID for the graph (default: $ROS_DOMAIN_ID, else a random one)")
+    from probench.prompting.options import add_policy_arguments
+
+    add_policy_arguments(parser)  # --prompt-policy P [--profile PROFILE]: the fourth formulation `policy`
 
 
 def child_environment(domain_id: int | None = None) -> dict[str, str]:
@@ -171,11 +174,18 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a folder; name a run folder")
     check_model_name(args.model)  # a one-line usage error, before any node starts
+    if args.prompt_policy is not None or args.profile is not None:  # checked before any node starts
+        from probench.models.zoo import model_record
+        from probench.prompting.options import policy_from_args
+
+        policy_from_args(args, model_record(args.model), "eval")
+        if args.profile not in (None, "", "paper"):
+            args.profile = str(Path(args.profile).resolve())  # the nodes read it
     graph = eval_graph(
         bag=args.bag, out=args.out, model=args.model, device=args.device, mode=args.mode, rate=args.rate,
         formulations=parse_formulations(args.formulations) if args.formulations else None,
         answer_timeout=args.answer_timeout, warmup_frames=args.warmup_frames, overwrite=args.overwrite,
-        params_file=args.params_file,
+        params_file=args.params_file, prompt_policy=args.prompt_policy, prompt_profile=args.profile,
     )
     with ProbenchBag(args.bag) as bag:  # a bad bag fails here, in one line, before any node starts
         n_frames = bag.n_frames
@@ -251,7 +261,7 @@ def summary_table(metrics: dict[str, Any], info: dict[str, Any]) -> str:
     lines = [f"model {model.get('name', '?')} ({weights}); mode {mode}{rate}", "",
              "| formulation | mAP.5 | mAP.75 | mAP.5:.95 |", "| --- | --- | --- | --- |"]
     by_f = metrics.get("by_formulation") or {}
-    for f in [k for k in FORMULATIONS if k in by_f]:
+    for f in [k for k in RUN_FORMULATIONS if k in by_f]:
         m = by_f[f]
         lines.append(f"| {f} | {_fmt(m.get('map50'))} | {_fmt(m.get('map75'))} | {_fmt(m.get('map50_95'))} |")
     lines += ["", *pcr_lines(metrics)]

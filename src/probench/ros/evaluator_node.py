@@ -180,6 +180,34 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
             self.destroy_client(client)
 
 
+    def set_prompt_policy(self, policy: str, profile: str, timeout: float) -> None:
+        """Set the grounding node's ``prompt_policy`` and ``prompt_profile`` (atomically);
+        returns once it has taken them (its set-parameters callback applies a policy at once)."""
+        from rcl_interfaces.msg import Parameter as ParamMsg
+        from rcl_interfaces.msg import ParameterType, ParameterValue
+        from rcl_interfaces.srv import SetParametersAtomically
+
+        name = self.cfg.grounding_node.rstrip("/")
+        client: Any = self.create_client(SetParametersAtomically, f"{name}/set_parameters_atomically")
+        try:
+            if not self._wait(lambda: client.service_is_ready(), timeout):
+                raise RosError(f"grounding node {name!r}: no parameter service within {timeout:.0f} s")
+            kind = ParameterType.PARAMETER_STRING
+            req = SetParametersAtomically.Request(parameters=[
+                ParamMsg(name=k, value=ParameterValue(type=kind, string_value=v))
+                for k, v in (("prompt_policy", policy), ("prompt_profile", profile))])
+            future = client.call_async(req)
+            if not self._wait(future.done, timeout) or future.result() is None:
+                raise RosError(f"grounding node {name!r} did not answer setting prompt_policy within "
+                               f"{timeout:.0f} s")
+            result = future.result().result
+            if not result.successful:
+                raise RosError(f"grounding node {name!r} refused prompt_policy {policy!r}: {result.reason}")
+            self.info(f"grounding node prompt policy: {policy}")
+        finally:
+            self.destroy_client(client)
+
+
 def _param_value(v: Any) -> Any:
     # rcl_interfaces/ParameterValue: type 1 bool, 2 int, 3 double, 4 string, 9 string array
     return {1: v.bool_value, 2: v.integer_value, 3: v.double_value, 4: v.string_value,

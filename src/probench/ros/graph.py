@@ -93,6 +93,8 @@ def eval_graph(
     warmup_frames: int | None = None,
     overwrite: bool = False,
     params_file: str | Path | None = None,
+    prompt_policy: str | None = None,
+    prompt_profile: str | None = None,
 ) -> list[dict[str, Any]]:
     """``launch_ros.actions.Node`` keyword arguments of the two nodes (grounding first)."""
     if not str(bag):
@@ -134,6 +136,9 @@ def eval_graph(
         evaluator["warmup_frames"] = int(warmup_frames)
     if overwrite:
         evaluator["overwrite"] = True
+    if prompt_policy:  # the evaluator sets it on the grounding node for the policy's frames
+        evaluator["prompt_policy"] = prompt_policy
+        evaluator["prompt_profile"] = str(prompt_profile or "")
     e = {
         "package": PACKAGE,
         "executable": EVALUATOR_EXECUTABLE,
