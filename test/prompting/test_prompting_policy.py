@@ -125,3 +125,31 @@ def test_profile_from_runs(tmp_path: Path) -> None:
 
 def test_policy_names() -> None:
     assert POLICIES == ("as_typed", "categorical", "template", "best", "ensemble")
+
+
+def test_ground_with_a_policy_publishes_the_operators_prompts(tmp_path: Path, capsys) -> None:
+    """`probench ground --prompt-policy categorical`: the model gets the categorical forms,
+    the class ids and the LabelInfo stay what the operator typed (explicit forms too)."""
+    from helpers.camera_bags import read_output, write_camera_bag
+    from probench.cli import main
+    from probench.models.testing import ScriptedDetector
+
+    bag = write_camera_bag(tmp_path / "bag", n=2)
+    typed = "the red cup on the table; a valve you can turn => valve"
+    assert main(["ground", "--no-progress", "--bag", str(bag), "--model", "test-instant", "--out",
+                 str(tmp_path / "o"), "--score-threshold", "0", "--prompt", typed,
+                 "--prompt-policy", "categorical"]) == 0
+    res = read_output(tmp_path / "o")
+    assert [sorted(f) for f in res.class_ids()] == [["a valve you can turn", "the red cup on the table"]] * 2
+    labels = res.topics["/ground/label_info"]
+    names = [vc.class_name for vc in labels[0][1].class_map]
+    assert names == ["the red cup on the table", "a valve you can turn"]
+    # the boxes are those the scripted model gives the categorical forms
+    _, first = res.topics["/ground/detections"][0]
+    got = sorted(round(d.results[0].hypothesis.score, 5) for d in first.detections)
+    want = ScriptedDetector().detect(np.zeros((48, 64, 3), np.uint8), ["cup", "valve"]).scores  # by text
+    assert got == sorted(round(float(s), 5) for s in want)
+    with pytest.raises(SystemExit) as exc:
+        main(["ground", "--no-progress", "--bag", str(bag), "--model", "test-instant", "--out",
+              str(tmp_path / "o2"), "--prompt", "a cup", "--prompt-policy", "smart"])
+    assert exc.value.code == 2 and "invalid choice: 'smart'" in capsys.readouterr().err

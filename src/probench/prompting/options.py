@@ -11,7 +11,7 @@ from typing import Any
 from probench.prompting.policy import DEFAULT_POLICY, POLICIES, PromptPolicy, resolve_policy
 
 
-def add_policy_arguments(parser: argparse.ArgumentParser, *, default: str | None = None) -> None:
+def add_policy_arguments(parser: argparse._ActionsContainer, *, default: str | None = None) -> None:
     """``default`` None: no policy unless asked (infer, eval, sweep: no fourth formulation)."""
     parser.add_argument(
         "--prompt-policy", default=default, choices=POLICIES, metavar="P",

@@ -185,3 +185,29 @@ def resolve_policy(
                             warning=f"prompt policy best: the {prof.source} profile has no entry for model "
                                     f"{model!r}: prompts go to the model as typed")
     return PromptPolicy(name, (k,), prof.source, model)
+
+
+class PolicyDetector:
+    """A detector behind a prompt policy, for callers that hold a detector and pass it
+    operator prompts (``probench ground``, benchmarks): :meth:`set_prompts` makes the
+    policy's texts ready, :meth:`detect` answers under the operator's prompts, and
+    :meth:`operator_prompts` gives the class ids to publish. Everything else is the
+    detector's."""
+
+    def __init__(self, detector: Any, policy: PromptPolicy) -> None:
+        self.detector = detector
+        self.policy = policy
+
+    def set_prompts(self, prompts: Sequence[str]) -> None:
+        self.detector.set_prompts(list(self.policy.plan(tuple(prompts)).model_texts))
+
+    def detect(self, image: np.ndarray, prompts: Sequence[str] | None = None) -> Detections:
+        if prompts is None:
+            raise PolicyError("a policy detector needs the prompts with each call")
+        return self.policy.plan(tuple(prompts)).detect(self.detector, image)
+
+    def operator_prompts(self, prompts: Sequence[str]) -> tuple[str, ...]:
+        return self.policy.plan(tuple(prompts)).operator
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.detector, name)
