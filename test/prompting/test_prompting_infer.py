@@ -66,3 +66,14 @@ def test_bad_policy_flags_are_one_line(tmp_path: Path, capsys: pytest.CaptureFix
     err = capsys.readouterr().err
     assert "no such file" in err and "--profile needs --prompt-policy" in err
     assert not (tmp_path / "b").exists()
+
+
+def test_sweep_with_a_policy(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    assert main(["sweep", "--models", "test-instant", "--dataset", str(SAMPLE), "--out", str(out),
+                 "--no-latency", "--reference", "none", "--no-progress", "--prompt-policy", "template"]) == 0
+    m = json.loads((out / "runs" / "test-instant" / "metrics.json").read_text())
+    assert m["m_policy"] == m["m_tmpl"] and m["by_formulation"]["policy"] == m["by_formulation"]["tmpl"]
+    assert main(["sweep", "--models", "test-instant", "--dataset", str(SAMPLE), "--out", str(out),
+                 "--no-latency", "--reference", "none", "--no-progress", "--prompt-policy", "best",
+                 "--profile", str(tmp_path / "none.json")]) == 1
