@@ -136,9 +136,10 @@ class _Model:
         return self._detector
 
     def identity(self) -> RunIdentity:
+        policy = None if self.policy is None else self.policy.record()
         return offline_identity(self.args.record(), self.dataset, device=self.args.device,
                                 precision=self.args.precision, limit=self.cfg.limit,
-                                prompt_policy=None if self.policy is None else self.policy.record())  # fmt: skip
+                                prompt_policy=policy)  # fmt: skip
 
     # -- infer ---------------------------------------------------------------------------
     def infer_complete(self) -> bool:
