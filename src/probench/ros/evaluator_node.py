@@ -183,8 +183,6 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
     def set_prompt_policy(self, policy: str, profile: str, timeout: float) -> None:
         """Set the grounding node's ``prompt_policy`` and ``prompt_profile`` (atomically);
         returns once it has taken them (its set-parameters callback applies a policy at once)."""
-        from rcl_interfaces.msg import Parameter as ParamMsg
-        from rcl_interfaces.msg import ParameterType, ParameterValue
         from rcl_interfaces.srv import SetParametersAtomically
 
         name = self.cfg.grounding_node.rstrip("/")
@@ -192,10 +190,7 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
         try:
             if not self._wait(lambda: client.service_is_ready(), timeout):
                 raise RosError(f"grounding node {name!r}: no parameter service within {timeout:.0f} s")
-            kind = ParameterType.PARAMETER_STRING
-            req = SetParametersAtomically.Request(parameters=[
-                ParamMsg(name=k, value=ParameterValue(type=kind, string_value=v))
-                for k, v in (("prompt_policy", policy), ("prompt_profile", profile))])
+            req = convert.string_parameters_request({"prompt_policy": policy, "prompt_profile": profile})
             future = client.call_async(req)
             if not self._wait(future.done, timeout) or future.result() is None:
                 raise RosError(f"grounding node {name!r} did not answer setting prompt_policy within "

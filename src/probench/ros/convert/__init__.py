@@ -38,6 +38,7 @@ from probench.ros.convert.messages import (
     set_stamp,
     stamp_ns,
     stats_to_diagnostics,
+    string_parameters_request,
     to_header,
     top_order,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "set_stamp",
     "stamp_ns",
     "stats_to_diagnostics",
+    "string_parameters_request",
     "to_header",
     "top_order",
 ]
