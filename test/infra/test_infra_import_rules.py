@@ -123,6 +123,11 @@ def test_rclpy_only_in_probench_ros() -> None:
     ("probench.scoring", ("probench.models", "probench.report", "probench.ros", "probench.bags")),
     ("probench.bags", ("probench.models", "probench.scoring", "probench.ros")),
     ("probench.report", ("probench.models", "probench.ros", "probench.bags")),
+    # prompt policies sit above the models (infer takes a policy object; only the CLI builds one)
+    ("probench.models.infer", ("probench.prompting",)),
+    ("probench.models.base", ("probench.prompting",)),
+    ("probench.prompting", ("probench.ros", "probench.realtime", "probench.scoring", "probench.report",
+                            "probench.console", "probench.ground", "probench.scale", "probench.data")),
 ])
 def test_doors_run_one_way(room: str, forbidden: tuple[str, ...]) -> None:
     allowed = {"probench.vocabulary": {"probench.errors", "probench.detections"},
