@@ -46,7 +46,7 @@ from probench.models.base import BaseDetector, check_prompts
 from probench.prompting.policy import PromptPlan, PromptPolicy, resolve_policy
 from probench.realtime.errors import ParameterValueError
 from probench.realtime.grounding_stats import DECODE_STAGE, GroundingStats, Health, diagnostic_level
-from probench.realtime.grounding_worker import FrameWorker, Prompts, StampedPromptSets
+from probench.realtime.grounding_worker import FrameWorker, ImageKind, Prompts, StampedPromptSets
 from probench.realtime.node_spec import (
     GROUNDING_PARAMS,
     NODE_NAME,
@@ -80,7 +80,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
 
         self.stats = GroundingStats()
         self.worker = FrameWorker(self.stats, self._process, self._apply_prompts, self._on_worker_error)
-        self.frame_sets = StampedPromptSets()  # per-frame prompt sets (frame_prompts), by stamp
+        self.frame_sets = StampedPromptSets()  # per-frame prompt sets (frame_prompts), by stamp; built once
         self._detector: BaseDetector | None = None  # loaded at configure, released at cleanup
         self._cfg: GroundingConfig | None = None  # parameter values taken at configure
         self._entities: list[Any] = []  # created at configure, destroyed at cleanup
@@ -245,7 +245,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         header = Header(stamp=stamp, frame_id="")
         # the acknowledgement lists the operator's prompts (the class ids), whatever the model gets
         threshold = self.config.score_threshold
-        self._pub_labels.publish(convert.prompts_to_label_info(plan.operator, header, threshold))
+        self._pub_labels.publish(convert.label_info_to_cdr(plan.operator, header, threshold))
         return True
 
     # -- images -------------------------------------------------------------------------
@@ -257,7 +257,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
     def _on_compressed(self, data: bytes) -> None:
         self.worker.put_frame("compressed", data)
 
-    def _process(self, kind: str, data: bytes, t_arrival: float, prompts: Prompts) -> None:
+    def _process(self, kind: ImageKind, data: bytes, t_arrival: float, prompts: Prompts) -> None:
         """Worker thread: one frame, answered with the prompt set stamped for it, else with
         the operator's set active when it started (``prompts``)."""
         cfg, detector = self._cfg, self._detector
@@ -265,7 +265,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             return
         t_decode = time.perf_counter()
         try:
-            header, rgb = convert.rgb_from_cdr(data, compressed=kind != "raw")
+            header, rgb = convert.rgb_from_cdr(data, compressed=kind == "compressed")
         except ProbenchError as exc:
             self.stats.count("errors")
             self.last_frame_error = f"image dropped: {exc}"
@@ -394,7 +394,6 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         # Deep and reliable: the evaluator publishes each frame's set just before the frame.
         frame_sets_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100,
                                     reliability=ReliabilityPolicy.RELIABLE)
-        self.frame_sets = StampedPromptSets()
         image_topic, compressed = self._resolve_image_topics()
         subs = [
             # created before the image subscriptions: the executor serves ready subscriptions

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from probench.errors import UsageError
 from probench.models.spec import RUNTIMES
-from probench.scale.options import add_ray_arguments, check_ray_arguments
+from probench.scale.options import RayOptions, add_ray_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,12 +66,13 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} must be >= {low}, got {value}")
     if args.device not in ("cpu", "cuda"):
         raise UsageError(f"--device {args.device}: a sweep runs on cpu or cuda (--ray: one GPU per worker)")
-    check_ray_arguments(args)
+    ray = RayOptions.from_args(args)
+    ray.check(args.device)
     if args.prompt_policy is not None or args.profile is not None:
         from probench.models.zoo import model_record
         from probench.prompting.options import policy_from_args
 
-        if args.ray is not None:
+        if ray.requested:
             raise UsageError("--prompt-policy is not yet supported with --ray (run without --ray)")
         for name in models:  # every model's policy resolves (best: its profile entry), before anything runs
             policy_from_args(args, model_record(name, runtime=args.runtime), "sweep")
@@ -92,8 +93,7 @@ def run(args: argparse.Namespace) -> int:
         models=models, out=args.out, formulations=formulations,
         device=args.device, precision=args.precision, runtime=args.runtime, limit=args.limit,
         latency=None if args.no_latency else LatencyProtocol(args.latency_images, args.warmup, args.runs),
-        reference=reference, ray=args.ray, workers=args.workers, cpus_per_worker=args.cpus_per_worker,
-        chunk_size=args.chunk_size, progress=not args.no_progress, prompt_policy=args.prompt_policy,
+        reference=reference, ray=ray, progress=not args.no_progress, prompt_policy=args.prompt_policy,
         prompt_profile=args.profile,
     )  # fmt: skip
     summary = run_sweep(cfg, dataset)
