@@ -3,7 +3,7 @@
 - ``GET /``, ``GET /static/{app.js,style.css}``: the page (plain files shipped as package
   data; no build step). ``GET /api/state``: the node's state as JSON.
 - ``POST /api/prompt`` ``{"text": "a red cup; the door"}``: the text is held to the node's
-  own limits (:func:`probench.realtime.node_spec.prompts_from_message`), split on ``;`` and
+  own limits (:func:`probench.prompting.messages.prompts_from_message`), split on ``;`` and
   published as a ``std_msgs/String``. It is data: nothing here or in the page evaluates it
   (the page only ever sets ``textContent``).
 - ``POST /api/lifecycle`` ``{"transition": "activate"}``: configure / activate / deactivate.
@@ -38,7 +38,7 @@ from probench.console.errors import BridgeError, ConsoleUsageError
 from probench.console.guard import Guard, is_loopback
 from probench.errors import ProbenchError
 from probench.models.base import MAX_PROMPT_CHARS, MAX_PROMPTS
-from probench.realtime.node_spec import prompt_message_limit, prompts_from_message
+from probench.prompting.messages import prompt_message_limit, prompts_from_message
 
 log = logging.getLogger("probench.console")
 

@@ -117,7 +117,7 @@ class FrameWorker:
         with self._cond:
             self.policy = policy
             if self.latest_prompts:
-                self._prompt_queue.append((self.latest_prompts, stamp))
+                self._prompt_queue.append(PromptJob(self.latest_prompts, stamp))
             self._cond.notify_all()
 
     # -- lifecycle ----------------------------------------------------------------------

@@ -14,12 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probench.prompting.messages import (  # noqa: F401 - re-exported: callers read prompts from here
-    check_prompt_specs,
-    prompt_message_limit,
-    prompts_from_message,
-    split_prompts,
-)
+from probench.prompting.messages import check_prompt_specs, split_prompts
+from probench.prompting.messages import prompt_message_limit as prompt_message_limit  # re-exported
+from probench.prompting.messages import prompts_from_message as prompts_from_message  # re-exported
 from probench.prompting.policy import DEFAULT_POLICY, POLICIES
 from probench.realtime import PACKAGE, package_config
 from probench.realtime.params import Param, ParamTable

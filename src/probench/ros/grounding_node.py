@@ -43,6 +43,7 @@ from vision_msgs.msg import Detection2DArray, LabelInfo
 from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.models.base import BaseDetector, check_prompts
+from probench.prompting.messages import prompts_from_message
 from probench.prompting.policy import PromptPlan, PromptPolicy, resolve_policy
 from probench.realtime.errors import ParameterValueError
 from probench.realtime.grounding_stats import DECODE_STAGE, GroundingStats, Health, diagnostic_level
@@ -53,7 +54,6 @@ from probench.realtime.node_spec import (
     GroundingConfig,
     compressed_topic,
     diagnostic_status_name,
-    prompts_from_message,
 )
 from probench.ros import convert
 from probench.ros.errors import RosError
