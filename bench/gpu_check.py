@@ -284,6 +284,19 @@ def latency_check(
     return rows, "\n".join(lines)
 
 
+def policy_table(
+    models: list[tuple[str, bool]], device: str, rounds: int, frames: int, frame: Path
+) -> tuple[Any, str]:
+    """Per model, each prompt policy's per-frame latency over as_typed (bench_prompt_policy.py)."""
+    import numpy as np
+
+    from bench_prompt_policy import bench_one, table
+
+    image = np.load(frame)
+    rows = [bench_one(name, rw, image, rounds, frames, device) for name, rw in models]
+    return rows, table(rows)
+
+
 def run(root: Path, out: Path, *, dry_run: bool, budget_s: float) -> int:
     if not (root / "cpu_boxes.json").is_file():
         print(f"{root}: no cpu_boxes.json; run `bench/gpu_check.sh prepare {root}` first", file=sys.stderr)
@@ -310,6 +323,11 @@ def run(root: Path, out: Path, *, dry_run: bool, budget_s: float) -> int:
     for precision in precisions:
         report.section(f"stage table, real-size random weights, {precision}", lambda p=precision: stage_table(
             real_models, device, p, runs=real_runs[0], warmup=real_runs[1], stream=real_runs[2], real=True))
+    # the cost of the prompt policies (docs/PROMPTING.md); written without a GPU to try it on
+    policy_models = [(n, False) for n in tiny_models()] + [(n, True) for n in REAL]
+    report.section("prompt policies over as_typed (tiny + real-size random weights)", lambda: policy_table(
+        policy_models[:2] if dry_run else policy_models, device, 1 if dry_run else 3, 1 if dry_run else 5,
+        root / "frame_640x480.npy"))
     report.section("probench latency (1280x720 frames)", lambda: latency_check(
         root, out, device, precisions[-1], [("tiny-owlv2", False), ("yoloe-s", True)], 1 if dry_run else 3))
     failed = [k for k, v in report.data.items() if "error" in v]

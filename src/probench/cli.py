@@ -35,6 +35,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("probench.ros.cli_eval", "replay a bag through the ROS 2 graph and score it"),
     "ground": ("probench.ground.cli", "ground a rosbag2's camera: detections, annotated images, video"),
     "console": ("probench.console.cli", "a web page to watch and prompt a running grounding node"),
+    "prompt": ("probench.prompting.cli", "the formulations (orig, cat, tmpl) of operator queries"),
+    "profile": ("probench.prompting.cli_profile", "a formulation profile (each model's best formulation) "
+                "from scored runs"),
     "sweep": ("probench.scale.cli_sweep", "infer, latency and score for many models, then one report "
               "(resumable; --ray to scale out)"),
 }

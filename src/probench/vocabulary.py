@@ -14,12 +14,17 @@ from probench.detections import CocoResult, Detections
 from probench.errors import CheckFailed, UsageError
 
 __all__ = [
-    "FORMULATIONS", "KNOWN_DOMAINS", "PROMPT_TYPES", "TEMPLATE_PREFIX", "AttributionError", "CocoResult",
+    "FORMULATIONS", "KNOWN_DOMAINS", "POLICY_FORMULATION", "PROMPT_TYPES", "RUN_FORMULATIONS",
+    "TEMPLATE_PREFIX", "AttributionError", "CocoResult",
     "detections_to_results", "parse_formulations", "unique_prompts",
 ]
 
 # The paper's three target-preserving formulations (§III-C), in canonical order.
 FORMULATIONS: tuple[str, ...] = ("orig", "cat", "tmpl")
+# A run with a prompt policy (docs/PROMPTING.md) has a fourth: orig through the policy,
+# scored against the same targets. It is not one of the paper's formulations (no PCR/PLC, no k*).
+POLICY_FORMULATION = "policy"
+RUN_FORMULATIONS: tuple[str, ...] = (*FORMULATIONS, POLICY_FORMULATION)
 PROMPT_TYPES: tuple[str, ...] = (
     "categorical",
     "attributive",

@@ -158,7 +158,8 @@ def test_security_headers_on_every_answer(bridge) -> None:
 def test_prompt_is_split_checked_sent_and_remembered(bridge) -> None:
     c = client(bridge)
     r = post(c, "/api/prompt", {"text": " a red cup ; the door;"})
-    assert r.status_code == 200 and r.json() == {"sent": ["a red cup", "the door"]}
+    assert r.status_code == 200 and r.json() == {"sent": ["a red cup", "the door"],
+                                                  "expect": ["a red cup", "the door"]}
     assert bridge.sent == [("a red cup", "the door")]
     post(c, "/api/prompt", {"text": "a chair"})
     post(c, "/api/prompt", {"text": "a red cup;the door"})
@@ -358,3 +359,23 @@ def test_the_web_app_does_not_import_rclpy() -> None:
     code = ("import sys, probench.console.app, probench.console.cli, probench.console.guard; "
             "sys.exit(1 if 'rclpy' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
+
+
+def test_page_state_shows_the_policy_and_what_the_model_gets(bridge) -> None:
+    """docs/PROMPTING.md: the node's policy and "you typed X -> the model gets Y" from its
+    /diagnostics, the derived forms of each active prompt, and an explicit form's ack."""
+    from dataclasses import replace
+
+    c = client(bridge)
+    r = post(c, "/api/prompt", {"text": "the red cup by the sink => mug; a chair without armrests"})
+    assert r.json()["expect"] == ["the red cup by the sink", "a chair without armrests"]
+    assert post(c, "/api/prompt", {"text": "a cup =>"}).status_code == 400
+    bridge.node_view = replace(
+        bridge.node_view, prompts=("a chair without armrests",),
+        diagnostics=DiagnosticsView("OK", "ok", {"prompt_policy": "categorical", "prompt_1": "second",
+                                                 "prompt_0": "you typed 'a' -> the model gets 'b'"}, 0.1))
+    s = c.get("/api/state").json()
+    assert s["diagnostics"]["prompt_policy"] == "categorical"
+    assert s["diagnostics"]["given"] == ["you typed 'a' -> the model gets 'b'", "second"]
+    assert s["derived"] == [{"orig": "a chair without armrests", "cat": "chair", "explicit": False,
+                             "tmpl": "a photo of a chair without armrests", "fallback": False}]

@@ -209,6 +209,11 @@ def test_design_names_every_room_and_the_layer_order() -> None:
     ("probench.models.spec", ("probench.models",)),
     ("probench.models.accel", ("probench.models.zoo", "probench.models.cli")),
     ("probench.report", ("probench.models", "probench.ros", "probench.bags")),
+    # prompt policies sit above the models (infer takes a policy object; only the CLI builds one)
+    ("probench.models.infer", ("probench.prompting",)),
+    ("probench.models.base", ("probench.prompting",)),
+    ("probench.prompting", ("probench.ros", "probench.realtime", "probench.scoring", "probench.report",
+                            "probench.console", "probench.ground", "probench.scale", "probench.data")),
 ])
 def test_doors_inside_the_layers(room: str, forbidden: tuple[str, ...]) -> None:
     """The finer rules the layers do not say: within a room, and what report skips."""

@@ -494,3 +494,22 @@ def test_the_delivered_rate_never_exceeds_the_send_rate() -> None:
     rt = realtime_summary(dies, budget_ms=33.3, rate_hz=30.0, mode="camera-rate", warmup_frames=0)
     assert rt["output_rate_hz"] == pytest.approx(30.0, rel=1e-3)
     assert rt["delivered_rate_hz"] == pytest.approx(10.0, rel=1e-3)
+
+
+def test_a_prompt_policy_is_set_for_its_own_frames_only(bag, tmp_path: Path) -> None:
+    """The evaluator sets the grounding node's policy per formulation (as typed for the
+    paper's, the policy for `policy`), and the result equals offline inference."""
+    from probench.cli import main
+
+    ds, bag_path = bag
+    link = FakeGroundingLink()
+    metrics = _run(_cfg(bag_path, tmp_path / "ros", prompt_policy="categorical"), link)
+    assert link.policies == ["as_typed", "as_typed", "categorical"]
+    assert main(["infer", "--model", "test-instant", "--dataset", str(ds), "--out", str(tmp_path / "off"),
+                 "--formulations", "orig,cat", "--prompt-policy", "categorical", "--no-progress"]) == 0
+    for f in ("orig", "cat", "policy"):
+        assert _preds(tmp_path / "ros", f) == _preds(tmp_path / "off", f)
+    assert metrics["m_policy"] is not None and "delta_policy_orig" in metrics
+    info = json.loads((tmp_path / "ros" / "run.json").read_text())
+    assert info["formulations"] == ["orig", "cat", "policy"]
+    assert info["settings"]["prompt_policy"]["gives"] == ["cat"]

@@ -37,7 +37,7 @@ from probench.cache.errors import RunMismatchError
 from probench.cache.run import RunDir
 from probench.cache.trace import TRACE_FILE
 from probench.errors import Interrupted, UsageError
-from probench.vocabulary import FORMULATIONS
+from probench.vocabulary import RUN_FORMULATIONS
 
 # Libraries whose versions can change predictions; looked up without importing them.
 _VERSIONED = (
@@ -262,7 +262,7 @@ def open_run(
         "created": existing.get("created") or utc_now(),
         **identity.record(),
         "formulations": [
-            f for f in FORMULATIONS if f in formulations or f in (existing.get("formulations") or [])
+            f for f in RUN_FORMULATIONS if f in formulations or f in (existing.get("formulations") or [])
         ],
         "status": "running",
         "versions": library_versions(),

@@ -33,7 +33,7 @@ from probench.cache.atomic import write_json_atomic
 from probench.cache.crash import crash_point
 from probench.cache.errors import CacheError
 from probench.jsonio import loads
-from probench.vocabulary import FORMULATIONS
+from probench.vocabulary import RUN_FORMULATIONS
 
 FSYNC_INTERVAL_S = 1.0
 # A COCO result record: a CocoResult built in memory or a dict read back from a run folder.
@@ -112,8 +112,8 @@ class PredictionWriter:
     """Resumable writer of one formulation's predictions."""
 
     def __init__(self, run: RunDir, formulation: str) -> None:
-        if formulation not in FORMULATIONS:
-            raise CacheError(f"unknown formulation {formulation!r}; expected one of {FORMULATIONS}")
+        if formulation not in RUN_FORMULATIONS:
+            raise CacheError(f"unknown formulation {formulation!r}; expected one of {RUN_FORMULATIONS}")
         self.run = run
         self.formulation = formulation
         self.final_path = run.predictions_dir / f"{formulation}.json"
@@ -198,12 +198,12 @@ class RunDir:
 
     def formulations(self) -> list[str]:
         """Formulations whose predictions are complete, in the canonical order."""
-        return [f for f in FORMULATIONS if (self.predictions_dir / f"{f}.json").exists()]
+        return [f for f in RUN_FORMULATIONS if (self.predictions_dir / f"{f}.json").exists()]
 
     def drop_stale_logs(self) -> list[str]:
         """Remove the progress log of every complete formulation (left by a kill between
         writing ``<f>.json`` and removing the log); returns those formulations."""
-        stale = [f for f in FORMULATIONS if (self.predictions_dir / f"{f}.json").exists()
+        stale = [f for f in RUN_FORMULATIONS if (self.predictions_dir / f"{f}.json").exists()
                  and (self.predictions_dir / f"{f}.partial.jsonl").exists()]
         for f in stale:
             (self.predictions_dir / f"{f}.partial.jsonl").unlink()
@@ -212,7 +212,7 @@ class RunDir:
     def incomplete_formulations(self) -> list[str]:
         return [
             f
-            for f in FORMULATIONS
+            for f in RUN_FORMULATIONS
             if (self.predictions_dir / f"{f}.partial.jsonl").exists()
             and not (self.predictions_dir / f"{f}.json").exists()
         ]

@@ -3,7 +3,7 @@
 - ``GET /``, ``GET /static/{app.js,style.css}``: the page (plain files shipped as package
   data; no build step). ``GET /api/state``: the node's state as JSON.
 - ``POST /api/prompt`` ``{"text": "a red cup; the door"}``: the text is held to the node's
-  own limits (:func:`probench.realtime.node_spec.prompts_from_message`), split on ``;`` and
+  own limits (:func:`probench.prompting.messages.prompts_from_message`), split on ``;`` and
   published as a ``std_msgs/String``. It is data: nothing here or in the page evaluates it
   (the page only ever sets ``textContent``).
 - ``POST /api/lifecycle`` ``{"transition": "activate"}``: configure / activate / deactivate.
@@ -37,7 +37,7 @@ from probench.console.errors import BridgeError, ConsoleUsageError
 from probench.console.guard import Guard, is_loopback
 from probench.errors import ProbenchError
 from probench.models.base import MAX_PROMPT_CHARS, MAX_PROMPTS
-from probench.realtime.node_spec import prompt_message_limit, prompts_from_message
+from probench.prompting.messages import prompt_message_limit, prompts_from_message
 
 log = logging.getLogger("probench.console")
 
@@ -92,11 +92,27 @@ def _diagnostics_json(view: NodeView) -> dict[str, object] | None:
     v = d.values
     nums = ("rate_hz", "latency_p50_ms", "latency_p95_ms", "latency_max_ms", "frames_received",
             "frames_processed", "frames_skipped", "errors", "prompts_rejected")
+    given = [v[k] for k in sorted((k for k in v if k.startswith("prompt_") and k[7:].isdigit()),
+                                  key=lambda k: int(k[7:]))]
     return {
         "level": d.level, "message": d.message, "age_s": _num(d.age_s),
         **{k: _num(v.get(k)) for k in nums},
-        **{k: v.get(k, "") for k in ("state", "model", "device", "precision")},
+        **{k: v.get(k, "") for k in ("state", "model", "device", "precision", "prompt_policy")},
+        "given": given,  # "you typed X -> the model gets Y", per active prompt (docs/PROMPTING.md)
     }
+
+
+def _derived(prompts: tuple[str, ...]) -> list[dict[str, object]]:
+    """The three formulations of each active prompt (docs/PROMPTING.md), for the page."""
+    from probench.prompting.derive import derive
+
+    out = []
+    for p in prompts:
+        try:
+            out.append(derive(p).as_dict())
+        except ProbenchError:  # not from this node's LabelInfo (it refuses such prompts)
+            continue
+    return out
 
 
 class _Credit:
@@ -149,6 +165,7 @@ class Console:
         return {
             "type": "state", "node": view.node, "present": view.present, "lifecycle": view.lifecycle,
             "prompts": list(view.prompts), "prompts_age_s": _num(view.prompts_age_s),
+            "derived": _derived(view.prompts),
             "detections": [{"label": d.label, "score": _num(d.score), "box": [_num(x) for x in d.box],
                             "track_id": d.track_id, "distance_m": _num(d.distance_m)}
                            for d in dets],
@@ -306,7 +323,10 @@ def create_app(
             prompts = console.send_prompt(body.get("text"))
         except (_HttpError, BridgeError) as exc:  # both carry the HTTP status to answer with
             return _error(exc.status, str(exc))
-        return JSONResponse({"sent": list(prompts)})
+        from probench.prompting.derive import split_explicit
+
+        # what the node's LabelInfo will list: the operator's prompts (ORIG of ORIG => CAT)
+        return JSONResponse({"sent": list(prompts), "expect": [split_explicit(p)[0] for p in prompts]})
 
     async def lifecycle(request: Request) -> Response:
         try:

@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import errno
 import socket
+import sys
 import time
+from pathlib import Path
 
 from probench.console.bridge import STREAM_SOURCES, graph_names
 from probench.console.errors import ConsoleUsageError
@@ -38,6 +40,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "found on the graph; its /compressed twin is read too)")
     parser.add_argument("--require-token", action="store_true",
                         help="require the access token on a loopback address too (shared machines)")
+    from probench.prompting.options import add_policy_arguments
+
+    add_policy_arguments(parser)  # set on the node at start (its live prompt_policy parameter)
+
+
+def _check_policy(args: argparse.Namespace) -> None:
+    """--prompt-policy / --profile checked here (one line) before anything starts."""
+    if args.prompt_policy is None:
+        if args.profile is not None:
+            from probench.errors import UsageError
+
+            raise UsageError("--profile needs --prompt-policy")
+        return
+    from probench.prompting.profile import load_profile
+
+    load_profile(args.profile)
+    if args.profile not in (None, "", "paper"):
+        args.profile = str(Path(args.profile).resolve())  # the node reads it
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -75,6 +95,7 @@ def _url(host: str, port: int, token: str | None) -> str:
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     names = graph_names(args.node, args.image_topic)  # checks both names before anything starts
+    _check_policy(args)
     token = new_token() if (args.require_token or not is_loopback(args.host)) else None
     sock = _bind(args.host, args.port)
     port = sock.getsockname()[1]
@@ -88,6 +109,16 @@ def run(args: argparse.Namespace) -> int:
         apply_profile()  # before the bridge's participant exists: camera frames arrive whole
         bridge = RosConsoleBridge(args.node, stream_source=args.stream, image_topic=args.image_topic)
         try:
+            if args.prompt_policy is not None:  # set on the node; its refusal is one line
+                from probench.console.errors import BridgeError
+
+                try:
+                    bridge.set_prompt_policy(args.prompt_policy, args.profile or "", 10.0)
+                    print(f"probench console: prompt policy {args.prompt_policy} set on {names['node']}",
+                          flush=True)
+                except BridgeError as exc:
+                    print(f"probench console: warning: prompt policy not set: {exc}", file=sys.stderr,
+                          flush=True)
             app = create_app(bridge, host=args.host, token=token, stream_source=args.stream,
                              transition_timeout_s=60.0)
             config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",

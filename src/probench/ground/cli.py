@@ -76,6 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     md.add_argument("--max-detections", type=int, metavar="N",
                     default=int(PARAMETER_DEFAULTS["max_detections"]),
                     help="at most this many detections per frame, highest scores (default %(default)s)")
+    from probench.prompting.options import add_policy_arguments
+
+    add_policy_arguments(md, default="as_typed")  # what the model gets, as the node's prompt_policy
     mode = parser.add_argument_group("mode")
     mode.add_argument("--realtime", action="store_true",
                     help="the bag's own timing through the node's newest-frame policy: frames arriving "
@@ -143,11 +146,19 @@ def plan_from_args(args: argparse.Namespace) -> GroundPlan:
 def run(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)
 
+    from probench.models.zoo import model_record
+    from probench.prompting.options import policy_from_args
+    from probench.prompting.policy import PolicyDetector
+
+    policy = policy_from_args(args, model_record(args.model, weights=args.weights), "ground")
+    assert policy is not None  # --prompt-policy defaults to as_typed here
+
     def load() -> object:
         from probench.models.zoo import load_detector
 
-        return load_detector(args.model, device=args.device, precision=args.precision,
-                             score_threshold=args.score_threshold, weights=args.weights)
+        detector = load_detector(args.model, device=args.device, precision=args.precision,
+                                 score_threshold=args.score_threshold, weights=args.weights)
+        return PolicyDetector(detector, policy)
 
     summary = ground_bag(plan, load)
     print("probench ground: " + "\n".join(summary.lines()))

@@ -73,10 +73,19 @@ def ground(frame: Frame, detector: Detector, prompts: Prompts, max_detections: i
         dets = dets.filter(top_order(dets, max_detections))  # what the node publishes
     else:
         dets = Detections.empty()
-    cdr = detections_to_cdr(dets, header, prompts)
+    names = class_names(detector, prompts)
+    cdr = detections_to_cdr(dets, header, names)
     ms = (time.perf_counter() - t0) * 1000.0
     return Grounded(frame, header, rgb, prompts, dets, cdr, processing_ms=ms,
                     timings_ms=dict(dets.timings_ms))
+
+
+def class_names(detector: object, prompts: Prompts) -> Prompts:
+    """The class ids of ``prompts``: the operator's prompts behind a prompt policy (an
+    explicit ``ORIG => CAT`` form published as ORIG), else the prompts themselves."""
+    from probench.prompting.policy import PolicyDetector
+
+    return detector.operator_prompts(prompts) if isinstance(detector, PolicyDetector) else prompts
 
 
 def dropped(frame: Frame, reason: str) -> Grounded:

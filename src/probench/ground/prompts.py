@@ -3,7 +3,7 @@
 Prompts come from ``--prompt`` (active from the start), a ``--prompt-schedule`` file and a
 recorded prompt topic (std_msgs/String, ``;``-separated as on the node's ``prompt`` topic).
 Every text is checked as the node checks a prompt message
-(:func:`probench.realtime.node_spec.prompts_from_message`); prompt text is data, never code.
+(:func:`probench.prompting.messages.prompts_from_message`); prompt text is data, never code.
 
 Schedule file format (UTF-8 text, one change per line)::
 
@@ -41,7 +41,7 @@ class PromptEvent:
 
 def parse_prompt_flag(text: str) -> Prompts:
     """``--prompt "a red backpack; a door handle"`` as a checked prompt set (usage error)."""
-    from probench.realtime.node_spec import prompts_from_message
+    from probench.prompting.messages import prompts_from_message
 
     try:
         return prompts_from_message(text)
@@ -51,7 +51,7 @@ def parse_prompt_flag(text: str) -> Prompts:
 
 def read_schedule(path: str | Path, start_ns: int) -> list[PromptEvent]:
     """The events of a schedule file (module doc), at ``start_ns`` + their seconds."""
-    from probench.realtime.node_spec import prompts_from_message
+    from probench.prompting.messages import prompts_from_message
 
     path = Path(path)
     where = f"--prompt-schedule {path}"
@@ -96,7 +96,7 @@ def recorded_event(t_ns: int, raw: bytes, topic: str) -> PromptEvent:
     """A recorded prompt message, accepted or rejected exactly as the node would."""
     from probench.bags.source import one_line
     from probench.bags.typestore import typestore
-    from probench.realtime.node_spec import prompts_from_message
+    from probench.prompting.messages import prompts_from_message
 
     source = f"{topic} at t={t_ns} ns"
     try:  # rosbags decodes strictly: invalid UTF-8 is rejected, as the node rejects it

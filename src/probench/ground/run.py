@@ -18,7 +18,7 @@ from typing import Any
 from probench.bags.errors import BagError
 from probench.bags.source import BagSource, Topic
 from probench.ground.errors import GroundUsageError
-from probench.ground.frames import Frame, Grounded, decode, dropped, ground
+from probench.ground.frames import Frame, Grounded, class_names, decode, dropped, ground
 from probench.ground.outputs import GroundOutputs, output_topics
 from probench.ground.prompts import PromptEvent, read_schedule, recorded_event
 from probench.ground.replay import MailboxReplay
@@ -117,7 +117,7 @@ class _Grounder:
             return False, time.perf_counter() - t0
         busy = time.perf_counter() - t0
         self.summary.prompt_sets += 1
-        self.outputs.label_info(t_ns, prompts)
+        self.outputs.label_info(t_ns, class_names(self.detector, prompts))
         return True, busy
 
     def dropped(self, frame: Frame, reason: str) -> None:

@@ -63,7 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="drop boxes scoring below this (default 0.0: keep what the model's post-processing keeps)",
     )
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N images by id")
+    from probench.prompting.options import add_policy_arguments
     from probench.scale.options import add_ray_arguments
+
+    add_policy_arguments(parser)  # --prompt-policy P [--profile PROFILE]: the fourth formulation `policy`
 
     add_ray_arguments(parser)  # --ray [ADDRESS], --workers N, ... (docs/SCALE.md)
 
@@ -105,10 +108,17 @@ def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[
 def run(args: argparse.Namespace) -> int:
     from probench.cache.identity import check_folder
     from probench.data.dataset import load_dataset
-    from probench.models.infer import check_something_to_ask, offline_identity, run_inference, select_images
-    from probench.vocabulary import parse_formulations
+    from probench.models.infer import (
+        check_something_to_ask,
+        offline_identity,
+        run_formulations,
+        run_inference,
+        select_images,
+    )
+    from probench.prompting.options import policy_from_args
 
-    formulations = parse_formulations(args.formulations)
+    policy = policy_from_args(args, requested_model(args), "infer")
+    formulations = run_formulations(args.formulations, policy)
     if not 0.0 <= args.score_threshold <= 1.0:
         raise UsageError(f"--score-threshold must lie in [0, 1], got {args.score_threshold}")
     if args.limit is not None and args.limit < 1:
@@ -124,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
         check_folder(out, offline_identity(
             requested_model(args), dataset, device=args.device, precision=args.precision,
             score_threshold=args.score_threshold, limit=args.limit,
+            prompt_policy=None if policy is None else policy.record(),
         ))
     from probench.scale.options import RayOptions
 
@@ -132,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
         from probench.scale.ray_infer import infer_on_ray
         from probench.scale.worker import ModelArgs
 
+        if policy is not None:
+            raise UsageError("--prompt-policy is not yet supported with --ray (run without --ray)")
         model = ModelArgs(name=args.model, device=args.device, precision=args.precision,
                           score_threshold=float(args.score_threshold), weights=args.weights,
                           random_weights=bool(args.random_weights), runtime=args.runtime,
@@ -142,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     info = run_inference(
         detector, dataset, out, formulations, progress=not args.no_progress,
         device=args.device, precision=args.precision, limit=args.limit, overwrite=args.overwrite,
-        model_load_s=load_s,
+        model_load_s=load_s, policy=policy,
     )
     n = info["n_images_evaluated"]
     print(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -26,11 +26,13 @@ from probench.cache.crash import crash_point
 from probench.cache.identity import RunIdentity, RunSession, open_run
 from probench.cache.run import RunDir
 from probench.data.dataset import Dataset
+from probench.detections import Detections
 from probench.errors import ProbenchError, UsageError
 from probench.models.base import Detector
 from probench.models.errors import InferenceError
 from probench.vocabulary import (
     FORMULATIONS,
+    POLICY_FORMULATION,
     CocoResult,
     detections_to_results,
     parse_formulations,
@@ -38,19 +40,52 @@ from probench.vocabulary import (
 )
 
 
+class PromptPlanLike(Protocol):
+    """What a prompt policy's plan does for one prompt set (:class:`probench.prompting.policy.PromptPlan`)."""
+
+    def detect(self, detector: Detector, image: np.ndarray) -> Detections: ...
+
+
+class PromptPolicyLike(Protocol):
+    """A prompt policy (:class:`probench.prompting.policy.PromptPolicy`; the models room does
+    not import the prompting room, which sits above it): the ``policy`` formulation gives
+    each image's orig prompts through it."""
+
+    def plan(self, prompts: Sequence[str]) -> PromptPlanLike: ...
+
+    def record(self) -> dict[str, Any]: ...
+
+
 def offline_identity(
     model: Mapping[str, object], dataset: Dataset, *, device: str, precision: str,
     score_threshold: float = 0.0, limit: int | None = None,
+    prompt_policy: Mapping[str, object] | None = None,
 ) -> RunIdentity:
-    """The identity of an offline inference run (``probench infer``, single process or Ray)."""
+    """The identity of an offline inference run (``probench infer``, single process or Ray);
+    ``prompt_policy``: the policy's record when the run has the ``policy`` formulation."""
+    settings: dict[str, Any] = {
+        "score_threshold": float(score_threshold),
+        "limit": limit,
+        "identical_prompts": "asked once, credited to each query",
+    }
+    if prompt_policy is not None:
+        settings["prompt_policy"] = dict(prompt_policy)
     return RunIdentity(
         source="offline", model=model, dataset=dataset.summary(), device=device, precision=precision,
-        settings={
-            "score_threshold": float(score_threshold),
-            "limit": limit,
-            "identical_prompts": "asked once, credited to each query",
-        },
+        settings=settings,
     )
+
+
+def run_formulations(formulations: str | Sequence[str], policy: PromptPolicyLike | None) -> list[str]:
+    """The run's formulations: the paper's asked for, then ``policy`` when a policy is given
+    (which may then be the only one)."""
+    items = [f.strip() for f in (formulations.split(",") if isinstance(formulations, str) else formulations)]
+    paper = [f for f in items if f and f != POLICY_FORMULATION]
+    if policy is None:
+        if POLICY_FORMULATION in items:
+            raise UsageError("the policy formulation needs a prompt policy (--prompt-policy)")
+        return parse_formulations(paper)
+    return [*(parse_formulations(paper) if paper else []), POLICY_FORMULATION]
 
 
 def select_images(dataset: Dataset, limit: int | None = None) -> list[int]:
@@ -95,15 +130,16 @@ def run_inference(
     overwrite: bool = False,
     model_load_s: float | None = None,
     prefetch: bool = True,
+    policy: PromptPolicyLike | None = None,
 ) -> dict[str, Any]:
     """Fill ``run_dir`` with the predictions of ``detector`` on ``dataset``; returns run.json.
 
     The run's model record is the detector's ``model_info`` (set by the registry).
     ``prefetch`` decodes the next image in a thread while the model runs (results are the
-    same either way).
+    same either way). ``policy`` adds the ``policy`` formulation (docs/PROMPTING.md).
     """
     path = run_dir.path if isinstance(run_dir, RunDir) else Path(run_dir)
-    formulations = parse_formulations(formulations)
+    formulations = run_formulations(formulations, policy)
     image_ids = select_images(dataset, limit)
     model = detector.model_info
     if not model:
@@ -111,6 +147,7 @@ def run_inference(
     identity = offline_identity(
         dict(model), dataset, device=device or str(detector.device), precision=precision,
         score_threshold=float(detector.score_threshold), limit=limit,
+        prompt_policy=None if policy is None else policy.record(),
     )
     extra: dict[str, Any] = {"n_images_evaluated": len(image_ids)}
     if model_load_s is not None:
@@ -119,7 +156,7 @@ def run_inference(
                        extra=extra)
     with session.recording():
         crash_point("infer.started")
-        _infer_all(detector, dataset, session, formulations, image_ids, progress, prefetch)
+        _infer_all(detector, dataset, session, formulations, image_ids, progress, prefetch, policy)
     crash_point("infer.finishing")
     return session.finish()
 
@@ -132,6 +169,7 @@ def _infer_all(
     image_ids: list[int],
     progress: bool,
     prefetch: bool = True,
+    policy: PromptPolicyLike | None = None,
 ) -> None:
     from tqdm import tqdm
 
@@ -155,7 +193,7 @@ def _infer_all(
                     results = []
                     if dataset.label_space(image_id):  # else nothing is asked, nothing predicted
                         got_id, image = next(images)
-                        results = _infer_image(detector, dataset, image_id, got_id, image, f)
+                        results = _infer_image(detector, dataset, image_id, got_id, image, f, policy)
                     writer.add_image(image_id, results)
                     crash_point("infer.record")
                     bar.update(1)
@@ -188,22 +226,33 @@ def _decoded(dataset: Dataset, image_ids: list[int], prefetch: bool) -> Generato
 
 
 def _infer_image(
-    detector: Detector, dataset: Dataset, image_id: int, got_id: int, image: np.ndarray, formulation: str
+    detector: Detector, dataset: Dataset, image_id: int, got_id: int, image: np.ndarray, formulation: str,
+    policy: PromptPolicyLike | None = None,
 ) -> list[CocoResult]:
     if got_id != image_id:  # the decode queue and the loop must walk the same ids
         raise InferenceError(f"internal: decoded image {got_id} where {image_id} was due")
-    return infer_image(detector, dataset, image_id, image, formulation)
+    return infer_image(detector, dataset, image_id, image, formulation, policy)
 
 
 def infer_image(
-    detector: Detector, dataset: Dataset, image_id: int, image: np.ndarray, formulation: str
+    detector: Detector, dataset: Dataset, image_id: int, image: np.ndarray, formulation: str,
+    policy: PromptPolicyLike | None = None,
 ) -> list[CocoResult]:
     """The COCO results of one decoded image under one formulation (the unit of work a
-    single process and a Ray worker both do)."""
-    query_ids, prompts = dataset.prompts_for(image_id, formulation)
+    single process and a Ray worker both do). ``policy``: the image's orig prompts go
+    through it (the ``policy`` formulation); boxes come back under the orig prompts."""
+    if formulation == POLICY_FORMULATION:
+        if policy is None:
+            raise UsageError("the policy formulation needs a prompt policy (--prompt-policy)")
+        query_ids, prompts = dataset.prompts_for(image_id, "orig")
+    else:
+        query_ids, prompts = dataset.prompts_for(image_id, formulation)
     texts, groups = unique_prompts(query_ids, prompts)
     try:
-        dets = detector.detect(image, texts)
+        if formulation == POLICY_FORMULATION and policy is not None:
+            dets = policy.plan(texts).detect(detector, image)
+        else:
+            dets = detector.detect(image, texts)
     except ProbenchError:
         raise
     except Exception as exc:  # any backend failure, reported with its context

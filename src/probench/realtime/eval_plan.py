@@ -21,7 +21,13 @@ from typing import Any
 import numpy as np
 
 from probench.detections import Detections
-from probench.vocabulary import AttributionError, CocoResult, detections_to_results, unique_prompts
+from probench.vocabulary import (
+    POLICY_FORMULATION,
+    AttributionError,
+    CocoResult,
+    detections_to_results,
+    unique_prompts,
+)
 
 __all__ = ["AttributionError", "FormulationPlan", "FramePlan", "frame_plan", "plan_formulation",
            "results_for_frame"]
@@ -49,8 +55,11 @@ class FormulationPlan:
 
 
 def frame_plan(formulation: str, info: Mapping[str, Any], bag_time_ns: int = 0) -> FramePlan:
+    """The frame's prompt set; under ``policy`` its orig prompts (the grounding node's prompt
+    policy turns them into what the model gets, and answers under them)."""
     qids = [int(q["query_id"]) for q in info["label_space"]]
-    prompts = [str(q[formulation]) for q in info["label_space"]]
+    key = "orig" if formulation == POLICY_FORMULATION else formulation
+    prompts = [str(q[key]) for q in info["label_space"]]
     texts, groups = unique_prompts(qids, prompts)
     return FramePlan(formulation, int(info["image_id"]), int(bag_time_ns), tuple(texts),
                      tuple(tuple(g) for g in groups))

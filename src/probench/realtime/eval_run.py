@@ -33,7 +33,7 @@ from probench.realtime.eval_plan import FormulationPlan, FramePlan, plan_formula
 from probench.realtime.eval_realtime import realtime_summary
 from probench.realtime.eval_stream import MONOTONIC, Answer, Clock, Collector, Link, stream, warm_up
 from probench.realtime.node_spec import EvaluatorConfig, budget_ms
-from probench.vocabulary import CocoResult
+from probench.vocabulary import POLICY_FORMULATION, CocoResult
 
 if TYPE_CHECKING:
     from probench.bags.reader import ProbenchBag
@@ -56,6 +56,9 @@ class EvaluatorLink(Link, Protocol):
         """The image message to publish, from its serialized bytes in the bag."""
 
     def set_answer_handler(self, handler: Callable[[Answer], object]) -> None: ...
+
+    def set_prompt_policy(self, policy: str, profile: str, timeout: float) -> None:
+        """The grounding node's prompt policy for the frames that follow (docs/PROMPTING.md)."""
 
     def info(self, text: str) -> None: ...
 
@@ -86,6 +89,13 @@ def ros_identity(
         "compressed": bool(compressed),
         "prompts": "per frame: its label space, stamped (frame_prompts)",
     }
+    if evaluator.get("prompt_policy"):
+        from probench.prompting.policy import resolve_policy
+
+        settings["prompt_policy"] = resolve_policy(
+            str(evaluator["prompt_policy"]), model=str(grounding.get("model") or ""),
+            paper_name=str(model_record(str(grounding.get("model") or ""))["paper_name"]),
+            profile=str(evaluator.get("prompt_profile") or "") or None).record()
     return RunIdentity(
         source="ros", model=model_record(str(grounding.get("model") or ""), weights=weights,
                                          preprocess=str(grounding.get("preprocess") or "device")),
@@ -109,14 +119,14 @@ def plan(cfg: EvaluatorConfig, bag: ProbenchBag, grounding: Mapping[str, Any]) -
 
     identity = ros_identity(asdict(cfg), grounding, bag.dataset.summary(), bag=cfg.bag,
                             compressed=bag.compressed)
-    session = open_run(cfg.out, identity, formulations=cfg.formulations, overwrite=cfg.overwrite,
+    session = open_run(cfg.out, identity, formulations=cfg.run_formulations, overwrite=cfg.overwrite,
                        timing_key="eval_s", extra={"ros": {
                            "mode": cfg.mode, "rate_hz": cfg.rate_hz, "bag": str(Path(cfg.bag).resolve()),
                            "grounding_node": cfg.grounding_node, "warmup_frames": cfg.warmup_frames}})
-    recorder = Recorder(session.run, cfg.formulations)
+    recorder = Recorder(session.run, cfg.run_formulations)
     frames = bag.frame_infos()
     out = RunPlan(session, recorder)
-    for f in cfg.formulations:
+    for f in cfg.run_formulations:
         if f in recorder.writers:
             out.formulations.append(plan_formulation(frames, f, recorder.writers[f].done_images))
         else:
@@ -240,6 +250,10 @@ def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag, clock: Clo
             empty = f", {len(fplan.empty)} with an empty label space (recorded with no detections)"
             link.info(f"{fplan.formulation}: {len(fplan.frames)} frame(s) to replay, each with its own "
                       f"prompt set ({fplan.already_done} already done{empty if fplan.empty else ''})")
+            if cfg.prompt_policy:  # the policy for its own frames only, as typed for the paper's
+                own = fplan.formulation == POLICY_FORMULATION
+                policy, profile = (cfg.prompt_policy, cfg.prompt_profile) if own else ("as_typed", "")
+                link.set_prompt_policy(policy, profile, cfg.startup_timeout)
             for fp in fplan.empty:  # nothing to ask: no detections
                 recorder.put(fp, None, [])
             raws = bag.iter_images([fp.bag_time_ns for fp in fplan.frames])

@@ -162,6 +162,8 @@ class FakeGroundingLink:
         self._free_ns = 0  # simulated mode: when the worker is free again
         self._held_sets: list[tuple[int, int, Prompts]] = []  # simulated: (due, stamp, set)
         self._started = False
+        self.policy: Any = None  # the prompt policy (as typed when None), as the node's worker holds it
+        self.policies: list[str] = []  # every policy set, in order
         if clock is not None:
             clock.links.append(self)
 
@@ -198,6 +200,12 @@ class FakeGroundingLink:
 
     def set_answer_handler(self, handler: Callable[[Answer], object]) -> None:
         self._handler = handler
+
+    def set_prompt_policy(self, policy: str, profile: str, timeout: float) -> None:
+        from probench.prompting.policy import resolve_policy
+
+        self.policies.append(policy)
+        self.policy = resolve_policy(policy, model="test-instant", profile=profile or None)
 
     def info(self, text: str) -> None:
         self.logs.append(text)
@@ -280,7 +288,12 @@ class FakeGroundingLink:
             time.sleep(self.model_s)
         if texts is not None:
             _, rgb = rgb_from_cdr(raw, compressed=kind != "raw")
-            dets = self.detector.detect(np.ascontiguousarray(rgb), list(texts))
+            if self.policy is not None:  # as the node: the policy's texts in, the operator's prompts out
+                plan = self.policy.plan(texts)
+                dets = plan.detect(self.detector, np.ascontiguousarray(rgb))
+                texts = plan.operator
+            else:
+                dets = self.detector.detect(np.ascontiguousarray(rgb), list(texts))
             class_ids = [texts[i] for i in dets.prompt_index]
             if n in self.wrong_class:
                 class_ids = ["something never asked"] * len(class_ids)

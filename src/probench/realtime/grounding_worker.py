@@ -74,6 +74,9 @@ class FrameWorker:
         self._prompt_queue: deque[PromptJob] = deque(maxlen=max_pending_prompts)
         self.latest_prompts: Prompts = ()  # last accepted (maybe not applied yet)
         self.active_prompts: Prompts = ()  # what frames are processed with
+        # the prompt policy (probench.prompting.policy.PromptPolicy) frames and prompt sets
+        # go through; None: as typed. Replaced whole by put_policy, read by the handlers.
+        self.policy: Any = None
         self._active = False
         self._busy = False
         self._stop = False
@@ -107,6 +110,16 @@ class FrameWorker:
             self._prompt_queue.append(PromptJob(prompts, stamp))
             self._cond.notify_all()
         return None if dropped is None else dropped.data
+
+    def put_policy(self, policy: Any, stamp: Any) -> None:
+        """Switch the prompt policy at once; the operator's prompts stay and are queued again,
+        so the new policy's texts are made ready and acknowledged like a prompt set (the same
+        set: no pending frame is dropped)."""
+        with self._cond:
+            self.policy = policy
+            if self.latest_prompts:
+                self._prompt_queue.append(PromptJob(self.latest_prompts, stamp))
+            self._cond.notify_all()
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:

@@ -14,9 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from probench.prompting.messages import check_prompt_specs, split_prompts
+from probench.prompting.messages import prompt_message_limit as prompt_message_limit  # re-exported
+from probench.prompting.messages import prompts_from_message as prompts_from_message  # re-exported
+from probench.prompting.policy import DEFAULT_POLICY, POLICIES
 from probench.realtime import PACKAGE, package_config
 from probench.realtime.params import Param, ParamTable
-from probench.vocabulary import FORMULATIONS, PREPROCESS_PATHS, parse_formulations
+from probench.vocabulary import FORMULATIONS, POLICY_FORMULATION, PREPROCESS_PATHS, parse_formulations
 
 EXECUTABLE = "grounding_node"
 NODE_NAME = "grounding_node"
@@ -26,9 +30,14 @@ MODES = ("camera-rate", "as-fast-as-answered")
 
 
 def _prompts(value: Any) -> tuple[str, ...]:
-    from probench.models.base import check_prompts
+    return check_prompt_specs(list(value or []))
 
-    return check_prompts(list(value or []))
+
+def _profile(value: Any) -> str:
+    from probench.prompting.profile import load_profile
+
+    load_profile(str(value).strip() or None)  # a ProfileError (one line) when it is not valid
+    return str(value).strip()
 
 
 def _formulations(value: Any) -> list[str]:
@@ -52,6 +61,13 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
           identity=True),
     Param("prompts", "string_array", [], "active target descriptions (also set via the `prompt` topic)",
           "live", check_value=_prompts),
+    Param("prompt_policy", "string", DEFAULT_POLICY,
+          "what the model gets for each prompt: as typed, its categorical form, the template, the model's "
+          "best formulation (prompt_profile) or all three fused (docs/PROMPTING.md)", "live",
+          choices=POLICIES),
+    Param("prompt_profile", "string", "",
+          "formulation profile for prompt_policy best (`probench profile`); empty = the paper's Table II",
+          "live", check_value=_profile),
     Param("autostart", "bool", True, "configure and activate on start", "startup"),
     Param("image_reliability", "string", "best_effort", "QoS reliability of the image subscriptions",
           "configure", choices=RELIABILITIES, identity=True),
@@ -87,7 +103,8 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
 @dataclass(frozen=True)
 class GroundingConfig:
     """The grounding node's configure-time parameters, checked and typed (``prompts`` are
-    live and held by the node's worker)."""
+    live and held by the node's worker; ``prompt_policy`` and ``prompt_profile`` are live
+    too: here their values at configure, the worker holds the policy in force)."""
 
     model: str
     device: str
@@ -107,6 +124,8 @@ class GroundingConfig:
     min_depth_pixels: int
     tracking: bool
     trace_file: str = ""
+    prompt_policy: str = DEFAULT_POLICY
+    prompt_profile: str = ""
 
 
 EVALUATOR_NAME = "evaluator_node"
@@ -140,6 +159,11 @@ EVALUATOR_PARAMS = ParamTable(EVALUATOR_NAME, (
           low_open=True),
     Param("result_file", "string", "",
           "where the node writes its result record (status, error, files) when it exits; empty: none"),
+    Param("prompt_policy", "string", "",
+          "a prompt policy: adds the formulation `policy` (orig through the policy, set on the grounding "
+          "node for its frames); empty = none (docs/PROMPTING.md)", choices=("", *POLICIES)),
+    Param("prompt_profile", "string", "", "formulation profile for prompt_policy best; empty = the paper's "
+          "Table II", check_value=_profile),
 ))
 
 
@@ -162,6 +186,13 @@ class EvaluatorConfig:
     max_missed: float = 0.01
     trial_s: float = 3.0
     result_file: str = ""
+    prompt_policy: str = ""
+    prompt_profile: str = ""
+
+    @property
+    def run_formulations(self) -> list[str]:
+        """The formulations replayed: the paper's asked for, then ``policy`` with a prompt policy."""
+        return [*self.formulations, POLICY_FORMULATION] if self.prompt_policy else list(self.formulations)
 
     @property
     def budget(self) -> float:
@@ -240,43 +271,6 @@ def diagnostic_status_name(node_fqn: str) -> str:
     """The name of the node's DiagnosticStatus: its fully qualified name (two nodes of the
     same name in different namespaces stay apart), as the console looks it up."""
     return f"{node_fqn}: grounding"
-
-
-def split_prompts(text: str) -> list[str]:
-    """``"a red cup; the door"`` -> ``["a red cup", "the door"]`` (empty pieces dropped)."""
-    return [p.strip() for p in text.split(";") if p.strip()]
-
-
-def prompt_message_limit() -> int:
-    """The longest ``prompt`` message (characters) the node reads: every prompt at its limit,
-    each followed by a separator."""
-    from probench.models.base import MAX_PROMPT_CHARS, MAX_PROMPTS
-
-    return MAX_PROMPTS * (MAX_PROMPT_CHARS + 1)
-
-
-def prompts_from_message(text: str) -> tuple[str, ...]:
-    """The prompt set a message on the node's ``prompt`` topic asks for (``;``-separated),
-    checked as the node checks it (message length, prompt count and length); a
-    :class:`PromptMessageError` (one line) when the node would reject it and keep its
-    previous prompts. The text is data: it is only split on ``;`` and stripped. The node,
-    ``probench ground`` and ``probench console`` all read prompts through this."""
-    from probench.errors import ProbenchError
-    from probench.models.base import check_prompts
-    from probench.msgs.errors import PromptMessageError
-
-    if not isinstance(text, str):
-        raise PromptMessageError(f"a prompt message is text, not {type(text).__name__}")
-    limit = prompt_message_limit()
-    if len(text) > limit:
-        raise PromptMessageError(f"message is {len(text)} characters long (limit {limit})")
-    pieces = split_prompts(text)
-    if not pieces:
-        raise PromptMessageError(f"empty or whitespace-only prompt message ({text[:20]!r})")
-    try:
-        return check_prompts(pieces)
-    except ProbenchError as exc:
-        raise PromptMessageError(f"{exc} (message {text[:60]!r})") from exc
 
 
 def grounding_node_description(

@@ -29,6 +29,7 @@ HEADERS: dict[str, str] = {  # what the Markdown header says where the key alone
     "pcr50_top1": "pcr50 top-1",
     "plc_top1": "plc top-1",
 }
+POLICY_COLUMN = "m_policy"
 TOP_K = 5
 _SUPERSCRIPT = {2: "²", 3: "³", 4: "⁴", 5: "⁵"}
 
@@ -86,15 +87,26 @@ def mark(text: str, rank: int | None) -> str:
     return f"**{text}**" if rank == 1 else text + _SUPERSCRIPT[rank]
 
 
+def _columns(entries: list[Entry]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The Markdown's columns (and numeric ones): m_policy after m_tmpl when a row has a
+    prompt policy's formulation (docs/PROMPTING.md)."""
+    if not any(e.number(POLICY_COLUMN) is not None for e in entries):
+        return MARKDOWN_COLUMNS, MARKDOWN_NUMERIC
+    at = MARKDOWN_COLUMNS.index("m_tmpl") + 1
+    cols = (*MARKDOWN_COLUMNS[:at], POLICY_COLUMN, *MARKDOWN_COLUMNS[at:])
+    return cols, tuple(c for c in cols if c in MARKDOWN_NUMERIC or c == POLICY_COLUMN)
+
+
 def to_markdown(entries: list[Entry]) -> str:
     """Table II as a Markdown table plus a one-paragraph legend."""
     rows = sort_entries(entries)
-    rank_by_col = {c: ranks(rows, c) for c in MARKDOWN_NUMERIC}
-    header = [HEADERS.get(c, c) for c in MARKDOWN_COLUMNS]
+    columns, numeric = _columns(rows)
+    rank_by_col = {c: ranks(rows, c) for c in numeric}
+    header = [HEADERS.get(c, c) for c in columns]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + [":-:"] * (len(header) - 1)) + "|"]
     for i, e in enumerate(rows):
         cells = []
-        for c in MARKDOWN_COLUMNS:
+        for c in columns:
             text = cell(e, c)
             if c in rank_by_col:
                 text = mark(text, rank_by_col[c][i])
@@ -112,6 +124,10 @@ def to_markdown(entries: list[Entry]) -> str:
         "query in the image counts, the one a robot acts on. Empty cell: not measured, or for PCR/PLC "
         "not computable (see the notes under the table)."
     )
+    if POLICY_COLUMN in columns:
+        legend += (" m_policy: mAP.5 of the run's prompt policy (orig through the policy, scored against "
+                   "the same targets; not one of the paper's formulations, so not in delta_max, "
+                   "best_formulation, pcr50 or plc; docs/PROMPTING.md).")
     notes = "".join(f"- {n}\n" for n in pcr_notes(rows))
     return "\n".join(lines) + "\n\n" + legend + "\n" + (f"\n{notes}" if notes else "")
 
@@ -124,6 +140,11 @@ def pcr_notes(entries: list[Entry]) -> list[str]:
         reason = e.metrics.get("pcr_null_reason")
         if e.number("pcr50") is None and isinstance(reason, str):
             out.append(f"{label}: PCR/PLC not computed: {reason}.")
+        settings = e.info.get("settings")
+        policy = settings.get("prompt_policy") if isinstance(settings, dict) else None
+        if isinstance(policy, dict) and e.number(POLICY_COLUMN) is not None:
+            out.append(f"{label}: m_policy under prompt policy {policy.get('name')} "
+                       f"(gives {'+'.join(policy.get('gives') or [])}).")
         threshold = e.metrics.get("pcr_score_threshold")
         if isinstance(threshold, (int, float)) and e.number("pcr50_at") is not None:
             plc = format_number("plc", e.number("plc_at")) or "-"

@@ -30,6 +30,7 @@ from probench.errors import CheckFailed, Interrupted, UsageError
 from probench.realtime.eval_run import read_result
 from probench.realtime.node_spec import GROUNDING_PARAMS, MODES
 from probench.scoring.printed import pcr_lines
+from probench.vocabulary import RUN_FORMULATIONS
 
 if TYPE_CHECKING:
     from probench.bags.reader import ProbenchBag
@@ -72,6 +73,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="give up (and stop both nodes) after this many seconds (default 3600)")
     parser.add_argument("--domain-id", type=int, default=None,
                         help="ROS_DOMAIN_ID for the graph (default: $ROS_DOMAIN_ID, else a random one)")
+    from probench.prompting.options import add_policy_arguments
+
+    add_policy_arguments(parser)  # --prompt-policy P [--profile PROFILE]: the fourth formulation `policy`
 
 
 def child_environment(domain_id: int | None = None) -> dict[str, str]:
@@ -194,12 +198,20 @@ def run(args: argparse.Namespace) -> int:
         extra["find_max_rate"] = True
         if args.max_missed is not None:
             extra["max_missed"] = float(args.max_missed)
+    if args.prompt_policy is not None or args.profile is not None:  # checked before any node starts
+        from probench.models.zoo import model_record
+        from probench.prompting.options import policy_from_args
+
+        policy_from_args(args, model_record(args.model), "eval")
+        if args.profile not in (None, "", "paper"):
+            args.profile = str(Path(args.profile).resolve())  # the nodes read it
     graph = eval_graph(
         bag=args.bag, out=args.out, model=args.model, device=args.device,
         mode="as-fast-as-answered" if args.parity else args.mode, rate=args.rate,
         formulations=parse_formulations(args.formulations) if args.formulations else None,
         answer_timeout=args.answer_timeout, warmup_frames=args.warmup_frames, overwrite=args.overwrite,
-        params_file=args.params_file, evaluator_extra=extra,
+        params_file=args.params_file, evaluator_extra=extra, prompt_policy=args.prompt_policy,
+        prompt_profile=args.profile,
     )
     with ProbenchBag(args.bag) as bag:  # a bad bag fails here, in one line, before any node starts
         n_frames = bag.n_frames
@@ -292,7 +304,7 @@ def summary_table(metrics: dict[str, Any], info: dict[str, Any]) -> str:
     lines = [f"model {model.get('name', '?')} ({weights}); mode {mode}{rate}", "",
              "| formulation | mAP.5 | mAP.75 | mAP.5:.95 |", "| --- | --- | --- | --- |"]
     by_f = metrics.get("by_formulation") or {}
-    for f in by_f:  # the run's formulations, in its order
+    for f in [k for k in RUN_FORMULATIONS if k in by_f]:
         m = by_f[f]
         lines.append(f"| {f} | {_fmt(m.get('map50'))} | {_fmt(m.get('map75'))} | {_fmt(m.get('map50_95'))} |")
     lines += ["", *pcr_lines(metrics)]

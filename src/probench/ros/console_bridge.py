@@ -174,6 +174,27 @@ class RosConsoleBridge:
             self._lifecycle = state
         return str(state)
 
+    def set_prompt_policy(self, policy: str, profile: str, timeout_s: float) -> None:
+        """Set the node's ``prompt_policy`` and ``prompt_profile`` (atomically); a
+        :class:`BridgeError` with the node's one-line reason when it refuses them."""
+        from rcl_interfaces.srv import SetParametersAtomically
+
+        client = self._node.create_client(SetParametersAtomically,
+                                          f"{self.names['node']}/set_parameters_atomically")
+        node = self.names["node"]
+        try:
+            deadline = time.monotonic() + timeout_s
+            while not client.service_is_ready():
+                if time.monotonic() > deadline:
+                    raise BridgeError(f"no node {node} on the graph within {timeout_s:.0f} s", 503)
+                time.sleep(0.1)
+            req = convert.string_parameters_request({"prompt_policy": policy, "prompt_profile": profile})
+            result = self._call(client, req, timeout_s).result
+            if not result.successful:
+                raise BridgeError(f"{node} refused prompt_policy {policy!r}: {result.reason}", 409)
+        finally:
+            self._node.destroy_client(client)
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5.0)

@@ -188,6 +188,29 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
             self.destroy_client(client)
 
 
+    def set_prompt_policy(self, policy: str, profile: str, timeout: float) -> None:
+        """Set the grounding node's ``prompt_policy`` and ``prompt_profile`` (atomically);
+        returns once it has taken them (its set-parameters callback applies a policy at once)."""
+        from rcl_interfaces.srv import SetParametersAtomically
+
+        name = self.cfg.grounding_node.rstrip("/")
+        client: Any = self.create_client(SetParametersAtomically, f"{name}/set_parameters_atomically")
+        try:
+            if not self._wait(lambda: client.service_is_ready(), timeout):
+                raise RosError(f"grounding node {name!r}: no parameter service within {timeout:.0f} s")
+            req = convert.string_parameters_request({"prompt_policy": policy, "prompt_profile": profile})
+            future = client.call_async(req)
+            if not self._wait(future.done, timeout) or future.result() is None:
+                raise RosError(f"grounding node {name!r} did not answer setting prompt_policy within "
+                               f"{timeout:.0f} s")
+            result = future.result().result
+            if not result.successful:
+                raise RosError(f"grounding node {name!r} refused prompt_policy {policy!r}: {result.reason}")
+            self.info(f"grounding node prompt policy: {policy}")
+        finally:
+            self.destroy_client(client)
+
+
 def _param_value(v: Any) -> Any:
     """A ``rcl_interfaces/ParameterValue`` as Python (None when not set); arrays as lists."""
     from rclpy.parameter import parameter_value_to_python

@@ -94,6 +94,8 @@ def eval_graph(
     overwrite: bool = False,
     params_file: str | Path | None = None,
     evaluator_extra: Mapping[str, Any] | None = None,
+    prompt_policy: str | None = None,
+    prompt_profile: str | None = None,
 ) -> list[dict[str, Any]]:
     """``launch_ros.actions.Node`` keyword arguments of the two nodes (grounding first).
     ``evaluator_extra``: more evaluator parameters, by name (e.g. ``find_max_rate``)."""
@@ -137,6 +139,9 @@ def eval_graph(
     if overwrite:
         evaluator["overwrite"] = True
     evaluator.update(evaluator_extra or {})
+    if prompt_policy:  # the evaluator sets it on the grounding node for the policy's frames
+        evaluator["prompt_policy"] = prompt_policy
+        evaluator["prompt_profile"] = str(prompt_profile or "")
     e = {
         "package": PACKAGE,
         "executable": EVALUATOR_EXECUTABLE,

@@ -46,6 +46,8 @@ from visualization_msgs.msg import MarkerArray
 from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.models.base import BaseDetector, check_prompts
+from probench.prompting.messages import prompts_from_message
+from probench.prompting.policy import PromptPlan, PromptPolicy, resolve_policy
 from probench.realtime.errors import ParameterValueError
 from probench.realtime.grounding_stats import DECODE_STAGE, GroundingStats, Health, diagnostic_level
 from probench.realtime.grounding_trace import NodeTrace
@@ -57,7 +59,6 @@ from probench.realtime.node_spec import (
     camera_info_beside,
     compressed_topic,
     diagnostic_status_name,
-    prompts_from_message,
 )
 from probench.realtime.spatial_stage import (
     DEPTH_STAGE,
@@ -121,6 +122,11 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
                 raise ParameterValueError(f"parameter {spec.name}: {exc}") from exc
             if spec.name == "prompts":
                 self.worker.latest_prompts = checked
+        self._policy_rejected = 0
+        try:
+            self.worker.policy = self._resolve_policy()
+        except ProbenchError as exc:
+            raise ParameterValueError(f"parameter prompt_policy: {exc}") from exc
         self.add_on_set_parameters_callback(self._on_set_parameters)
         reliable10 = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.create_subscription(String, "prompt", self._on_prompt_raw, reliable10, raw=True)
@@ -150,20 +156,64 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         return bool(self._param("autostart"))
 
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
-        """Validate every value first (the set is atomic), then apply live prompts."""
+        """Validate every value first (the set is atomic), then apply live prompts and the
+        prompt policy (a policy that cannot be resolved is refused; the previous stays)."""
         prompts = None
+        policy_values: dict[str, Any] = {}
         for p in params:
             try:
                 checked = GROUNDING_PARAMS.check(p.name, p.value)
             except (ProbenchError, ValueError) as exc:
                 if p.name == "prompts":
                     self.stats.count("prompts_rejected")
+                if p.name in ("prompt_policy", "prompt_profile"):
+                    self._reject_policy(str(exc))
                 return SetParametersResult(successful=False, reason=str(exc))
             if p.name == "prompts":
                 prompts = checked
+            if p.name in ("prompt_policy", "prompt_profile"):
+                policy_values[p.name] = checked
+        policy = None
+        if policy_values:
+            try:
+                policy = self._resolve_policy(**policy_values)
+            except ProbenchError as exc:
+                self._reject_policy(str(exc))
+                return SetParametersResult(successful=False, reason=str(exc))
         if prompts is not None and not self._syncing_param:
             self._accept_prompts(prompts, "parameter")
+        if policy is not None:
+            self.worker.put_policy(policy, self.get_clock().now().to_msg())
+            self.get_logger().info(f"prompt policy: {policy.describe()}")
         return SetParametersResult(successful=True)
+
+    # -- prompt policy (docs/PROMPTING.md) ----------------------------------------------
+    def _resolve_policy(
+        self, prompt_policy: str | None = None, prompt_profile: str | None = None
+    ) -> PromptPolicy:
+        """The policy for the node's model (its zoo name and Table II row), from the given
+        values, else the parameters'; one-line errors."""
+        from probench.models.zoo import model_record
+
+        name = self._param("prompt_policy") if prompt_policy is None else prompt_policy
+        profile = str(self._param("prompt_profile") if prompt_profile is None else prompt_profile).strip()
+        model = str(self._param("model"))
+        try:
+            paper = str(model_record(model)["paper_name"])
+        except ProbenchError:  # an unknown model fails at configure, with its own message
+            paper = ""
+        policy = resolve_policy(str(name), model=model, paper_name=paper, profile=profile or None)
+        if policy.warning:
+            self.get_logger().warning(policy.warning)
+        return policy
+
+    def _reject_policy(self, why: str) -> None:
+        self._policy_rejected += 1
+        self.get_logger().warning(f"prompt policy rejected, the previous stays active: {why}")
+
+    def _plan(self, prompts: Prompts) -> PromptPlan:
+        policy: PromptPolicy = self.worker.policy
+        return policy.plan(prompts)
 
     # -- prompts ------------------------------------------------------------------------
     def _on_prompt_raw(self, data: bytes) -> None:
@@ -203,13 +253,16 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
     def _apply_prompts(self, prompts: Prompts, stamp: Any) -> bool:
         """Worker thread: encode the text side once, then acknowledge with a LabelInfo."""
         try:
-            self.detector.set_prompts(prompts)
+            plan = self._plan(prompts)
+            self.detector.set_prompts(plan.model_texts)
         except ProbenchError as exc:
             self.stats.count("prompts_rejected")
             self.get_logger().error(f"model refused prompts, previous stay active: {exc}")
             return False
         header = Header(stamp=stamp, frame_id="")
-        self._pub_labels.publish(convert.label_info_to_cdr(prompts, header, self.config.score_threshold))
+        # the acknowledgement lists the operator's prompts (the class ids), whatever the model gets
+        threshold = self.config.score_threshold
+        self._pub_labels.publish(convert.label_info_to_cdr(plan.operator, header, threshold))
         return True
 
     # -- images -------------------------------------------------------------------------
@@ -264,8 +317,11 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
                     done()
                 return
         if prompts:
-            # the text side is made ready here (LRU-cached), so it counts in this frame's latency
-            dets = detector.detect(rgb, prompts)
+            # the text side is made ready here (LRU-cached), so it counts in this frame's latency;
+            # the policy's texts go to the model, the boxes come back under the operator's prompts
+            plan = self._plan(prompts)
+            dets = plan.detect(detector, rgb)
+            prompts = plan.operator
         else:
             dets = Detections.empty()
             self.get_logger().warning("no prompts yet: publish one on 'prompt' (or set the prompts "
@@ -293,6 +349,18 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             else:  # already the published set, in order: with ids and distances
                 drawn = draw_detections(rgb, dets, prompts, extras=spatial_labels(len(dets), ids, est))
             self._pub_debug.publish(convert.rgb_to_image_msg(drawn, header))
+
+    def _policy_diagnostics(self, active: Prompts) -> dict[str, Any]:
+        """The policy, and per active prompt "you typed X -> the model gets Y"."""
+        policy: PromptPolicy = self.worker.policy
+        plan = policy.plan(active) if active else None
+        out: dict[str, Any] = {"prompt_policy": policy.describe(), "prompt_profile": policy.profile or "",
+                               "policy_rejected": self._policy_rejected,
+                               "prompts_as_typed_fallback": plan.fallbacks if plan else 0}
+        if plan is not None:
+            for i, (typed, given) in enumerate(plan.given().items()):
+                out[f"prompt_{i}"] = f"you typed {typed!r} -> the model gets {given!r}"
+        return out
 
     def _publish_3d(self, spatial: SpatialStage, dets: Detections, ids: Any, header: Any, prompts: Prompts,
                     image_hw: tuple[int, int]) -> tuple[float, Detections3D | None]:
@@ -369,6 +437,10 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             return self._fail(f"cannot load model {name!r}: {exc}")
         except Exception as exc:  # noqa: BLE001 - e.g. a torch/CUDA error; reported, node stays up
             return self._fail(f"cannot load model {name!r}: {type(exc).__name__}: {exc}")
+        try:  # the model may have changed since: best reads its profile entry again
+            self.worker.policy = self._resolve_policy()
+        except ProbenchError as exc:
+            return self._fail(f"prompt policy: {exc}")
         self._create_entities()
         if self._cfg.trace_file:
             self._trace = NodeTrace(self._cfg.trace_file)
@@ -524,6 +596,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             values.update(text_encoder_calls=detector.text_encoder_calls, text_cache_hits=cache["hits"],
                           text_cache_misses=cache["misses"], text_cache_evictions=cache["evictions"])
         values.update(self.frame_sets.counters())
+        values.update(self._policy_diagnostics(active))
         values.update(image_topic=self._image_topics[0], compressed_topic=self._image_topics[1])
         if self._spatial is not None:
             values.update(self._spatial.diagnostics())

@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reference", default="paper", metavar="paper|CSV|none",
                         help="published rows in the report (default: the paper's Table II; none: no rows)")
     add_ray_arguments(parser)
+    from probench.prompting.options import add_policy_arguments
+
+    add_policy_arguments(parser)  # --prompt-policy P [--profile PROFILE]: the formulation `policy` per model
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -65,6 +68,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--device {args.device}: a sweep runs on cpu or cuda (--ray: one GPU per worker)")
     ray = RayOptions.from_args(args)
     ray.check(args.device)
+    if args.prompt_policy is not None or args.profile is not None:
+        from probench.models.zoo import model_record
+        from probench.prompting.options import policy_from_args
+
+        if ray.requested:
+            raise UsageError("--prompt-policy is not yet supported with --ray (run without --ray)")
+        for name in models:  # every model's policy resolves (best: its profile entry), before anything runs
+            policy_from_args(args, model_record(name, runtime=args.runtime), "sweep")
     if not Path(args.dataset).exists():
         raise UsageError(f"--dataset {args.dataset}: no such folder")
     if args.out.exists() and not args.out.is_dir():
@@ -82,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
         models=models, out=args.out, formulations=formulations,
         device=args.device, precision=args.precision, runtime=args.runtime, limit=args.limit,
         latency=None if args.no_latency else LatencyProtocol(args.latency_images, args.warmup, args.runs),
-        reference=reference, ray=ray, progress=not args.no_progress,
+        reference=reference, ray=ray, progress=not args.no_progress, prompt_policy=args.prompt_policy,
+        prompt_profile=args.profile,
     )  # fmt: skip
     summary = run_sweep(cfg, dataset)
     print(summary_text(summary))

@@ -41,6 +41,7 @@ from probench.scale.worker import ModelArgs
 
 if TYPE_CHECKING:
     from probench.models.base import Detector
+    from probench.prompting.policy import PromptPolicy
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -65,6 +66,8 @@ class SweepConfig:
     reference: str | None = "paper"
     ray: RayOptions = field(default_factory=RayOptions)  # address None: this process
     progress: bool = True
+    prompt_policy: str | None = None  # adds the formulation `policy` to every model's run
+    prompt_profile: str | None = None
 
 
 @dataclass
@@ -115,6 +118,13 @@ class _Model:
         self.run = run_folder(cfg.out, name)
         self._detector: Detector | None = None
         self._load_s: float | None = None
+        self.policy: PromptPolicy | None = None
+        if cfg.prompt_policy:  # per model: best reads the model's own profile entry
+            from probench.prompting.policy import resolve_policy
+
+            record = self.args.record()
+            self.policy = resolve_policy(cfg.prompt_policy, model=name, paper_name=str(record["paper_name"]),
+                                         profile=cfg.prompt_profile)
 
     def detector(self) -> Detector:
         if self._detector is None:
@@ -124,8 +134,10 @@ class _Model:
         return self._detector
 
     def identity(self) -> RunIdentity:
+        policy = None if self.policy is None else self.policy.record()
         return offline_identity(self.args.record(), self.dataset, device=self.args.device,
-                                precision=self.args.precision, limit=self.cfg.limit)  # fmt: skip
+                                precision=self.args.precision, limit=self.cfg.limit,
+                                prompt_policy=policy)  # fmt: skip
 
     # -- infer ---------------------------------------------------------------------------
     def infer_complete(self) -> bool:
@@ -133,8 +145,14 @@ class _Model:
         return (
             bool(info) and info.get("status") == "complete"
             and first_difference(info, self.identity().record()) is None
-            and set(self.cfg.formulations) <= set(self.run.formulations())
+            and set(self.formulations) <= set(self.run.formulations())
         )  # fmt: skip
+
+    @property
+    def formulations(self) -> list[str]:
+        from probench.models.infer import run_formulations
+
+        return run_formulations(self.cfg.formulations, self.policy)
 
     def infer(self, step: Step) -> None:
         cfg = self.cfg
@@ -159,7 +177,7 @@ class _Model:
         detector = self.detector()
         run_inference(detector, self.dataset, self.run.path, cfg.formulations, progress=cfg.progress,
                       device=self.args.device, precision=self.args.precision, limit=cfg.limit,
-                      model_load_s=self._load_s)  # fmt: skip
+                      model_load_s=self._load_s, policy=self.policy)  # fmt: skip
         step.where = f"this process ({socket.gethostname()}, {self.args.device})"
 
     # -- latency -------------------------------------------------------------------------

@@ -26,6 +26,8 @@ def summary_table(m: Mapping[str, Any]) -> str:
         f"delta_orig_cat {_fmt(m['delta_orig_cat'])}  delta_tmpl_orig {_fmt(m['delta_tmpl_orig'])}  "
         f"delta_max {_fmt(m['delta_max'])}  best {best_text(m)}"
     )
+    if "delta_policy_orig" in m:
+        rows.append(f"delta_policy_orig {_fmt(m['delta_policy_orig'])}  (prompt policy vs as typed)")
     rows += pcr_lines(m)
     if m["formulations_missing"]:
         rows.append(f"missing formulations: {', '.join(m['formulations_missing'])}")

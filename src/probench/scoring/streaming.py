@@ -12,7 +12,7 @@ from probench.data.dataset import Dataset
 from probench.scoring.errors import ScoringUsageError
 from probench.scoring.suite import score
 from probench.scoring.tables import DetArrays, GroundTruth
-from probench.vocabulary import FORMULATIONS
+from probench.vocabulary import RUN_FORMULATIONS
 
 
 class StreamingScorer:
@@ -33,9 +33,9 @@ class StreamingScorer:
         self._parts: dict[str, dict[int, DetArrays]] = {}
 
     def update(self, formulation: str, image_id: int, results: Iterable[Mapping[str, Any]]) -> None:
-        if formulation not in FORMULATIONS:
+        if formulation not in RUN_FORMULATIONS:
             raise ScoringUsageError(
-                f"unknown formulation {formulation!r}; expected one of {list(FORMULATIONS)}"
+                f"unknown formulation {formulation!r}; expected one of {list(RUN_FORMULATIONS)}"
             )
         image_id = int(image_id)
         if image_id not in self.dataset.images:

@@ -19,7 +19,7 @@ from probench.scoring.constants import COCO_IOUS, PCR_IOU, SIZES, SWEEP_IOUS, al
 from probench.scoring.errors import DatasetMismatch, ScoringError, ScoringUsageError
 from probench.scoring.match import Matched, match
 from probench.scoring.tables import DetArrays, GroundTruth
-from probench.vocabulary import FORMULATIONS, PROMPT_TYPES
+from probench.vocabulary import FORMULATIONS, POLICY_FORMULATION, PROMPT_TYPES, RUN_FORMULATIONS
 
 ORIG_AREAS = ("all", *SIZES)  # the size breakdown is reported under orig only
 
@@ -137,18 +137,19 @@ def score(
     pcr_score_threshold: float | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Every metric of docs/METRICS.md for the formulations given (a subset of orig/cat/tmpl).
+    """Every metric of docs/METRICS.md for the formulations given (a subset of orig/cat/tmpl,
+    and ``policy`` for a prompt policy's run: by_formulation, m_policy, delta_policy_orig).
     ``pcr_score_threshold`` adds pcr50_at / plc_at (recovery by predictions scoring at
     least that). ``progress`` shows a tqdm bar on stderr (one step per formulation, then
     breakdowns)."""
-    unknown = sorted(set(predictions) - set(FORMULATIONS))
+    unknown = sorted(set(predictions) - set(RUN_FORMULATIONS))
     if unknown:
         raise ScoringUsageError(
-            f"unknown formulation(s) {unknown}; expected a subset of {list(FORMULATIONS)}"
+            f"unknown formulation(s) {unknown}; expected a subset of {list(RUN_FORMULATIONS)}"
         )
     check_score_threshold(pcr_score_threshold)
     gt = dataset if isinstance(dataset, GroundTruth) else GroundTruth.from_dataset(dataset)
-    present = [f for f in FORMULATIONS if f in predictions]
+    present = [f for f in RUN_FORMULATIONS if f in predictions]
     bar = _bar(len(present) + 1, progress)
     evals = {}
     degenerate: dict[str, dict[str, int]] = {}
@@ -185,7 +186,12 @@ def score(
     out["delta_orig_cat"] = _diff(m["orig"], m["cat"])
     out["delta_tmpl_orig"] = _diff(m["tmpl"], m["orig"])
     out.update(_best_formulation(m))
-    recovery = {f: ev.recovered() for f, ev in evals.items()}
+    if POLICY_FORMULATION in evals:  # a prompt policy's run: orig through the policy
+        m_policy = out["by_formulation"][POLICY_FORMULATION].get("map50")
+        out["m_policy"] = m_policy
+        out["delta_policy_orig"] = _diff(m_policy, m["orig"])
+    # PCR/PLC over the paper's formulations only
+    recovery = {f: ev.recovered() for f, ev in evals.items() if f in FORMULATIONS}
     out.update(pcr_plc(gt.query_coref, gt.gt_query, gt.gt_crowd, recovery, pcr_score_threshold))
     out["by_prompt_type"], out["by_domain"], out["by_size"] = {}, {}, {}
     if "orig" in evals:

@@ -12,7 +12,7 @@
   const STALE_MS = 3000; // no frame for this long: the stream is marked stale
   const ACK_WAIT_MS = 15000; // a sent prompt not acknowledged by then is reported
   let pending = null; // {prompts, at}: sent, waiting for the node's LabelInfo
-  let shown = { prompts: null, history: null }; // last rendered lists (re-render on change only)
+  let shown = { prompts: null, history: null, given: null }; // last rendered lists (re-render on change only)
   let frames = 0;
   let frameTimes = [];
   let lastFrameAt = 0;
@@ -70,7 +70,7 @@
       feedback(r.error, "error");
       return;
     }
-    pending = { prompts: r.data.sent, at: Date.now() };
+    pending = { prompts: r.data.expect || r.data.sent, at: Date.now() };
     feedback(`sent: ${r.data.sent.join("; ")} — waiting for the node…`, "info");
   }
 
@@ -122,12 +122,28 @@
     $("diag").className = d.level === "OK" && !stale ? "" : "warn";
   }
 
+  function renderPolicy(s) {
+    // the node's prompt policy and, per prompt, what the model gets (its /diagnostics), else
+    // the derived forms (docs/PROMPTING.md)
+    const d = s.diagnostics;
+    $("policy").textContent = d && d.prompt_policy ? d.prompt_policy : "–";
+    const lines = d && d.given && d.given.length
+      ? d.given
+      : (s.derived || []).map((f) => `${f.orig} → cat: ${f.cat} · tmpl: ${f.tmpl}`);
+    const key = JSON.stringify(lines);
+    if (key !== shown.given) {
+      shown.given = key;
+      $("given").replaceChildren(...lines.map((t) => el("li", t)));
+    }
+  }
+
   function renderPrompts(s) {
     const key = JSON.stringify(s.prompts);
     if (key !== shown.prompts) {
       shown.prompts = key;
       $("active-prompts").replaceChildren(...s.prompts.map((p) => el("li", p)));
     }
+    renderPolicy(s);
     if (pending && sameList(s.prompts, pending.prompts)) {
       feedback(`active: ${pending.prompts.join("; ")} (acknowledged by the node)`, "ok");
       pending = null;

@@ -42,6 +42,7 @@ from probench.ros.convert.messages import (
     set_stamp,
     stamp_ns,
     stats_to_diagnostics,
+    string_parameters_request,
     to_header,
 )
 
@@ -69,6 +70,7 @@ __all__ = [
     "set_stamp",
     "stamp_ns",
     "stats_to_diagnostics",
+    "string_parameters_request",
     "to_header",
     "top_order",
 ]

@@ -206,3 +206,14 @@ def param_declaration(param: Param) -> tuple[Any, Any]:
         # declare the type only; "unset" means "nothing given".
         default = Parameter.Type.STRING_ARRAY
     return default, desc
+
+
+def string_parameters_request(values: Mapping[str, str]) -> Any:
+    """``rcl_interfaces/SetParametersAtomically.Request`` setting string parameters (the
+    evaluator and the console set a grounding node's ``prompt_policy`` and ``prompt_profile``)."""
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParametersAtomically
+
+    kind = ParameterType.PARAMETER_STRING
+    return SetParametersAtomically.Request(parameters=[
+        Parameter(name=k, value=ParameterValue(type=kind, string_value=str(v))) for k, v in values.items()])
