@@ -196,9 +196,14 @@ def prompts_from_message(text: str) -> tuple[str, ...]:
     from probench.errors import ProbenchError
     from probench.models.base import check_prompts
     from probench.msgs.errors import PromptMessageError
+    from probench.vocabulary import check_prompt_text
 
     if not isinstance(text, str):
         raise PromptMessageError(f"a prompt message is text, not {type(text).__name__}")
+    try:
+        check_prompt_text(text)
+    except ProbenchError as exc:
+        raise PromptMessageError(str(exc)) from exc
     limit = prompt_message_limit()
     if len(text) > limit:
         raise PromptMessageError(f"message is {len(text)} characters long (limit {limit})")
