@@ -190,7 +190,7 @@ def test_leftovers_of_a_killed_run_are_removed_at_start_in_one_line(tmp_path: Pa
     try:
         running = tmp_path / f".o.partial-{alive.pid}"  # another ground still writing: kept
         running.mkdir()
-        rc, out_text, err = ground(*_args(bag, out, "--video", video, "--jsonl", jsonl))
+        rc, _, err = ground(*_args(bag, out, "--video", video, "--jsonl", jsonl))
         assert rc == 0, err
         lines = [line for line in err.splitlines() if "leftover" in line]
         assert len(lines) == 1 and "removed 3 leftover(s) of a killed run" in lines[0], err

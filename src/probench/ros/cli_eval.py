@@ -45,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "as-fast-as-answered (every frame answered: for accuracy)")
     parser.add_argument("--formulations", default=None, help="comma-separated subset of orig,cat,tmpl")
     parser.add_argument("--device", default=None, help="torch device of the grounding node (default cpu)")
+    parser.add_argument("--weights", default=None, metavar="DIR",
+                        help="local folder (or file) with the model's weights (default: the checkpoint in "
+                             "the Hugging Face / ultralytics cache; `probench fetch MODEL` fills it)")
     parser.add_argument("--answer-timeout", type=float, default=None,
                         help="seconds to wait for a frame's detections before counting it missed (default 5)")
     parser.add_argument("--warmup-frames", type=int, default=None, metavar="N",
@@ -128,8 +131,8 @@ def _finished(run: RunDir, info: dict[str, Any] | None) -> bool:
 
 
 def _grounding_exited(code: int) -> CheckFailed:
-    return CheckFailed(f"grounding_node exited with code {code} before the evaluation finished (its error "
-                       "is printed above)")
+    return CheckFailed(f"grounding_node failed (exit code {code}) before the evaluation finished, e.g. its "
+                       "model did not load: its error is printed above")
 
 
 def check_run_folder(graph: list[dict[str, Any]], bag: ProbenchBag) -> None:
@@ -155,6 +158,7 @@ def check_run_folder(graph: list[dict[str, Any]], bag: ProbenchBag) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from probench.bags.reader import ProbenchBag
+    from probench.cache.lock import check_out_folder
     from probench.models.zoo import check_model_name
     from probench.ros.graph import command_line, eval_graph
     from probench.vocabulary import parse_formulations
@@ -170,12 +174,15 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a folder; name a run folder")
+    check_out_folder(out)  # cannot be created, or another process writes it: before any node starts
+    if args.weights is not None and not Path(args.weights).exists():
+        raise UsageError(f"--weights {args.weights}: no such file or folder")
     check_model_name(args.model)  # a one-line usage error, before any node starts
     graph = eval_graph(
         bag=args.bag, out=args.out, model=args.model, device=args.device, mode=args.mode, rate=args.rate,
         formulations=parse_formulations(args.formulations) if args.formulations else None,
         answer_timeout=args.answer_timeout, warmup_frames=args.warmup_frames, overwrite=args.overwrite,
-        params_file=args.params_file,
+        params_file=args.params_file, weights=args.weights,
     )
     with ProbenchBag(args.bag) as bag:  # a bad bag fails here, in one line, before any node starts
         n_frames = bag.n_frames

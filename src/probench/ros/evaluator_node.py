@@ -224,8 +224,9 @@ def main(argv: list[str] | None = None) -> int:
             f"done: map50={metrics.get('map50')} frames sent={rt.get('frames_sent')} "
             f"missed={rt.get('frames_missed')} -> {Path(node.cfg.out) / 'metrics.json'}")
     except Interrupted:  # (never ShutdownRequested: the evaluator has no interruptible step)
-        print(f"evaluator_node: interrupted ({shutdown.signal_name or 'ROS shut down'}); rerun the same "
-              "command to resume", file=sys.stderr)
+        # no cause, no advice: probench eval also stops it this way when the grounding node failed
+        print(f"evaluator_node: stopped ({shutdown.signal_name or 'ROS shut down'}) before the run finished; "
+              "its run folder stays resumable", file=sys.stderr)
     except ProbenchError as exc:
         print(f"evaluator_node: error: {exc}", file=sys.stderr)
         rc = exc.exit_code

@@ -51,6 +51,7 @@ def _models(text: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from probench.cache.lock import check_out_folder
     from probench.data.dataset import load_dataset
     from probench.scale.sweep import LatencyProtocol, SweepConfig, run_folder, run_sweep, summary_text
     from probench.vocabulary import parse_formulations
@@ -66,8 +67,7 @@ def run(args: argparse.Namespace) -> int:
     check_ray_arguments(args)
     if not Path(args.dataset).exists():
         raise UsageError(f"--dataset {args.dataset}: no such folder")
-    if args.out.exists() and not args.out.is_dir():
-        raise UsageError(f"--out {args.out}: exists and is not a folder")
+    check_out_folder(args.out)  # not a folder, cannot be created, or another sweep writes it
     for name in models:
         run_folder(args.out, name)
     reference = None if args.reference == "none" else args.reference

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from probench.cache import lock
 from probench.cache.atomic import write_json_atomic, write_text_atomic
 from probench.cache.identity import SHARED_FIELDS, RunIdentity, check_folder, first_difference, utc_now
 from probench.cache.run import RunDir
@@ -332,8 +333,12 @@ def _report_step(cfg: SweepConfig, steps: list[Step], previous: dict[str, Any]) 
 def run_sweep(cfg: SweepConfig, dataset: Dataset) -> dict[str, Any]:
     """Every model's steps, then the report; returns sweep.json's content (also written,
     with the steps done so far, when the sweep is interrupted)."""
+    with lock.locked(cfg.out):  # one sweep per folder: two would time their latency side by side
+        return _run_sweep_locked(cfg, dataset)
+
+
+def _run_sweep_locked(cfg: SweepConfig, dataset: Dataset) -> dict[str, Any]:
     t0 = time.perf_counter()
-    cfg.out.mkdir(parents=True, exist_ok=True)
     previous = RunDir(cfg.out).read_json("sweep.json", default={}) or {}
     steps: list[Step] = []
     runs: list[str] = []
