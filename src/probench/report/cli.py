@@ -25,6 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dataset", type=Path, metavar="D",
         help="dataset to score runs that have no metrics.json (default: the path in their run.json)",
     )  # fmt: skip
+    parser.add_argument(
+        "--allow-dataset-mismatch", action="store_true",
+        help="report runs made on different datasets together (refused by default: their rows are not "
+             "comparable); each run's row is then marked with its dataset",
+    )  # fmt: skip
 
 
 def build_report(
@@ -32,13 +37,15 @@ def build_report(
     out: str | Path,
     reference: str | Path | None = None,
     dataset: str | Path | None = None,
+    allow_dataset_mismatch: bool = False,
 ) -> dict[str, Path]:
-    """Write the report into ``out``; returns {"table2.md", "table2.csv", "report.md", figN: path}."""
+    """Write the report into ``out``; returns {"table2.md", "table2.csv", "report.md", figN: path}.
+    Runs of different datasets are refused unless ``allow_dataset_mismatch`` (then marked)."""
     from tqdm import tqdm
 
     from probench.cache.atomic import write_text_atomic
     from probench.report import document, figures, table
-    from probench.report.load import disambiguate, load_reference, load_run
+    from probench.report.load import check_datasets, disambiguate, load_reference, load_run
 
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -49,6 +56,9 @@ def build_report(
     refs = load_reference(resolve_reference(reference)) if reference is not None else []
     entries = [load_run(r, dataset) for r in tqdm(runs, desc="report: loading runs", unit="run",
                                                   file=sys.stderr, disable=len(runs) < 2, leave=False)]
+    if check_datasets(entries, allow_mismatch=allow_dataset_mismatch):
+        print("probench report: warning: the runs were made on different datasets; reported together as "
+              "--allow-dataset-mismatch asks, each row marked with its dataset", file=sys.stderr)
     disambiguate(entries)
     entries += refs
     try:
@@ -89,7 +99,8 @@ def build_report(
 
 
 def run(args: argparse.Namespace) -> int:
-    written = build_report(args.runs, args.out, args.reference, args.dataset)
+    written = build_report(args.runs, args.out, args.reference, args.dataset,
+                           allow_dataset_mismatch=args.allow_dataset_mismatch)
     for path in written.values():
         print(path)
     return 0
