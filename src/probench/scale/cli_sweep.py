@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
         models=models, out=args.out, formulations=formulations,
         device=args.device, precision=args.precision, runtime=args.runtime, limit=args.limit,
         latency=None if args.no_latency else LatencyProtocol(args.latency_images, args.warmup, args.runs),
-        reference=reference, ray=args.ray, workers=args.workers, cpus_per_worker=args.cpus_per_worker,
+        reference=reference, ray=args.ray, ray_timeout_s=args.ray_timeout, workers=args.workers,
+        cpus_per_worker=args.cpus_per_worker,
         chunk_size=args.chunk_size, progress=not args.no_progress,
     )  # fmt: skip
     summary = run_sweep(cfg, dataset)

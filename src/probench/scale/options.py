@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from probench.scale.cluster import CONNECT_TIMEOUT_S, MAX_CONNECT_TIMEOUT_S
 from probench.scale.errors import RayUsageError
 
 LOCAL = ""  # ``--ray`` without an address: RAY_ADDRESS if set, else a local cluster
@@ -15,6 +16,11 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
         "--ray", nargs="?", const=LOCAL, default=None, metavar="ADDRESS",
         help="run on Ray: ADDRESS of a running cluster (e.g. 10.0.0.5:6379, auto, ray://host:10001); "
              "without it RAY_ADDRESS if set, else a local cluster on this machine (docs/SCALE.md)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ray-timeout", type=float, default=None, metavar="S",
+        help=f"give up on --ray ADDRESS when it has not answered as a Ray head within S seconds "
+             f"(default {CONNECT_TIMEOUT_S:g}, at most {MAX_CONNECT_TIMEOUT_S:g})",
     )  # fmt: skip
     parser.add_argument(
         "--workers", type=int, default=None, metavar="N",
@@ -31,9 +37,14 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _ray_flags(args: argparse.Namespace) -> dict[str, int | None]:
+def _ray_flags(args: argparse.Namespace) -> dict[str, float | None]:
     return {"--workers": args.workers, "--cpus-per-worker": args.cpus_per_worker,
-            "--chunk-size": args.chunk_size}  # fmt: skip
+            "--chunk-size": args.chunk_size, "--ray-timeout": args.ray_timeout}  # fmt: skip
+
+
+def ray_timeout(args: argparse.Namespace) -> float:
+    """``--ray-timeout``, or its default."""
+    return CONNECT_TIMEOUT_S if args.ray_timeout is None else float(args.ray_timeout)
 
 
 def ray_requested(args: argparse.Namespace) -> bool:
@@ -49,6 +60,11 @@ def check_ray_arguments(args: argparse.Namespace) -> None:
         if given:
             raise RayUsageError(f"{', '.join(given)} only apply with --ray; add --ray (docs/SCALE.md)")
         return
+    timeout = ray_flags.pop("--ray-timeout")
+    if timeout is not None and not 0 < timeout <= MAX_CONNECT_TIMEOUT_S:
+        raise RayUsageError(
+            f"--ray-timeout must lie in (0, {MAX_CONNECT_TIMEOUT_S:g}] seconds, got {timeout:g}"
+        )
     for name, value in ray_flags.items():
         if value is not None and value < 1:
             raise RayUsageError(f"{name} must be >= 1, got {value}")

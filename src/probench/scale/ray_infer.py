@@ -404,11 +404,11 @@ def run_ray_inference(
 
 def infer_on_ray(args: argparse.Namespace, dataset: Dataset, formulations: Sequence[str]) -> int:
     """``probench infer ... --ray``: the flags already checked by ``probench infer``."""
-    from probench.scale.options import check_ray_arguments
+    from probench.scale.options import check_ray_arguments, ray_timeout
 
     check_ray_arguments(args)
     model = ModelArgs.from_args(args, args.score_threshold)
-    with ray_cluster(args.ray) as cluster:
+    with ray_cluster(args.ray, timeout_s=ray_timeout(args)) as cluster:
         if not args.no_progress:
             print(f"probench infer: on {cluster.describe()}", file=sys.stderr)
         info = run_ray_inference(

@@ -64,6 +64,7 @@ class SweepConfig:
     latency: LatencyProtocol | None = field(default_factory=LatencyProtocol)
     reference: str | None = "paper"
     ray: str | None = None  # None: this process; "" RAY_ADDRESS or a local cluster; else an address
+    ray_timeout_s: float | None = None  # None: the default of probench.scale.cluster.ray_cluster
     workers: int | None = None
     cpus_per_worker: int | None = None
     chunk_size: int | None = None
@@ -93,8 +94,8 @@ class _LazyCluster:
     """The Ray cluster of a ``--ray`` sweep, connected (or started) the first time a step
     needs it: a rerun with everything complete starts nothing."""
 
-    def __init__(self, address: str | None, stack: ExitStack) -> None:
-        self.address, self.stack = address, stack
+    def __init__(self, address: str | None, stack: ExitStack, timeout_s: float | None = None) -> None:
+        self.address, self.stack, self.timeout_s = address, stack, timeout_s
         self.cluster: Cluster | None = None
 
     @property
@@ -103,9 +104,10 @@ class _LazyCluster:
 
     def get(self) -> Cluster:
         if self.cluster is None:
-            from probench.scale.cluster import ray_cluster
+            from probench.scale.cluster import CONNECT_TIMEOUT_S, ray_cluster
 
-            self.cluster = self.stack.enter_context(ray_cluster(self.address))
+            timeout = CONNECT_TIMEOUT_S if self.timeout_s is None else self.timeout_s
+            self.cluster = self.stack.enter_context(ray_cluster(self.address, timeout_s=timeout))
         return self.cluster
 
 
@@ -345,7 +347,7 @@ def _run_sweep_locked(cfg: SweepConfig, dataset: Dataset) -> dict[str, Any]:
     cluster_record: dict[str, Any] | None = None
     try:
         with ExitStack() as stack:
-            cluster = _LazyCluster(cfg.ray, stack)
+            cluster = _LazyCluster(cfg.ray, stack, cfg.ray_timeout_s)
             try:
                 for name in cfg.models:
                     _model_steps(_Model(cfg, dataset, name, cluster), steps, previous)
