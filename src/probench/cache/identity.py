@@ -29,7 +29,7 @@ import platform
 import shutil
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -38,7 +38,7 @@ from typing import Any
 
 from probench import __version__
 from probench.cache import lock
-from probench.cache.errors import RunMismatchError
+from probench.cache.errors import CacheError, RunMismatchError
 from probench.cache.run import RunDir
 from probench.cache.trace import TRACE_FILE
 from probench.errors import Interrupted, UsageError
@@ -240,8 +240,12 @@ class RunSession:
         return self.info
 
     def fail(self, exc: BaseException) -> None:
+        """Record the run as interrupted or failed; when even that cannot be written (the
+        folder became read-only), run.json keeps ``running`` and ``exc`` is what is reported."""
         interrupted = isinstance(exc, (KeyboardInterrupt, Interrupted))
-        self._close("interrupted" if interrupted else "failed", f"{type(exc).__name__}: {exc}".rstrip(": "))
+        error = f"{type(exc).__name__}: {exc}".rstrip(": ")
+        with suppress(CacheError):
+            self._close("interrupted" if interrupted else "failed", error)
 
     @contextmanager
     def recording(self) -> Iterator[RunSession]:
