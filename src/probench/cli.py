@@ -26,6 +26,7 @@ from probench.errors import ProbenchError
 COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("probench.data.cli", "check a dataset; every problem named with its record id"),
     "models": ("probench.models.cli_models", "list the model zoo"),
+    "fetch": ("probench.models.cli_fetch", "download models' weights into the local caches (needs internet)"),
     "infer": ("probench.models.cli_infer", "offline inference into the prediction cache (resumable)"),
     "latency": ("probench.models.cli_latency", "the paper's latency protocol"),
     "score": ("probench.scoring.cli", "the full metric suite of a run"),

@@ -65,6 +65,7 @@ class SweepConfig:
     reference: str | None = "paper"
     ray: str | None = None  # None: this process; "" RAY_ADDRESS or a local cluster; else an address
     ray_timeout_s: float | None = None  # None: the default of probench.scale.cluster.ray_cluster
+    weights: dict[str, str] = field(default_factory=dict)  # model -> local weights (--weights M=PATH)
     workers: int | None = None
     cpus_per_worker: int | None = None
     chunk_size: int | None = None
@@ -116,7 +117,8 @@ class _Model:
 
     def __init__(self, cfg: SweepConfig, dataset: Dataset, name: str, cluster: _LazyCluster) -> None:
         self.cfg, self.dataset, self.cluster = cfg, dataset, cluster
-        self.args = ModelArgs(name, device=cfg.device, precision=cfg.precision, runtime=cfg.runtime)
+        self.args = ModelArgs(name, device=cfg.device, precision=cfg.precision, runtime=cfg.runtime,
+                              weights=cfg.weights.get(name))
         self.run = run_folder(cfg.out, name)
         self._detector: BaseDetector | None = None
         self._load_s: float | None = None
