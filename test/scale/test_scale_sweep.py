@@ -31,8 +31,9 @@ def _statuses(out: Path) -> dict[tuple[str, str], str]:
 def test_sweep_two_tiny_models_report_then_resume(repo_root: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "sweep"
     assert main(_sweep(repo_root, out)) == 0
-    printed = capsys.readouterr().out
+    printed, err = capsys.readouterr()
     assert "7 step(s) ran, 0 skipped" in printed and "report:" in printed
+    assert err == ""  # --no-progress is silent: no bar, the report's run loading included
     assert set(_statuses(out).values()) == {"ran"} and len(_statuses(out)) == 7
     rows = [r["model"] for r in csv.DictReader((out / "report" / "table2.csv").open(encoding="utf-8"))]
     assert "OWLv2-B tiny (random weights)" in rows and "OWL-ViT tiny (random weights)" in rows
