@@ -164,7 +164,8 @@ def fig_pareto(entries: list[Entry]) -> Plot:
     labelled so, beside their offline point when they have one. Rows with random weights are
     drawn hollow and grey, labelled, and never enter the frontier or the scale-variant lines;
     the frontier is over the offline protocol's points of the other rows."""
-    notes, rows = [], []
+    notes: list[str] = []
+    rows: list[tuple[Entry, float, float]] = []
     texts: dict[int, str] = {}  # row index -> its label, where it differs from the entry's
     for e in entries:
         lat, m50 = e.number("latency_ms"), e.number("map50")
@@ -190,21 +191,21 @@ def fig_pareto(entries: list[Entry]) -> Plot:
     ax.axvline(BUDGET_MS, color="tab:green", ls="--", lw=1.0, gid="budget")
     colours = _colours(len(rows))
     for i, ((e, lat, m50), colour) in enumerate(zip(rows, colours, strict=True)):
-        ros = i in texts
+        via_ros = i in texts
         if e.random_weights:
             colour = (0.55, 0.55, 0.55, 1.0)
         m5095 = e.number("map50_95")
         if m5095 is not None:  # localisation tightness, as the paper's vertical connectors
             ax.vlines(lat, m5095, m50, color=colour, lw=1.2, alpha=0.8,
-                      gid=f"{'ros-' if ros else ''}connector:{e.label}")
+                      gid=f"{'ros-' if via_ros else ''}connector:{e.label}")
             ax.plot([lat], [m5095], marker="_", ms=7, color=colour)
-        std = None if ros else e.latency_std
-        marker = "D" if ros else "s" if e.reference else "o"
+        std = None if via_ros else e.latency_std
+        marker = "D" if via_ros else "s" if e.reference else "o"
         face = "white" if e.random_weights else colour
         bars = ax.errorbar([lat], [m50], xerr=[[std], [std]] if std else None, fmt=marker, ms=5.5,
                            color=colour, mfc=face, mec="black" if not e.reference else colour, mew=0.6,
                            capsize=2.5, elinewidth=1.0)
-        kind = "ros" if ros else "random" if e.random_weights else "point"
+        kind = "ros" if via_ros else "random" if e.random_weights else "point"
         bars.lines[0].set_gid(f"{kind}:{e.label}")
         for coll in bars.lines[2]:  # the horizontal std bar, when there is one
             coll.set_gid(f"std:{e.label}")
