@@ -100,3 +100,29 @@ def test_a_running_infer_holds_its_folder_until_it_ends(
         proc.wait()
     assert main(args) == 0  # free again once its holder is gone: the killed run resumes and completes
     assert json.loads((run / "run.json").read_text())["status"] == "complete"
+
+
+def test_two_sweeps_into_one_folder_the_second_refuses(
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's case: both used to run every step, timing latency beside each other."""
+    data = make_dataset(tmp_path / "data")
+    sweep = tmp_path / "sweep"
+    args = ["sweep", "--models", "test-slow-200ms", "--dataset", str(data), "--out", str(sweep),
+            "--no-latency", "--reference", "none", "--no-progress"]
+    first = subprocess.Popen([sys.executable, "-m", "probench", *args], env=_env(repo_root),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        run_json = sweep / "runs" / "test-slow-200ms" / "run.json"
+        deadline = time.monotonic() + 60
+        while not run_json.is_file() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert run_json.is_file()
+        _refused(capsys, args, first.pid)
+        assert not (sweep / "sweep.json").exists()  # the second one wrote nothing
+        _, err = first.communicate(timeout=120)
+        assert first.returncode == 0, err  # the first is not disturbed
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()

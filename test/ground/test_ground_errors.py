@@ -201,3 +201,32 @@ def test_leftovers_of_a_killed_run_are_removed_at_start_in_one_line(tmp_path: Pa
     finally:
         alive.kill()
         alive.wait()
+
+
+def test_a_sigkilled_ground_leaves_leftovers_the_next_run_removes(tmp_path: Path, ground, repo_root: Path,
+                                                                  ros_env: dict[str, str]) -> None:
+    import signal
+    import time
+
+    bag = write_camera_bag(tmp_path / "bag", n=40)
+    out, video, jsonl = tmp_path / "o", tmp_path / "o.mp4", tmp_path / "o.jsonl"
+    args = ["--bag", bag, "--model", "test-slow-100ms", "--prompt", "a cup", "--out", out, "--video", video,
+            "--jsonl", jsonl, "--no-progress"]
+    proc = subprocess.Popen([sys.executable, "-m", "probench", "ground", *map(str, args)],
+                            env=dict(ros_env, PYTHONPATH=str(repo_root / "src")), stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob(".o*partial*"))) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    left = sorted(p.name for p in tmp_path.glob(".o*partial*"))
+    assert len(left) == 3 and all(str(proc.pid) in name for name in left), left  # was: never cleaned
+    rc, _, err = ground(*(a if a != "test-slow-100ms" else "test-instant" for a in args))
+    assert rc == 0, err
+    (line,) = [ln for ln in err.splitlines() if "leftover" in ln]
+    assert line.startswith("probench ground: removed 3 leftover(s) of a killed run: ")
+    assert not list(tmp_path.glob(".o*partial*"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bag", "o", "o.jsonl", "o.mp4"]
