@@ -36,6 +36,12 @@ def test_infer_reports_an_unwritable_run_folder_in_one_line_then_resumes(
     assert "\n" not in err and "Traceback" not in err, err
     assert err.startswith("probench infer: error: cannot write ") and "Operation not permitted" in err
     assert "rerun the same command to resume" in err
+    monkeypatch.setenv("PROBENCH_DEBUG", "1")  # the traceback only when asked for
+    assert main(args) == 1
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" in err and "PermissionError" in err
+    assert err.splitlines()[-1].startswith("probench infer: error: cannot write ")
+    monkeypatch.delenv("PROBENCH_DEBUG")
     monkeypatch.setattr(run_module, "write_json_atomic", real)
     assert main(args) == 0  # writable again: the run resumes and completes
     info = json.loads((run / "run.json").read_text())
