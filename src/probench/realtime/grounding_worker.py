@@ -23,18 +23,43 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
 
 from probench.realtime.grounding_stats import GroundingStats
 
 Prompts = tuple[str, ...]
+V = TypeVar("V")
+# What a frame's data is: a serialized sensor_msgs/Image ("raw") or CompressedImage
+# ("compressed") off a raw subscription, or a recorded bag frame (``probench ground``).
+ImageKind = Literal["raw", "compressed", "recorded"]
+
+
+@dataclass(frozen=True)
+class FrameJob:
+    """A frame waiting in (or taken from) the one-slot mailbox."""
+
+    kind: ImageKind
+    data: Any  # the message as the producer gave it (serialized bytes, a recorded frame)
+    t_arrival: float  # time.perf_counter() at arrival (a replay: the bag's clock, in s)
+
+
+@dataclass(frozen=True)
+class PromptJob:
+    """An accepted operator prompt set, queued until the worker applies it."""
+
+    prompts: Prompts
+    stamp: Any  # the acceptance time (a builtin_interfaces/Time from the node's clock)
+
+
+Job = FrameJob | PromptJob
 
 
 class FrameWorker:
     def __init__(
         self,
         stats: GroundingStats,
-        handle_frame: Callable[[str, Any, float, Prompts], None],
+        handle_frame: Callable[[ImageKind, Any, float, Prompts], None],
         handle_prompts: Callable[[Prompts, Any], bool],
         on_error: Callable[[BaseException], None],
         max_pending_prompts: int = 64,
@@ -44,9 +69,9 @@ class FrameWorker:
         self._handle_prompts = handle_prompts  # False: the model refused them
         self._on_error = on_error
         self._cond = threading.Condition()
-        self._mailbox: tuple[str, Any, float] | None = None  # (kind, data, arrival time)
-        # (prompts, acceptance stamp); bounded: while inactive nothing is acknowledged yet
-        self._prompt_queue: deque[tuple[Prompts, Any]] = deque(maxlen=max_pending_prompts)
+        self._mailbox: FrameJob | None = None
+        # bounded: while inactive nothing is acknowledged yet
+        self._prompt_queue: deque[PromptJob] = deque(maxlen=max_pending_prompts)
         self.latest_prompts: Prompts = ()  # last accepted (maybe not applied yet)
         self.active_prompts: Prompts = ()  # what frames are processed with
         self._active = False
@@ -55,7 +80,7 @@ class FrameWorker:
         self._thread: threading.Thread | None = None
 
     # -- producers (executor thread) ----------------------------------------------------
-    def put_frame(self, kind: str, data: Any, t_arrival: float | None = None) -> Any:
+    def put_frame(self, kind: ImageKind, data: Any, t_arrival: float | None = None) -> Any:
         """Put a frame in the mailbox. Returns the data of the waiting frame it replaced
         (counted as skipped), else None (the node ignores it; a replay reports the drop)."""
         t = time.perf_counter() if t_arrival is None else t_arrival
@@ -66,22 +91,22 @@ class FrameWorker:
             replaced = self._mailbox
             if replaced is not None:
                 self.stats.count("skipped")
-            self._mailbox = (kind, data, t)
+            self._mailbox = FrameJob(kind, data, t)
             self._cond.notify_all()
-        return None if replaced is None else replaced[1]
+        return None if replaced is None else replaced.data
 
     def put_prompts(self, prompts: Prompts, stamp: Any) -> Any:
         """Queue a prompt set. Returns the data of the waiting frame a prompt change dropped
         (counted as skipped), else None."""
-        dropped: tuple[str, Any, float] | None = None
+        dropped: FrameJob | None = None
         with self._cond:
             if prompts != self.latest_prompts and self._mailbox is not None:
                 dropped, self._mailbox = self._mailbox, None
                 self.stats.count("skipped")
             self.latest_prompts = prompts
-            self._prompt_queue.append((prompts, stamp))
+            self._prompt_queue.append(PromptJob(prompts, stamp))
             self._cond.notify_all()
-        return None if dropped is None else dropped[1]
+        return None if dropped is None else dropped.data
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
@@ -127,15 +152,17 @@ class FrameWorker:
     def _ready(self) -> bool:
         return self._active and bool(self._prompt_queue or self._mailbox)
 
-    def _take(self) -> tuple[str, Any]:
-        """The next job (lock held): prompt changes first, so frames use the newest accepted set."""
+    def _take(self) -> Job:
+        """The next job (lock held, one is ready): prompt changes first, so frames use the
+        newest accepted set."""
         self._busy = True
         if self._prompt_queue:
-            return "prompts", self._prompt_queue.popleft()
+            return self._prompt_queue.popleft()
         job, self._mailbox = self._mailbox, None
-        return "frame", job
+        assert job is not None  # _ready()
+        return job
 
-    def _next_job(self) -> tuple[str, Any] | None:
+    def _next_job(self) -> Job | None:
         with self._cond:
             while not self._stop and not self._ready():
                 self._cond.wait(timeout=0.5)
@@ -143,24 +170,22 @@ class FrameWorker:
                 return None
             return self._take()
 
-    def take_job(self) -> tuple[str, Any] | None:
+    def take_job(self) -> Job | None:
         """The job the worker would start now, or None when there is none (never waits)."""
         with self._cond:
             return self._take() if self._ready() else None
 
-    def run_job(self, job: tuple[str, Any]) -> None:
+    def run_job(self, job: Job) -> None:
         """Do one job from :meth:`take_job`; a failure is counted and given to ``on_error``."""
         try:
-            if job[0] == "prompts":
-                prompts, stamp = job[1]
-                if self._handle_prompts(prompts, stamp):
-                    self.active_prompts = prompts
+            if isinstance(job, PromptJob):
+                if self._handle_prompts(job.prompts, job.stamp):
+                    self.active_prompts = job.prompts
                 else:
                     with self._cond:
                         self.latest_prompts = self.active_prompts
             else:
-                kind, data, t = job[1]
-                self._handle_frame(kind, data, t, self.active_prompts)  # snapshot at start
+                self._handle_frame(job.kind, job.data, job.t_arrival, self.active_prompts)  # snapshot
         except Exception as exc:  # noqa: BLE001 - the worker must outlive any one bad frame
             self.stats.count("errors")
             self._on_error(exc)
@@ -174,18 +199,18 @@ class FrameWorker:
             self.run_job(job)
 
 
-class StampedPromptSets:
-    """Prompt sets each stamped for one frame (``frame_prompts``: header.stamp = the frame's
-    stamp), kept until that frame is processed.
+class StampedMap(Generic[V]):
+    """Values each stamped for one frame, kept until that frame is processed: the node's one
+    stamp-pairing mechanism (per-frame prompt sets, depth images).
 
-    A bounded map stamp -> prompt set. :meth:`take` hands a frame its set and forgets every
-    set stamped before it: frames arrive in stamp order and the node only ever processes the
-    newest, so those belong to frames it passed over. Beyond ``capacity`` the oldest set is
-    evicted (counted). Sets arrive on their own topic, so a frame can be taken from the
-    mailbox a moment before its set is handed over by the executor: while stamped sets are in
-    use (one arrived within ``in_use_s``) and none stamped at or after the frame has come yet,
-    :meth:`take` waits up to ``wait_s`` for it. Live operation sends no stamped sets, so it
-    never waits.
+    A bounded map stamp -> value. :meth:`take` hands a frame the value stamped for it (the
+    nearest within ``tolerance_ns``; exact by default) and forgets every value stamped before
+    it: frames arrive in stamp order and the node only ever processes the newest, so those
+    belong to frames it passed over. Beyond ``capacity`` the oldest value is evicted
+    (counted). Values arrive on their own topic, so a frame can be taken from the mailbox a
+    moment before its value is handed over by the executor: while stamped values are in use
+    (one arrived within ``in_use_s``) and none stamped at or after the frame has come yet,
+    :meth:`take` waits up to ``wait_s`` for it. A stream that sends none never waits.
     """
 
     def __init__(self, capacity: int = 1024, in_use_s: float = 5.0) -> None:
@@ -194,17 +219,17 @@ class StampedPromptSets:
         self.capacity = capacity
         self.in_use_s = in_use_s
         self._cond = threading.Condition()
-        self._sets: OrderedDict[int, Prompts] = OrderedDict()
+        self._sets: OrderedDict[int, V] = OrderedDict()
         self._newest = -1  # the highest stamp ever put
         self._last_put = float("-inf")  # monotonic time of the last put
-        self.bound = 0  # frames processed with their own stamped set
-        self.unbound = 0  # frames that found none while stamped sets were in use
+        self.bound = 0  # frames processed with their own stamped value
+        self.unbound = 0  # frames that found none while stamped values were in use
         self.evicted = 0
 
-    def put(self, stamp_ns: int, prompts: Prompts, now: float | None = None) -> None:
+    def put(self, stamp_ns: int, value: V, now: float | None = None) -> None:
         with self._cond:
             self._last_put = time.monotonic() if now is None else now
-            self._sets[int(stamp_ns)] = prompts
+            self._sets[int(stamp_ns)] = value
             self._newest = max(self._newest, int(stamp_ns))
             while len(self._sets) > self.capacity:
                 self._sets.popitem(last=False)
@@ -215,17 +240,25 @@ class StampedPromptSets:
         now = time.monotonic() if now is None else now
         return now - self._last_put <= self.in_use_s
 
-    def take(self, stamp_ns: int, wait_s: float = 0.0) -> Prompts | None:
-        """The set stamped ``stamp_ns`` (forgetting it and every older one), or None."""
+    def _match(self, stamp_ns: int, tolerance_ns: int) -> int | None:
+        if stamp_ns in self._sets:
+            return stamp_ns
+        near = [s for s in self._sets if abs(s - stamp_ns) <= tolerance_ns] if tolerance_ns > 0 else []
+        return min(near, key=lambda s: abs(s - stamp_ns)) if near else None
+
+    def take(self, stamp_ns: int, wait_s: float = 0.0, tolerance_ns: int = 0) -> V | None:
+        """The value stamped ``stamp_ns`` (or the nearest within ``tolerance_ns``), forgetting
+        it and every older one; None when there is none."""
         stamp_ns = int(stamp_ns)
         deadline = time.monotonic() + wait_s
         with self._cond:
-            while stamp_ns not in self._sets and self._newest < stamp_ns and self.in_use():
+            while self._match(stamp_ns, tolerance_ns) is None and self._newest < stamp_ns and self.in_use():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 self._cond.wait(timeout=left)
-            found = self._sets.pop(stamp_ns, None)
+            key = self._match(stamp_ns, tolerance_ns)
+            found = None if key is None else self._sets.pop(key)
             for s in [s for s in self._sets if s < stamp_ns]:
                 del self._sets[s]
             if found is not None:
@@ -237,6 +270,11 @@ class StampedPromptSets:
     def __len__(self) -> int:
         with self._cond:
             return len(self._sets)
+
+
+class StampedPromptSets(StampedMap[Prompts]):
+    """Prompt sets each stamped for one frame (``frame_prompts``: header.stamp = the frame's
+    stamp, matched exactly). Live operation sends no stamped sets, so it never waits."""
 
     def counters(self) -> dict[str, int]:
         with self._cond:

@@ -37,6 +37,7 @@ from probench.data.dataset import Dataset
 from probench.errors import ProbenchError, UsageError
 from probench.models.infer import offline_identity
 from probench.scale.cluster import Cluster
+from probench.scale.options import RayOptions
 from probench.scale.worker import ModelArgs
 
 if TYPE_CHECKING:
@@ -63,12 +64,8 @@ class SweepConfig:
     limit: int | None = None
     latency: LatencyProtocol | None = field(default_factory=LatencyProtocol)
     reference: str | None = "paper"
-    ray: str | None = None  # None: this process; "" RAY_ADDRESS or a local cluster; else an address
-    ray_timeout_s: float | None = None  # None: the default of probench.scale.cluster.ray_cluster
+    ray: RayOptions = field(default_factory=RayOptions)  # address None: this process
     weights: dict[str, str] = field(default_factory=dict)  # model -> local weights (--weights M=PATH)
-    workers: int | None = None
-    cpus_per_worker: int | None = None
-    chunk_size: int | None = None
     progress: bool = True
 
 
@@ -95,7 +92,7 @@ class _LazyCluster:
     """The Ray cluster of a ``--ray`` sweep, connected (or started) the first time a step
     needs it: a rerun with everything complete starts nothing."""
 
-    def __init__(self, address: str | None, stack: ExitStack, timeout_s: float | None = None) -> None:
+    def __init__(self, address: str | None, stack: ExitStack, timeout_s: float) -> None:
         self.address, self.stack, self.timeout_s = address, stack, timeout_s
         self.cluster: Cluster | None = None
 
@@ -105,10 +102,9 @@ class _LazyCluster:
 
     def get(self) -> Cluster:
         if self.cluster is None:
-            from probench.scale.cluster import CONNECT_TIMEOUT_S, ray_cluster
+            from probench.scale.cluster import ray_cluster
 
-            timeout = CONNECT_TIMEOUT_S if self.timeout_s is None else self.timeout_s
-            self.cluster = self.stack.enter_context(ray_cluster(self.address, timeout_s=timeout))
+            self.cluster = self.stack.enter_context(ray_cluster(self.address, timeout_s=self.timeout_s))
         return self.cluster
 
 
@@ -151,8 +147,8 @@ class _Model:
 
             info = run_ray_inference(
                 self.args, self.dataset, self.run.path, cfg.formulations, self.cluster.get(),
-                workers=cfg.workers, cpus_per_worker=cfg.cpus_per_worker, chunk_size=cfg.chunk_size,
-                limit=cfg.limit, progress=cfg.progress,
+                workers=cfg.ray.workers, cpus_per_worker=cfg.ray.cpus_per_worker,
+                chunk_size=cfg.ray.chunk_size, limit=cfg.limit, progress=cfg.progress,
             )  # fmt: skip
             ray = info.get("ray", {})
             nodes = sorted({w["ip"] for w in ray.get("per_worker", []) if w.get("ip")})  # where they ran
@@ -307,7 +303,7 @@ def _timed(
 
 
 def _report_step(cfg: SweepConfig, steps: list[Step], previous: dict[str, Any]) -> list[str]:
-    from probench.report.cli import build_report
+    from probench.report.build import build_report
 
     runs = [str(run_folder(cfg.out, m).path) for m in cfg.models
             if (run_folder(cfg.out, m).path / "metrics.json").exists()]  # fmt: skip
@@ -349,7 +345,7 @@ def _run_sweep_locked(cfg: SweepConfig, dataset: Dataset) -> dict[str, Any]:
     cluster_record: dict[str, Any] | None = None
     try:
         with ExitStack() as stack:
-            cluster = _LazyCluster(cfg.ray, stack, cfg.ray_timeout_s)
+            cluster = _LazyCluster(cfg.ray.address, stack, cfg.ray.connect_timeout_s)
             try:
                 for name in cfg.models:
                     _model_steps(_Model(cfg, dataset, name, cluster), steps, previous)
@@ -364,7 +360,7 @@ def _run_sweep_locked(cfg: SweepConfig, dataset: Dataset) -> dict[str, Any]:
             "formulations": cfg.formulations,
             "device": cfg.device,
             "latency_protocol": asdict(cfg.latency) if cfg.latency is not None else None,
-            "ray_requested": cfg.ray is not None,
+            "ray_requested": cfg.ray.address is not None,
             "ray": cluster_record,
             "steps": [asdict(s) for s in steps],
             "report": str(cfg.out / "report" / "report.md"),
