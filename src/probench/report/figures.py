@@ -250,10 +250,11 @@ def _pareto_legend(rows: list[tuple[Entry, float, float]], texts: dict[int, str]
 
 
 def _labels(ax: Any, fig: Any, rows: list[tuple[Entry, float, float]], texts: dict[int, str]) -> None:
-    """Point labels (``texts[i]`` where row ``i`` has its own), pushed down a line when they
-    would overprint one already placed."""
+    """Point labels (``texts[i]`` where row ``i`` has its own), moved a line down (or, near
+    the bottom of the axes, up) when they would overprint one already placed."""
     to_px = ax.transData.transform
     line_px = 9.0 * fig.dpi / 72.0  # one 6.5 pt label line, with leading
+    bottom = ax.transAxes.transform((0.0, 0.0))[1]
     placed: list[tuple[float, float, float]] = []  # (x, y, width) in pixels, of placed labels
     for i in sorted(range(len(rows)), key=lambda k: -rows[k][2]):
         e, lat, m50 = rows[i]
@@ -261,15 +262,17 @@ def _labels(ax: Any, fig: Any, rows: list[tuple[Entry, float, float]], texts: di
         x, y = to_px((lat, m50))
         width = 6.5 * 0.55 * len(text) * fig.dpi / 72.0
         dy = 3.0
-        for _ in range(6):
+        for shift in (-9.0, -18.0, -27.0, -36.0, -45.0, 9.0, 18.0, 27.0, 36.0):
             y_text = y + dy * fig.dpi / 72.0
             clash = any(abs(y_text - py) < line_px and px - width < x < px + pw for px, py, pw in placed)
-            if not clash:
+            if not clash and y_text >= bottom:
                 break
-            dy -= 9.0
+            dy = 3.0 + shift
         placed.append((x, y + dy * fig.dpi / 72.0, width))
+        leader = {"arrowstyle": "-", "lw": 0.5, "color": "0.45"} if abs(dy) > 10 else None  # moved far
         ax.annotate(text, (lat, m50), xytext=(4, dy), textcoords="offset points", fontsize=6.5,
                     color="black" if not e.reference else "0.3", gid=f"label:{text}", zorder=5,
+                    arrowprops=leader,
                     bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.6})
 
 
