@@ -5,8 +5,9 @@ and ``run(args) -> int``; this file only dispatches, importing just the chosen c
 module so that ``probench --help`` stays fast (no torch, no rclpy).
 
 Errors: a :class:`probench.errors.ProbenchError` becomes one line on stderr and its exit
-code (2 usage, 1 failed check); anything unexpected becomes one line too, with the
-traceback only when ``PROBENCH_DEBUG=1``.
+code (2 usage, 1 failed check); anything unexpected becomes one line too. The traceback
+(of an unexpected error, or of the low-level error under a ProbenchError) only when
+``PROBENCH_DEBUG=1``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("probench.data.cli", "check a dataset; every problem named with its record id"),
     "import": ("probench.data.cli_import", "another benchmark's annotations (coco, refcoco) as a dataset"),
     "models": ("probench.models.cli_models", "list the model zoo"),
+    "fetch": ("probench.models.cli_fetch", "download models' weights into the local caches (needs internet)"),
     "infer": ("probench.models.cli_infer", "offline inference into the prediction cache (resumable)"),
     "latency": ("probench.models.cli_latency", "the paper's latency protocol"),
     "score": ("probench.scoring.cli", "the full metric suite of a run"),
@@ -89,6 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(module.run(args) or 0)
     except ProbenchError as exc:
+        if os.environ.get("PROBENCH_DEBUG") == "1" and exc.__cause__ is not None:  # e.g. the OSError under it
+            traceback.print_exc()
         print(f"probench {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -8,6 +8,7 @@ imports only :mod:`probench.errors` and :mod:`probench.detections`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from probench.detections import CocoResult, Detections
@@ -15,7 +16,7 @@ from probench.errors import CheckFailed, UsageError
 
 __all__ = [
     "FORMULATIONS", "KNOWN_DOMAINS", "POLICY_FORMULATION", "PROMPT_TYPES", "RUN_FORMULATIONS",
-    "TEMPLATE_PREFIX", "AttributionError", "CocoResult",
+    "TEMPLATE_PREFIX", "AttributionError", "CocoResult", "PromptTextError", "check_prompt_text",
     "detections_to_results", "parse_formulations", "unique_prompts",
 ]
 
@@ -44,6 +45,31 @@ PREPROCESS_PATHS: tuple[str, ...] = ("device", "reference")
 
 class AttributionError(CheckFailed):
     """Boxes name a prompt the frame or image was not asked (never credited)."""
+
+
+class PromptTextError(UsageError):
+    """Prompt text that is not valid text: a lone surrogate (not encodable as UTF-8) or a
+    control character (NUL, ESC, DEL...); the message names the first and its position."""
+
+
+# C0 and C1 control characters but tab, newline and CR (whitespace a pasted prompt may hold;
+# split_prompts strips them), DEL, and the surrogate range (a lone one is not encodable)
+_INVALID_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def check_prompt_text(text: str) -> str:
+    """``text`` unchanged if it is valid prompt text, else a one-line :class:`PromptTextError`.
+
+    Valid: encodable as UTF-8 (no lone surrogate such as ``"\\ud800"``, which no ROS string
+    can carry) and free of control characters other than tab, newline and carriage return
+    (a NUL would silently cut the prompt short on the wire). The one check behind the node's
+    prompt parser and so the console, ``probench ground`` and the node."""
+    bad = _INVALID_TEXT.search(text)
+    if bad is not None:
+        code = ord(bad.group())
+        kind = "lone surrogate" if 0xD800 <= code <= 0xDFFF else "control character"
+        raise PromptTextError(f"not valid text: {kind} U+{code:04X} at character {bad.start()}")
+    return text
 
 
 def parse_formulations(value: str | Sequence[str]) -> list[str]:

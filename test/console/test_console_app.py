@@ -177,6 +177,9 @@ def test_prompt_is_split_checked_sent_and_remembered(bridge) -> None:
     (["a cup"], "must be a string"),
     (None, "must be a string"),
     (42, "must be a string"),
+    ("a\ud800b", "lone surrogate U+D800"),  # was a 500 and a traceback in the log
+    ("a\u0000b", "control character U+0000"),  # was sent as "a": the page waited for an ack
+    ("a cup;\x1b[31m", "control character U+001B"),
 ])
 def test_prompt_held_to_the_node_limits(bridge, text, why) -> None:
     c = client(bridge)

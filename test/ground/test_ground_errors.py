@@ -3,6 +3,7 @@ and 1 for bad data, no traceback, and nothing left behind."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -136,3 +137,98 @@ def test_corrupt_sqlite_data_mid_bag(tmp_path: Path, ground) -> None:
     db.write_bytes(bytes(data))
     _fails(ground(*_args(bag, tmp_path / "o", "--jsonl", tmp_path / "o.jsonl")), 1, "corrupt bag data")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bag"]
+
+
+def test_out_that_cannot_be_created_is_refused_before_the_model_loads(
+    tmp_path: Path, ground, no_model_load
+) -> None:
+    bag = write_camera_bag(tmp_path / "bag", n=2)
+    (tmp_path / "FILE").write_text("a file")
+    # was "internal error: FileExistsError" after the model load
+    _fails(ground(*_args(bag, tmp_path / "FILE" / "sub")), 2, "--out", "FILE is a file, not a folder")
+    _fails(ground(*_args(bag, tmp_path / "FILE" / "a" / "b")), 2, "FILE is a file, not a folder")
+    # nothing can be created under /proc, even as root (was "internal error: FileNotFoundError")
+    _fails(ground(*_args(bag, Path("/proc/probench-out"))), 2, "--out /proc/probench-out",
+           "nothing can be created in /proc")
+    _fails(ground(*_args(bag, tmp_path / "o", "--jsonl", tmp_path / "FILE" / "o.jsonl")), 2, "--jsonl",
+           "is a file, not a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE", "bag"]
+
+
+@pytest.mark.parametrize("seconds", ["1e308", "1e10", "9.3e9", "2147483648"])
+def test_schedule_time_past_the_last_stamp_is_refused_naming_the_line(
+    tmp_path: Path, ground, no_model_load, seconds: str
+) -> None:
+    bag = write_camera_bag(tmp_path / "bag", n=2)
+    schedule = tmp_path / "s.txt"
+    schedule.write_text(f"# times\n0 a cup\n{seconds} a door\n")
+    # was "internal error: OverflowError" / "'i' format requires ..." (int32 stamp seconds)
+    _fails(ground(*_args(bag, tmp_path / "o", "--prompt-schedule", schedule)), 2, "s.txt:3",
+           f"time {seconds}", "past the last ROS time stamp")
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_leftovers_of_a_killed_run_are_removed_at_start_in_one_line(tmp_path: Path, ground) -> None:
+    from probench.cache.atomic import replacing
+
+    bag = write_camera_bag(tmp_path / "bag", n=2)
+    out, video, jsonl = tmp_path / "o", tmp_path / "o.mp4", tmp_path / "o.jsonl"
+    dead = _dead_pid()
+    with replacing(jsonl) as tmp:  # the names a writer really uses, with its PID swapped for a dead one
+        name = tmp.name
+    jsonl.unlink()
+    stale_jsonl = tmp_path / name.replace(f".{os.getpid()}.", f".{dead}.")
+    stale_jsonl.write_text("{}\n")
+    stale_video = tmp_path / f".o.{dead}.abc123.partial.mp4"
+    stale_video.write_bytes(b"\0" * 10)
+    stale_bag = tmp_path / f".o.partial-{dead}"
+    (stale_bag / "o").mkdir(parents=True)
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        running = tmp_path / f".o.partial-{alive.pid}"  # another ground still writing: kept
+        running.mkdir()
+        rc, _, err = ground(*_args(bag, out, "--video", video, "--jsonl", jsonl))
+        assert rc == 0, err
+        lines = [line for line in err.splitlines() if "leftover" in line]
+        assert len(lines) == 1 and "removed 3 leftover(s) of a killed run" in lines[0], err
+        for path in (stale_jsonl, stale_video, stale_bag):
+            assert str(path) in lines[0] and not path.exists()
+        assert running.is_dir()
+        assert out.is_dir() and video.is_file() and jsonl.is_file()
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_a_sigkilled_ground_leaves_leftovers_the_next_run_removes(tmp_path: Path, ground, repo_root: Path,
+                                                                  ros_env: dict[str, str]) -> None:
+    import signal
+    import time
+
+    bag = write_camera_bag(tmp_path / "bag", n=40)
+    out, video, jsonl = tmp_path / "o", tmp_path / "o.mp4", tmp_path / "o.jsonl"
+    args = ["--bag", bag, "--model", "test-slow-100ms", "--prompt", "a cup", "--out", out, "--video", video,
+            "--jsonl", jsonl, "--no-progress"]
+    proc = subprocess.Popen([sys.executable, "-m", "probench", "ground", *map(str, args)],
+                            env=dict(ros_env, PYTHONPATH=str(repo_root / "src")), stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob(".o*partial*"))) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    left = sorted(p.name for p in tmp_path.glob(".o*partial*"))
+    assert len(left) == 3 and all(str(proc.pid) in name for name in left), left  # was: never cleaned
+    rc, _, err = ground(*(a if a != "test-slow-100ms" else "test-instant" for a in args))
+    assert rc == 0, err
+    (line,) = [ln for ln in err.splitlines() if "leftover" in ln]
+    assert line.startswith("probench ground: removed 3 leftover(s) of a killed run: ")
+    assert not list(tmp_path.glob(".o*partial*"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bag", "o", "o.jsonl", "o.mp4"]

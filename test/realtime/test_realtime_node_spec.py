@@ -76,6 +76,25 @@ def test_prompts_from_message_holds_the_node_limits() -> None:
             node_spec.prompts_from_message(bad)
 
 
+@pytest.mark.parametrize(("text", "why"), [
+    ("a\ud800b", "lone surrogate U\\+D800 at character 1"),
+    ("a cup\u0000; a door", "control character U\\+0000 at character 5"),
+    ("\x07bell", "control character U\\+0007 at character 0"),
+    ("del\x7f", "control character U\\+007F"),
+    ("c1\x85", "control character U\\+0085"),
+])
+def test_prompt_parser_refuses_text_that_is_not_valid_text(text: str, why: str) -> None:
+    from probench.msgs.errors import PromptMessageError
+
+    with pytest.raises(PromptMessageError, match=why):
+        node_spec.prompts_from_message(text)
+
+
+def test_prompt_parser_keeps_whitespace_controls_and_any_language() -> None:
+    assert node_spec.prompts_from_message("a red cup\t;\r\n la porte ; 赤いカップ 😀") == (
+        "a red cup", "la porte", "赤いカップ 😀")
+
+
 def test_node_description() -> None:
     d = node_spec.grounding_node_description(params_file="/p.yaml", overrides={"model": "m"},
                                              image_topic="/cam/image")

@@ -159,3 +159,63 @@ def test_document_says_how_each_latency_was_measured(make_run, tmp_path):
     assert "| OWL-ViT | cpu | 50 x 10 (+ 3) | yes | not recorded" in doc
     section = doc.split("## How latency was measured")[1].split("\n## ")[0]
     assert "OmDet-T" not in section and section.count("\n| ") == 3  # header + the two measured rows
+
+
+def _set_dataset(run: Path, **dataset: object) -> None:
+    info = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    info["dataset"] = dataset
+    (run / "run.json").write_text(json.dumps(info), encoding="utf-8")
+
+
+def test_runs_of_different_datasets_are_refused_unless_allowed_then_marked(make_run, tmp_path, capsys):
+    a = make_run("a", paper_name="OWL-ViT")
+    b = make_run("b", paper_name="OWLv2-B")
+    _set_dataset(a, path="/data/probench", hash="sha256:" + "a" * 64)
+    _set_dataset(b, path="/data/other", hash="sha256:" + "b" * 64)
+    out = tmp_path / "rep"
+    capsys.readouterr()
+    assert main(["report", str(a), str(b), "--out", str(out)]) == 1  # was rc 0 and nothing said
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    assert "2 different datasets" in err and "OWL-ViT on probench" in err and "OWLv2-B on other" in err
+    assert "--allow-dataset-mismatch" in err and not out.exists()
+    assert main(["report", str(a), str(b), "--out", str(out), "--allow-dataset-mismatch"]) == 0
+    assert "made on different datasets" in capsys.readouterr().err
+    rows = [r["model"] for r in csv.DictReader((out / "table2.csv").open(encoding="utf-8"))]
+    assert sorted(rows) == ["OWL-ViT [dataset probench aaaaaaaa]", "OWLv2-B [dataset other bbbbbbbb]"]
+    doc = (out / "report.md").read_text(encoding="utf-8")
+    assert "| OWL-ViT [dataset probench aaaaaaaa] |" in doc and "**different datasets**" in doc
+
+
+def test_a_ros_run_shows_its_bag_and_its_measured_latency_in_table_and_fig5(make_run, tmp_path):
+    """The latency probench eval measured reaches Table II and Fig. 5, marked as end-to-end
+    through ROS 2 at camera rate, next to the offline protocol's figure; a bag run's dataset
+    is named (was "?")."""
+    from probench.report.figures import fig_pareto
+    from probench.report.load import load_run
+
+    ros = make_run("ros", paper_name="OWL-ViT", latency=None)
+    _set_dataset(ros, bag="/bags/probench-sample", hash="sha256:" + "c" * 64, path=None)
+    metrics = json.loads((ros / "metrics.json").read_text(encoding="utf-8"))
+    metrics["realtime"] = {"mode": "camera-rate", "rate_hz": 30.0,
+                           "latency_ms": {"mean": 251.0452, "p50": 248.3, "p95": 421.1481}}
+    (ros / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
+    out = tmp_path / "rep"
+    assert main(["report", str(ros), "--out", str(out)]) == 0
+    doc = (out / "report.md").read_text(encoding="utf-8")
+    runs_row = next(ln for ln in doc.splitlines() if ln.startswith("| OWL-ViT | "))
+    assert "bag /bags/probench-sample" in runs_row and " ? " not in runs_row
+    assert "| latency_ms | latency ROS 2 (ms) |" in doc
+    table_row = [ln for ln in doc.splitlines() if ln.startswith("| OWL-ViT | ")][1].split(" | ")
+    assert table_row[4:6] == ["", "251.0"]  # offline latency not measured; the ROS 2 one beside it
+    assert ("- OWL-ViT: latency ROS 2 251.0 ms (mean, p95 421.1 ms) end-to-end through the ROS 2 graph "
+            "(ROS 2, camera-rate 30 Hz, `probench eval`)") in doc
+    assert "- OWL-ViT: empty: latency_ms (`probench latency` measures it)" in doc
+    fig = fig_pareto([load_run(ros)]).figure
+    ax = fig.axes[0]
+    (point,) = [a for a in ax.get_children() if a.get_gid() == "ros:OWL-ViT"]
+    assert list(point.get_xdata()) == [251.0452]
+    assert {t.get_text() for t in ax.texts} == {"OWL-ViT [ROS 2, camera-rate 30 Hz]"}
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("through ROS 2" in t and "camera rate" in t for t in legend)
+    assert not [a for a in ax.get_children() if a.get_gid() == "pareto"]  # no frontier of ROS points

@@ -69,7 +69,10 @@ def test_fig5_reference_rows_budget_frontier_and_left_out_runs(two_runs, referen
     labels = {a.get_text() for a in ax.texts}
     assert labels == {"OWLv2-B (random weights)", "OWL-ViT", "SAM3-Lite (paper)", "OmDet-T (paper)",
                       "YOLO-W-S (paper)"}  # fmt: skip
-    assert points == {f"point:{label}" for label in labels}
+    # the random-weight row is drawn apart (hollow, grey, its own gid), labelled as such
+    assert points == {f"point:{label}" for label in labels} - {"point:OWLv2-B (random weights)"}
+    (random_point,) = _by_gid(fig, "random:OWLv2-B (random weights)")
+    assert random_point.get_markerfacecolor() == "white"
     assert len(_by_gid(fig, "connector:")) == 5
     assert plot.notes == ["G-DINO-T: left out of Fig. 5 (no latency measured)"]
     (budget,) = _by_gid(fig, "budget")

@@ -34,12 +34,14 @@ def test_csv_has_exactly_the_paper_columns_sorted_by_map50(two_runs, reference_c
 
 def test_ranks_lower_is_better_for_latency_and_delta_max(two_runs, reference_csv):
     entries = _entries(two_runs, reference_csv)
+    # (the random-weight row is not ranked: four rows are)
     lat = {e.label: r for e, r in zip(entries, ranks(entries, "latency_ms"), strict=True)}
-    assert lat["YOLO-W-S (paper)"] == 1 and lat["SAM3-Lite (paper)"] == 5
+    assert lat["YOLO-W-S (paper)"] == 1 and lat["SAM3-Lite (paper)"] == 4
     m50 = {e.label: r for e, r in zip(entries, ranks(entries, "map50"), strict=True)}
-    assert m50["OWL-ViT"] == 1 and m50["YOLO-W-S (paper)"] == 5
+    assert m50["OWL-ViT"] == 1 and m50["YOLO-W-S (paper)"] == 4
     dmax = {e.label: r for e, r in zip(entries, ranks(entries, "delta_max"), strict=True)}
-    assert dmax["YOLO-W-S (paper)"] == 1 and dmax["SAM3-Lite (paper)"] == 5
+    assert dmax["YOLO-W-S (paper)"] == 1 and dmax["SAM3-Lite (paper)"] == 4
+    assert lat["OWLv2-B (random weights)"] is None and m50["OWLv2-B (random weights)"] is None
 
 
 def test_ties_share_a_rank_and_missing_values_have_none():
@@ -57,7 +59,7 @@ def test_markdown_marks_top_five_per_column(two_runs, reference_csv):
     col = {c: i for i, c in enumerate(MARKDOWN_COLUMNS)}
     assert body["OWL-ViT"][col["map50"]].startswith("**")  # best mAP.5
     assert body["YOLO-W-S (paper)"][col["latency_ms"]] == "**7.3**"  # fastest
-    assert body["SAM3-Lite (paper)"][col["latency_ms"]] == "683.0⁵"  # slowest of five
+    assert body["SAM3-Lite (paper)"][col["latency_ms"]] == "683.0⁴"  # slowest of the four ranked
     assert body["SAM3-Lite (paper)"][col["map50"]] == "0.696²"
     assert "**bold** = best" in md
 
@@ -141,3 +143,32 @@ def test_notes_say_why_pcr_is_empty_and_give_the_threshold_variant():
     md = to_markdown([null, at])
     assert "- a: PCR/PLC not computed: the run lacks formulation(s) tmpl" in md
     assert "- b: at score >= 0.3, pcr50 0.250, plc 0.800." in md
+
+
+def test_random_weight_rows_are_neither_bold_nor_ranked(make_run, reference_csv):
+    """The issue's case: a tiny random-weight row's pcr50 top-1 of 0.000 was bold as "best"
+    (no published row has the column) and its delta_max of 0.013 ranked it 2nd."""
+    tiny = load_run(make_run("tiny-owlv2", paper_name="OWLv2-B", random_weights=True,
+                             peaks={"orig": 0.002, "cat": 0.015, "tmpl": 0.01}, latency=(5.0, 0.5)))
+    tiny.metrics["pcr50_top1"] = 0.0
+    real = load_run(make_run("owlvit", paper_name="OWL-ViT"))
+    entries = [tiny, real, *load_reference(reference_csv)]
+    for column in ("map50", "latency_ms", "delta_max", "pcr50", "pcr50_top1", "m_cat"):
+        assert ranks(entries, column)[0] is None, column
+    md = to_markdown(entries)
+    row = next(ln for ln in md.splitlines() if ln.startswith("| OWLv2-B tiny (random weights) |"))
+    cells = row.split(" | ")[1:]
+    assert cells and not any("**" in c or any(s in c for s in "²³⁴⁵") for c in cells), row
+    assert cells[MARKDOWN_COLUMNS.index("pcr50_top1") - 1] == "0.000"  # shown, not marked
+    # the next rows are ranked as if it were not there: YOLO-W-S is still the fastest
+    yolo = next(ln for ln in md.splitlines() if ln.startswith("| YOLO-W-S (paper) |")).split(" | ")
+    assert yolo[MARKDOWN_COLUMNS.index("latency_ms")] == "**7.3**"
+    assert yolo[MARKDOWN_COLUMNS.index("delta_max")] == "**0.033**"
+    assert "- OWLv2-B tiny (random weights): random weights: not marked or ranked in any column." in md
+
+
+def test_every_empty_cell_has_its_note(make_run, reference_csv):
+    no_latency = load_run(make_run("nolat", paper_name="G-DINO-T", latency=None))
+    md = to_markdown([no_latency, *load_reference(reference_csv)])
+    assert "- G-DINO-T: empty: latency_ms (`probench latency` measures it)" in md
+    assert "- Published rows (paper): the paper gives no pcr50_top1, plc_top1." in md

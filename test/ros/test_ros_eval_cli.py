@@ -116,7 +116,7 @@ def _existing_ros_run(repo_root: Path, out: Path) -> None:
     with ProbenchBag(bag) as b:
         identity = ros_identity(EVALUATOR_PARAMS.defaults(), grounding, b.dataset.summary(), bag=str(bag),
                                 compressed=b.compressed)
-    open_run(out, identity, formulations=["orig"])
+    open_run(out, identity, formulations=["orig"]).finish()  # an earlier run, ended (its lock released)
 
 
 @pytest.mark.ros

@@ -93,7 +93,7 @@ def test_a_signalled_evaluator_exits_0_and_probench_eval_reports_the_interruptio
     proc, out = _start(tmp_path, ros_env, "run")
     os.kill(_children(proc.pid)["evaluator_node"], signal.SIGTERM)  # not the group: only the node
     _, err = proc.communicate(timeout=60)
-    assert "evaluator_node: interrupted (SIGTERM)" in err
+    assert "evaluator_node: stopped (SIGTERM) before the run finished" in err
     assert "Traceback" not in err
     assert proc.returncode == 130, err[-2000:]
     assert "interrupted before it finished (status: interrupted)" in err

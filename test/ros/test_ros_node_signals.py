@@ -193,7 +193,7 @@ def test_evaluator_stops_cleanly_and_the_run_resumes(rng: random.Random, tmp_pat
                 ev.kill()
                 out = ev.communicate()[0]
             _assert_clean(ev.returncode, out, what)
-            assert "evaluator_node: interrupted" in out, f"{what} (seed {SEED})\n{out[-2000:]}"
+            assert "evaluator_node: stopped (" in out, f"{what} (seed {SEED})\n{out[-2000:]}"
             if (run / "run.json").exists():
                 assert json.loads((run / "run.json").read_text())["status"] == "interrupted", what
             assert not (run / "predictions" / "orig.json").exists(), what

@@ -31,8 +31,9 @@ def _statuses(out: Path) -> dict[tuple[str, str], str]:
 def test_sweep_two_tiny_models_report_then_resume(repo_root: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "sweep"
     assert main(_sweep(repo_root, out)) == 0
-    printed = capsys.readouterr().out
+    printed, err = capsys.readouterr()
     assert "7 step(s) ran, 0 skipped" in printed and "report:" in printed
+    assert err == ""  # --no-progress is silent: no bar, the report's run loading included
     assert set(_statuses(out).values()) == {"ran"} and len(_statuses(out)) == 7
     rows = [r["model"] for r in csv.DictReader((out / "report" / "table2.csv").open(encoding="utf-8"))]
     assert "OWLv2-B tiny (random weights)" in rows and "OWL-ViT tiny (random weights)" in rows
@@ -71,6 +72,11 @@ def test_sweep_two_tiny_models_report_then_resume(repo_root: Path, tmp_path: Pat
     (["--ray", "--device", "cuda:1"], "--device cuda:1: a sweep runs on cpu or cuda"),
     (["--formulations", "orig,nope"], "nope"),
     (["--reference", "missing.csv"], "missing.csv"),
+    (["--weights", "tiny-owlv2"], "expected MODEL=PATH"),
+    (["--weights", "owlv2-b=datasets"], "owlv2-b is not one of --models"),
+    (["--weights", "tiny-owlv2=/no/such/weights"], "no such file or folder /no/such/weights"),
+    (["--weights", "tiny-owlv2=datasets", "--weights", "tiny-owlv2=bags"], "tiny-owlv2 given twice"),
+    (["--ray", "127.0.0.1:1", "--ray-timeout", "90"], "--ray-timeout must lie in (0, 60]"),
 ])  # fmt: skip
 def test_bad_arguments_exit_2_before_anything_runs(repo_root, tmp_path, capsys, extra, message) -> None:
     out = tmp_path / "sweep"

@@ -122,3 +122,28 @@ def test_boxes_without_area_are_counted_and_said(tmp_path: Path, capsys: pytest.
     # as pycocotools: 2 FP at 0.95 (the ignored one is not counted), 9 FP at 0.9, then the
     # hit: precision 1/12 at recall 1; cat has 9 FP then the hit: 1/10
     assert m["map50"] == pytest.approx(1 / 12) and m["m_cat"] == pytest.approx(1 / 10)
+
+
+@pytest.mark.parametrize(("record", "named"), [
+    ({"image_id": 99999, "category_id": 1}, "image_id 99999 (predictions/cat.json, record 100)"),
+    ({"image_id": 1, "category_id": 77}, "query (category_id) 77 (predictions/cat.json, record 100)"),
+])  # fmt: skip
+def test_predictions_for_unknown_images_or_queries_are_refused_unless_allowed(
+    tmp_path: Path, capsys: pytest.CaptureFixture, record: dict, named: str
+) -> None:
+    ds, ds_hash = _dataset(tmp_path, ONE_TARGET)
+    run = tmp_path / "run"
+    preds = example_predictions()
+    preds["cat"].append({**record, "bbox": [100, 100, 50, 50], "score": 0.5})
+    write_run(run, preds, dataset={"hash": ds_hash})
+    capsys.readouterr()
+    assert main(["score", "--dataset", str(ds), "--run", str(run)]) == 1  # was rc 0, no word
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    assert f"1 prediction(s) are for images or queries this dataset does not have, the first {named}" in err
+    assert "--allow-unknown" in err and not (run / "metrics.json").exists()
+    assert main(["score", "--dataset", str(ds), "--run", str(run), "--allow-unknown", "--quiet"]) == 0
+    assert "1 prediction(s) name images or queries the dataset does not have" in capsys.readouterr().err
+    m = _metrics(run)
+    assert m["n_unknown_predictions"] == 1
+    assert m["map50"] == pytest.approx(0.01)  # the unknown one never matches: the same score as without it

@@ -37,6 +37,21 @@ def check_new_bag(out: Path, *, overwrite: bool, flag: str = "--out") -> None:
         )
 
 
+def stale_stages(out: Path) -> list[Path]:
+    """Staging folders of ``out`` (``.<name>.partial-<pid>``) left by writers that no longer
+    run (a SIGKILL leaves them): safe to remove."""
+    from probench.cache.atomic import pid_alive
+
+    if not out.parent.is_dir():
+        return []
+    prefix = f".{out.name}.partial-"
+    return sorted(
+        p for p in out.parent.iterdir()
+        if p.name.startswith(prefix) and p.name[len(prefix):].isdigit() and p.is_dir()
+        and not p.is_symlink() and not pid_alive(int(p.name[len(prefix):]))
+    )
+
+
 def is_bag_folder(path: Path) -> bool:
     """A folder holding a metadata.yaml and only rosbag2 storage files."""
     if path.is_symlink() or not path.is_dir() or not (path / "metadata.yaml").is_file():

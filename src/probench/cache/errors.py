@@ -9,3 +9,7 @@ class CacheError(CheckFailed):
 
 class RunMismatchError(CheckFailed):
     """A run folder holds another experiment (model, dataset, settings) than the one asked for."""
+
+
+class RunFolderWriteError(CacheError):
+    """A part of a run folder could not be written (read-only, immutable, full disk...)."""

@@ -9,6 +9,10 @@ timings, counting resumes) and records the status as the run goes:
 ``running`` -> ``complete`` | ``incomplete`` (formulations asked for earlier are still
 missing) | ``interrupted`` (Ctrl-C, SIGTERM) | ``failed`` (with ``error``).
 
+While a session is open its process holds the folder's lock (:mod:`probench.cache.lock`):
+a second process writing the same folder is refused at once, naming the holder's PID
+(:func:`check_folder` refuses too, before any model load).
+
 A folder killed with SIGKILL keeps ``running``; the next run with the same identity resumes
 it (the prediction logs say what is done). The SIGKILL tests kill producers at named
 points (:mod:`probench.cache.crash`).
@@ -25,7 +29,7 @@ import platform
 import shutil
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -33,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from probench import __version__
-from probench.cache.errors import RunMismatchError
+from probench.cache import lock
+from probench.cache.errors import CacheError, RunMismatchError
 from probench.cache.run import RunDir
 from probench.cache.trace import TRACE_FILE
 from probench.errors import Interrupted, UsageError
@@ -152,8 +157,10 @@ def check_identity(
 def check_folder(path: str | Path, identity: RunIdentity, *, shared_only: bool = False) -> RunDir:
     """The checks :func:`open_run` makes, without writing anything: usable before a slow
     model load. ``shared_only``: a measurement that shares the folder (latency) is checked
-    on the model, dataset, device and precision only. Returns the :class:`RunDir`."""
+    on the model, dataset, device and precision only. A folder another process is writing
+    is refused (:class:`probench.cache.lock.FolderBusy`). Returns the :class:`RunDir`."""
     run = _run_folder(path)
+    lock.check_free(run.path)
     _check_files(run, identity, shared_only)
     return run
 
@@ -198,6 +205,7 @@ class RunSession:
         self.timing_key = timing_key  # timings.<key>: seconds spent, over every session
         self._t0 = time.perf_counter()
         self._spent0 = float(info["timings"].get(timing_key, 0.0))
+        self._locked = False  # set by open_run, which takes the folder's lock for the session
 
     def save(self) -> None:
         self.run.write_info(self.info)
@@ -214,7 +222,12 @@ class RunSession:
         self.info["timings"][self.timing_key] = round(self.elapsed_s(), 3)
         if status in ("complete", "incomplete"):
             self.info["finished"] = utc_now()
-        self.save()
+        try:
+            self.save()
+        finally:
+            if self._locked:  # the folder is free for the next writer
+                self._locked = False
+                lock.release(self.run.path)
 
     def finish(self) -> dict[str, Any]:
         """``complete``, or ``incomplete`` naming the formulations still missing."""
@@ -227,8 +240,12 @@ class RunSession:
         return self.info
 
     def fail(self, exc: BaseException) -> None:
+        """Record the run as interrupted or failed; when even that cannot be written (the
+        folder became read-only), run.json keeps ``running`` and ``exc`` is what is reported."""
         interrupted = isinstance(exc, (KeyboardInterrupt, Interrupted))
-        self._close("interrupted" if interrupted else "failed", f"{type(exc).__name__}: {exc}".rstrip(": "))
+        error = f"{type(exc).__name__}: {exc}".rstrip(": ")
+        with suppress(CacheError):
+            self._close("interrupted" if interrupted else "failed", error)
 
     @contextmanager
     def recording(self) -> Iterator[RunSession]:
@@ -254,6 +271,18 @@ def open_run(
     an earlier session stay asked for (so ``finish`` can say ``incomplete``); ``extra`` adds
     non-identity keys (``ros``, ``timings.model_load_s``, ...)."""
     run = _run_folder(path)
+    lock.acquire(run.path)  # held until the session's finish() or fail()
+    try:
+        return _open_locked(run, identity, formulations, overwrite, timing_key, extra)
+    except BaseException:
+        lock.release(run.path)
+        raise
+
+
+def _open_locked(
+    run: RunDir, identity: RunIdentity, formulations: Sequence[str], overwrite: bool, timing_key: str,
+    extra: Mapping[str, Any] | None,
+) -> RunSession:
     if overwrite:
         clear_run(run)
     existing = _check_files(run, identity, shared_only=False)
@@ -279,4 +308,5 @@ def open_run(
     run.drop_stale_logs()
     session = RunSession(run, info, timing_key)
     session.save()
+    session._locked = True
     return session

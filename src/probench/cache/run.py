@@ -23,6 +23,7 @@ import json
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -31,13 +32,26 @@ import numpy as np
 
 from probench.cache.atomic import write_json_atomic
 from probench.cache.crash import crash_point
-from probench.cache.errors import CacheError
+from probench.cache.errors import CacheError, RunFolderWriteError
 from probench.jsonio import loads
 from probench.vocabulary import RUN_FORMULATIONS
 
 FSYNC_INTERVAL_S = 1.0
 # A COCO result record: a CocoResult built in memory or a dict read back from a run folder.
 ResultT = TypeVar("ResultT", bound=Mapping[str, Any])
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """An OSError while writing ``path`` (a run folder's part) as one line: a
+    :class:`RunFolderWriteError` naming the file and the reason, no traceback."""
+    try:
+        yield
+    except OSError as exc:
+        raise RunFolderWriteError(
+            f"cannot write {path}: {exc.strerror or type(exc).__name__}; what was written so far is kept: "
+            "fix the folder and rerun the same command to resume"
+        ) from exc
 
 
 class JsonlLog:
@@ -52,9 +66,10 @@ class JsonlLog:
 
     def __init__(self, path: str | Path, *, fsync_interval_s: float = FSYNC_INTERVAL_S) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._records = list(self._read_and_repair())
-        self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        with writing(self.path):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._records = list(self._read_and_repair())
+            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._fsync_interval_s = fsync_interval_s
         self._last_fsync = time.monotonic()
 
@@ -82,19 +97,23 @@ class JsonlLog:
         return self._records
 
     def append(self, record: dict[str, Any]) -> None:
-        self._fh.write(json.dumps(record, sort_keys=True) + "\n")
-        self._fh.flush()
-        now = time.monotonic()
-        if now - self._last_fsync >= self._fsync_interval_s:
-            os.fsync(self._fh.fileno())
-            self._last_fsync = now
+        with writing(self.path):
+            self._fh.write(json.dumps(record, sort_keys=True) + "\n")
+            self._fh.flush()
+            now = time.monotonic()
+            if now - self._last_fsync >= self._fsync_interval_s:
+                os.fsync(self._fh.fileno())
+                self._last_fsync = now
         self._records.append(record)
 
     def close(self) -> None:
         if not self._fh.closed:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-            self._fh.close()
+            with writing(self.path):
+                try:
+                    self._fh.flush()
+                    os.fsync(self._fh.fileno())
+                finally:
+                    self._fh.close()
 
     def __enter__(self) -> JsonlLog:
         return self
@@ -138,10 +157,12 @@ class PredictionWriter:
     def finalize(self) -> Path:
         """Write ``<formulation>.json`` atomically and drop the progress log."""
         results = [r for rec in self.log.records for r in rec["results"]]
-        write_json_atomic(self.final_path, sort_results(results), indent=None)
+        with writing(self.final_path):
+            write_json_atomic(self.final_path, sort_results(results), indent=None)
         self.log.close()
         crash_point("cache.finalize")  # a kill here leaves a stale log: RunDir.drop_stale_logs
-        self.log.path.unlink(missing_ok=True)
+        with writing(self.log.path):
+            self.log.path.unlink(missing_ok=True)
         return self.final_path
 
     def close(self) -> None:
@@ -156,13 +177,15 @@ class RunDir:
         self.predictions_dir = self.path / "predictions"
 
     def create(self) -> RunDir:
-        self.predictions_dir.mkdir(parents=True, exist_ok=True)
+        with writing(self.predictions_dir):
+            self.predictions_dir.mkdir(parents=True, exist_ok=True)
         return self
 
     # -- generic JSON parts ------------------------------------------------------------
     def write_json(self, name: str, obj: object) -> Path:
         path = self.path / name
-        write_json_atomic(path, obj)
+        with writing(path):
+            write_json_atomic(path, obj)
         return path
 
     def read_json(self, name: str, default: Any = None) -> Any:

@@ -87,6 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _check_files(args: argparse.Namespace) -> None:
     from probench.bags.staged import check_new_bag
+    from probench.cache.atomic import creation_problem
 
     bag = Path(args.bag).resolve()
     out = Path(args.out)
@@ -99,6 +100,10 @@ def _check_files(args: argparse.Namespace) -> None:
     if args.video and args.jsonl and args.video.resolve() == args.jsonl.resolve():
         raise GroundUsageError("--video and --jsonl name the same file")
     check_new_bag(out, overwrite=args.overwrite)
+    for flag, path in named:  # before the model loads, not when the first output is written
+        problem = creation_problem(path)
+        if problem is not None:
+            raise GroundUsageError(f"{flag} {path} cannot be created: {problem}")
     for flag, path in files:
         if out.resolve() in path.resolve().parents:
             raise GroundUsageError(f"{flag} {path} is inside the output bag folder {out}")
@@ -143,8 +148,35 @@ def plan_from_args(args: argparse.Namespace) -> GroundPlan:
     )
 
 
+def remove_leftovers(plan: GroundPlan) -> list[Path]:
+    """Remove what killed ``ground`` runs left next to this run's outputs (staging folder of
+    the bag, temporary video and JSONL files, named with a PID that no longer runs); the
+    paths removed."""
+    import shutil
+
+    from probench.bags.staged import stale_stages
+    from probench.cache.atomic import stale_partials
+
+    found = stale_stages(plan.out)
+    for path in (plan.video, plan.jsonl):
+        if path is not None:
+            found += stale_partials(path)
+    for path in found:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    return found
+
+
 def run(args: argparse.Namespace) -> int:
+    import sys
+
     plan = plan_from_args(args)
+    removed = remove_leftovers(plan)
+    if removed:
+        print(f"probench ground: removed {len(removed)} leftover(s) of a killed run: "
+              f"{', '.join(str(p) for p in removed)}", file=sys.stderr)
 
     from probench.models.zoo import model_record
     from probench.prompting.options import policy_from_args

@@ -12,7 +12,8 @@ Schedule file format (UTF-8 text, one change per line)::
     12.5   a person
 
 Blank lines and lines starting with ``#`` are ignored; times are non-negative, finite and
-strictly increasing; the rest of the line after the time is the prompt text.
+strictly increasing, and the bag's start plus the time must fit a ROS stamp (int32 seconds
+since 1970: up to 2038-01-19); the rest of the line after the time is the prompt text.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from probench.ground.errors import GroundUsageError
 from probench.realtime.grounding_worker import Prompts
 
 MAX_SCHEDULE_BYTES = 1 << 20  # a longer "schedule" is the wrong file
+# builtin_interfaces/Time.sec is an int32: the last stamp a message can carry
+MAX_STAMP_NS = (2**31 - 1) * 1_000_000_000 + 999_999_999
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,12 @@ def read_schedule(path: str | Path, start_ns: int) -> list[PromptEvent]:
             raise GroundUsageError(f"{where}:{number}: time {head} must be finite and >= 0")
         if seconds <= last:
             raise GroundUsageError(f"{where}:{number}: time {head} is not after the previous line's")
+        if seconds > (MAX_STAMP_NS - start_ns) / 1e9 or start_ns + round(seconds * 1e9) > MAX_STAMP_NS:
+            raise GroundUsageError(
+                f"{where}:{number}: time {head} s after the bag's start is past the last ROS time stamp "
+                f"(int32 seconds, {MAX_STAMP_NS // 1_000_000_000} s since 1970); give seconds since the "
+                "bag's first message"
+            )
         last = seconds
         try:
             prompts = prompts_from_message(rest[0] if rest else "")

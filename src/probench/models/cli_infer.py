@@ -72,13 +72,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def check_paths(args: argparse.Namespace) -> Path:
-    """Usage errors about paths, before any model is built."""
+    """Usage errors about paths, before any model is built: also a run folder that cannot
+    be created, or that another process is writing (its PID named)."""
+    from probench.cache.lock import check_out_folder
+
     dataset = Path(args.dataset)
     if not dataset.exists():
         raise UsageError(f"--dataset {dataset}: no such folder")
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: exists and is not a folder")
+    check_out_folder(out)
     if args.weights is not None and not Path(args.weights).exists():
         raise UsageError(f"--weights {args.weights}: no such file or folder")
     return out

@@ -77,8 +77,9 @@ def seeded(seed: int = TINY_SEED) -> Iterator[None]:
 
 def fetch_hint(checkpoint: str) -> str:
     return (
-        f"on a networked machine run `hf download {checkpoint}` (or `huggingface-cli download "
-        f"{checkpoint}`) and copy the Hugging Face cache (~/.cache/huggingface/hub) here, "
+        f"on a networked machine run `probench fetch <model>` or `hf download {checkpoint}` (or "
+        f"`huggingface-cli download {checkpoint}`) and copy the Hugging Face cache "
+        "(~/.cache/huggingface/hub) here, "
         "or pass --weights <local folder with the checkpoint>"
     )
 

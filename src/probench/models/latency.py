@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from probench import __version__
+from probench.cache import lock
 from probench.cache.identity import RunIdentity, check_folder, clear_run, library_versions, utc_now
 from probench.cache.run import RunDir
 from probench.data.dataset import Dataset
@@ -227,9 +228,19 @@ def run_latency(
     if not detector.model_info:
         raise UsageError(f"{detector.name}: no model record (build it with load_detector)")
     identity = latency_identity(dict(detector.model_info), dataset, device=device, precision=precision)
-    if overwrite:
-        clear_run(run_dir)
-    check_folder(run_dir.path, identity, shared_only=True)
+    lock.check_free(run_dir.path)  # before anything is created or cleared
+    with lock.locked(run_dir.path):  # no second writer, and nothing of ours timed beside it
+        if overwrite:
+            clear_run(run_dir)
+        check_folder(run_dir.path, identity, shared_only=True)
+        return _measure_into(detector, dataset, run_dir, identity, n_images=n_images, warmup=warmup,
+                             runs=runs, device=device, progress=progress)
+
+
+def _measure_into(
+    detector: Detector, dataset: Dataset, run_dir: RunDir, identity: RunIdentity, *, n_images: int,
+    warmup: int, runs: int, device: str, progress: bool,
+) -> dict[str, Any]:
     image_ids = latency_subset(dataset, n_images)
     decode_ms: list[float] = []
     workload = load_workload(dataset, image_ids, decode_ms)

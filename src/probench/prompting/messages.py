@@ -46,9 +46,14 @@ def prompts_from_message(text: str) -> tuple[str, ...]:
     it and keep its previous prompts."""
     from probench.errors import ProbenchError
     from probench.msgs.errors import PromptMessageError
+    from probench.vocabulary import check_prompt_text
 
     if not isinstance(text, str):
         raise PromptMessageError(f"a prompt message is text, not {type(text).__name__}")
+    try:
+        check_prompt_text(text)
+    except ProbenchError as exc:
+        raise PromptMessageError(str(exc)) from exc
     limit = prompt_message_limit()
     if len(text) > limit:
         raise PromptMessageError(f"message is {len(text)} characters long (limit {limit})")

@@ -18,13 +18,17 @@ def build_report(
     out: str | Path,
     reference: str | Path | None = None,
     dataset: str | Path | None = None,
+    allow_dataset_mismatch: bool = False,
+    progress: bool = True,
 ) -> dict[str, Path]:
-    """Write the report into ``out``; returns {"table2.md", "table2.csv", "report.md", figN: path}."""
+    """Write the report into ``out``; returns {"table2.md", "table2.csv", "report.md", figN: path}.
+    Runs of different datasets are refused unless ``allow_dataset_mismatch`` (then marked).
+    ``progress``: a bar while several runs load (never with False: ``sweep --no-progress``)."""
     from tqdm import tqdm
 
     from probench.cache.atomic import write_text_atomic
     from probench.report import document, figures, table
-    from probench.report.load import disambiguate, load_reference, load_run
+    from probench.report.load import check_datasets, disambiguate, load_reference, load_run
 
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -34,7 +38,11 @@ def build_report(
     # fail fast, before scoring
     refs = load_reference(resolve_reference(reference)) if reference is not None else []
     entries = [load_run(r, dataset) for r in tqdm(runs, desc="report: loading runs", unit="run",
-                                                  file=sys.stderr, disable=len(runs) < 2, leave=False)]
+                                                  file=sys.stderr, disable=not progress or len(runs) < 2,
+                                                  leave=False)]
+    if check_datasets(entries, allow_mismatch=allow_dataset_mismatch):
+        print("probench report: warning: the runs were made on different datasets; reported together as "
+              "--allow-dataset-mismatch asks, each row marked with its dataset", file=sys.stderr)
     disambiguate(entries)
     entries += refs
     try:

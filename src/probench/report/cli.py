@@ -21,10 +21,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dataset", type=Path, metavar="D",
         help="dataset to score runs that have no metrics.json (default: the path in their run.json)",
     )  # fmt: skip
+    parser.add_argument(
+        "--allow-dataset-mismatch", action="store_true",
+        help="report runs made on different datasets together (refused by default: their rows are not "
+             "comparable); each run's row is then marked with its dataset",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
-    written = build_report(args.runs, args.out, args.reference, args.dataset)
+    written = build_report(args.runs, args.out, args.reference, args.dataset,
+                           allow_dataset_mismatch=args.allow_dataset_mismatch)
     for path in written.values():
         print(path)
     return 0

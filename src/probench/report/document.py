@@ -22,7 +22,10 @@ FIGURE_CAPTIONS: dict[str, str] = {
     "fig5": "Fig. 5 - accuracy-latency trade-off: x end-to-end latency (ms, log scale), y mAP.5; "
             "vertical connectors go down to mAP.5:.95, horizontal bars are the latency std, dotted "
             "lines join scale variants, the shaded region is 0-33.3 ms (30 Hz). Paper rows were "
-            "measured on an RTX 4090; your rows on the device named in the runs table.",
+            "measured on an RTX 4090; your rows on the device named in the runs table. Diamonds: the "
+            "end-to-end latency `probench eval` measured through ROS 2 at camera rate (labelled so), "
+            "beside the offline protocol's point; hollow grey: random weights (a pipeline test), "
+            "never on the Pareto frontier, which is drawn over the offline protocol's points.",
     "timeline": "Latency timeline - the latency of every replayed frame over time (one panel per "
                 "formulation and run; hollow: warm-up frames, red crosses along the top: missed "
                 "frames, dashed: the real-time budget).",
@@ -41,7 +44,7 @@ def _runs_table(runs: list[Entry]) -> list[str]:
     for e in runs:
         info = e.info
         ds = json_object(info.get("dataset"))
-        ds_text = str(ds.get("path") or "?")
+        ds_text = str(ds.get("path") or (f"bag {ds['bag']}" if ds.get("bag") else "?"))  # a bag run: its bag
         if ds.get("n_images") is not None:
             ds_text += f" ({ds.get('n_images')} images, {ds.get('n_queries', '?')} queries)"
         forms = e.metrics.get("formulations") or info.get("formulations") or []

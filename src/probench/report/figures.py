@@ -163,13 +163,25 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 
 def fig_pareto(entries: list[Entry]) -> Plot:
     """Fig. 5: accuracy-latency trade-off (x latency ms, log; y mAP.5), Pareto frontier,
-    connectors mAP.5 -> mAP.5:.95, latency std as horizontal bars, 30 Hz region."""
-    notes, rows = [], []
+    connectors mAP.5 -> mAP.5:.95, latency std as horizontal bars, 30 Hz region.
+
+    Runs measured through ROS 2 by ``probench eval`` are drawn at that latency as diamonds,
+    labelled so, beside their offline point when they have one. Rows with random weights are
+    drawn hollow and grey, labelled, and never enter the frontier or the scale-variant lines;
+    the frontier is over the offline protocol's points of the other rows."""
+    notes: list[str] = []
+    rows: list[tuple[Entry, float, float]] = []
+    texts: dict[int, str] = {}  # row index -> its label, where it differs from the entry's
     for e in entries:
         lat, m50 = e.number("latency_ms"), e.number("map50")
+        ros = e.ros_latency()
+        if m50 is not None and ros is not None and ros["mean"] > 0:
+            texts[len(rows)] = f"{e.label} [{e.ros_latency_text()}]"
+            rows.append((e, ros["mean"], m50))
         if lat is None or lat <= 0 or m50 is None:
-            why = "no latency measured" if lat is None or lat <= 0 else "no mAP.5"
-            notes.append(f"{e.label}: left out of Fig. 5 ({why})")
+            if ros is None or m50 is None:
+                why = "no latency measured" if lat is None or lat <= 0 else "no mAP.5"
+                notes.append(f"{e.label}: left out of Fig. 5 ({why})")
             continue
         rows.append((e, lat, m50))
     if not rows:
@@ -183,62 +195,89 @@ def fig_pareto(entries: list[Entry]) -> Plot:
     ax.axvspan(lo, BUDGET_MS, color="tab:green", alpha=0.08, lw=0, gid="realtime-region")
     ax.axvline(BUDGET_MS, color="tab:green", ls="--", lw=1.0, gid="budget")
     colours = _colours(len(rows))
-    for (e, lat, m50), colour in zip(rows, colours, strict=True):
+    for i, ((e, lat, m50), colour) in enumerate(zip(rows, colours, strict=True)):
+        via_ros = i in texts
+        if e.random_weights:
+            colour = (0.55, 0.55, 0.55, 1.0)
         m5095 = e.number("map50_95")
         if m5095 is not None:  # localisation tightness, as the paper's vertical connectors
-            ax.vlines(lat, m5095, m50, color=colour, lw=1.2, alpha=0.8, gid=f"connector:{e.label}")
+            ax.vlines(lat, m5095, m50, color=colour, lw=1.2, alpha=0.8,
+                      gid=f"{'ros-' if via_ros else ''}connector:{e.label}")
             ax.plot([lat], [m5095], marker="_", ms=7, color=colour)
-        std = e.latency_std
-        marker = "s" if e.reference else "o"
+        std = None if via_ros else e.latency_std
+        marker = "D" if via_ros else "s" if e.reference else "o"
+        face = "white" if e.random_weights else colour
         bars = ax.errorbar([lat], [m50], xerr=[[std], [std]] if std else None, fmt=marker, ms=5.5,
-                           color=colour, mec="black" if not e.reference else colour, mew=0.6, capsize=2.5,
-                           elinewidth=1.0)
-        bars.lines[0].set_gid(f"point:{e.label}")
+                           color=colour, mfc=face, mec="black" if not e.reference else colour, mew=0.6,
+                           capsize=2.5, elinewidth=1.0)
+        kind = "ros" if via_ros else "random" if e.random_weights else "point"
+        bars.lines[0].set_gid(f"{kind}:{e.label}")
         for coll in bars.lines[2]:  # the horizontal std bar, when there is one
             coll.set_gid(f"std:{e.label}")
     ymax = max(r[2] for r in rows)
     _ylim(ax, ymax * 1.15)
-    _labels(ax, fig, rows)
-    _family_connectors(ax, rows)
-    front = pareto_front([(r[1], r[2]) for r in rows])
-    ax.plot([rows[i][1] for i in front], [rows[i][2] for i in front], drawstyle="steps-post", color="0.2",
-            lw=1.2, ls="-", alpha=0.7, gid="pareto")
+    _labels(ax, fig, rows, texts)
+    ranked = [i for i, r in enumerate(rows) if i not in texts and not r[0].random_weights]
+    _family_connectors(ax, [rows[i] for i in ranked])
+    front = [ranked[k] for k in pareto_front([(rows[i][1], rows[i][2]) for i in ranked])]
+    if front:
+        ax.plot([rows[i][1] for i in front], [rows[i][2] for i in front], drawstyle="steps-post",
+                color="0.2", lw=1.2, ls="-", alpha=0.7, gid="pareto")
     ax.set_xlabel("end-to-end latency per image (ms, log scale)")
     ax.set_ylabel("mAP.5 (vertical connector: down to mAP.5:.95)")
     ax.grid(True, which="both", alpha=0.25)
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-
-    handles: list[Artist] = [
-        Line2D([], [], marker="o", ls="", color="0.5", mec="black", label="your runs"),
-        Line2D([], [], marker="s", ls="", color="0.5", label="paper (RTX 4090)"),
-        Line2D([], [], color="0.2", lw=1.2, label="Pareto frontier"),
-        Line2D([], [], color="0.5", ls=":", lw=1.0, label="scale variants"),
-    ]
-    handles.append(Patch(color="tab:green", alpha=0.15, label="0-33.3 ms: 30 Hz real time"))
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    ax.legend(handles=_pareto_legend(rows, texts), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7,
+              frameon=False)
     ax.set_title("Fig. 5 - accuracy-latency trade-off", fontsize=10)
     return Plot(fig, notes)
 
 
-def _labels(ax: Axes, fig: Figure, rows: list[tuple[Entry, float, float]]) -> None:
-    """Point labels, pushed down a line when they would overprint one already placed."""
+def _pareto_legend(rows: list[tuple[Entry, float, float]], texts: dict[int, str]) -> list[Artist]:
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles: list[Artist] = [
+        Line2D([], [], marker="o", ls="", color="0.5", mec="black", label="your runs (probench latency)"),
+        Line2D([], [], marker="s", ls="", color="0.5", label="paper (RTX 4090)"),
+    ]
+    if texts:
+        handles.append(Line2D([], [], marker="D", ls="", color="0.5", mec="black",
+                              label="your runs end-to-end through ROS 2\nat camera rate (probench eval)"))
+    if any(r[0].random_weights for r in rows):
+        handles.append(Line2D([], [], marker="o", ls="", color="0.55", mfc="white", mec="black",
+                              label="random weights: tests the pipeline,\nnot ranked, off the frontier"))
+    handles += [
+        Line2D([], [], color="0.2", lw=1.2, label="Pareto frontier (offline protocol)"),
+        Line2D([], [], color="0.5", ls=":", lw=1.0, label="scale variants"),
+        Patch(color="tab:green", alpha=0.15, label="0-33.3 ms: 30 Hz real time"),
+    ]
+    return handles
+
+
+def _labels(ax: Axes, fig: Figure, rows: list[tuple[Entry, float, float]], texts: dict[int, str]) -> None:
+    """Point labels (``texts[i]`` where row ``i`` has its own), moved a line down (or, near
+    the bottom of the axes, up) when they would overprint one already placed."""
     to_px = ax.transData.transform
     line_px = 9.0 * fig.dpi / 72.0  # one 6.5 pt label line, with leading
+    bottom = ax.transAxes.transform((0.0, 0.0))[1]
     placed: list[tuple[float, float, float]] = []  # (x, y, width) in pixels, of placed labels
-    for e, lat, m50 in sorted(rows, key=lambda r: -r[2]):
+    for i in sorted(range(len(rows)), key=lambda k: -rows[k][2]):
+        e, lat, m50 = rows[i]
+        text = texts.get(i, e.label)
         x, y = to_px((lat, m50))
-        width = 6.5 * 0.55 * len(e.label) * fig.dpi / 72.0
+        width = 6.5 * 0.55 * len(text) * fig.dpi / 72.0
         dy = 3.0
-        for _ in range(6):
+        for shift in (-9.0, -18.0, -27.0, -36.0, -45.0, 9.0, 18.0, 27.0, 36.0):
             y_text = y + dy * fig.dpi / 72.0
             clash = any(abs(y_text - py) < line_px and px - width < x < px + pw for px, py, pw in placed)
-            if not clash:
+            if not clash and y_text >= bottom:
                 break
-            dy -= 9.0
+            dy = 3.0 + shift
         placed.append((x, y + dy * fig.dpi / 72.0, width))
-        ax.annotate(e.label, (lat, m50), xytext=(4, dy), textcoords="offset points", fontsize=6.5,
-                    color="black" if not e.reference else "0.3", gid=f"label:{e.label}", zorder=5,
+        leader = {"arrowstyle": "-", "lw": 0.5, "color": "0.45"} if abs(dy) > 10 else None  # moved far
+        ax.annotate(text, (lat, m50), xytext=(4, dy), textcoords="offset points", fontsize=6.5,
+                    color="black" if not e.reference else "0.3", gid=f"label:{text}", zorder=5,
+                    arrowprops=leader,
                     bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.6})
 
 

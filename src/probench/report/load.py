@@ -30,6 +30,7 @@ NUMERIC: tuple[str, ...] = tuple(c for c in COLUMNS if c not in ("model", "best_
 RANDOM_MARK = " (random weights)"
 TINY_MARK = " tiny"  # a tiny-<name> test variant: the adapter's code path, not the real architecture
 PAPER_MARK = " (paper)"
+ROS_LATENCY = "latency_ros_ms"  # Table II's Markdown: the end-to-end latency probench eval measured
 
 # Scale variants of one architecture in the paper's Table II (Fig. 5 joins them with dashes).
 PAPER_FAMILIES: dict[str, str] = {
@@ -53,11 +54,53 @@ class Entry:
     latency: dict[str, Any] = field(default_factory=dict)  # latency.json: its protocol, how it was isolated
 
     def number(self, column: str) -> float | None:
-        """A Table II numeric column (``latency_ms`` is the latency mean)."""
+        """A Table II numeric column (``latency_ms`` is the latency mean of the offline
+        protocol; ``latency_ros_ms`` the mean end-to-end latency ``probench eval`` measured
+        through ROS 2, :meth:`ros_latency`)."""
         if column == "latency_ms":
             lat = self.metrics.get("latency_ms")
             return _num(lat.get("mean"), self._where("latency_ms.mean")) if isinstance(lat, dict) else None
+        if column == ROS_LATENCY:
+            ros = self.ros_latency()
+            return None if ros is None else ros["mean"]
         return _num(self.metrics.get(column), self._where(column))
+
+    @property
+    def random_weights(self) -> bool:
+        """A run of a model with random weights: never ranked, never on a frontier (it tests
+        the pipeline, not the model)."""
+        return json_object(json_object(self.info).get("model")).get("random_weights") is True
+
+    def ros_latency(self) -> dict[str, Any] | None:
+        """What ``probench eval`` measured through the ROS 2 graph (metrics.json
+        ``realtime``): ``mean``, ``p95`` (ms, warm-up frames excluded), ``mode``,
+        ``rate_hz``; None for runs that did not come through ROS."""
+        rt = self.metrics.get("realtime")
+        lat = rt.get("latency_ms") if isinstance(rt, dict) else None
+        if not isinstance(rt, dict) or not isinstance(lat, dict):
+            return None
+        mean = _num(lat.get("mean"), self._where("realtime.latency_ms.mean"))
+        if mean is None:
+            return None
+        return {"mean": mean, "p95": _num(lat.get("p95"), self._where("realtime.latency_ms.p95")),
+                "mode": str(rt.get("mode") or "?"),
+                "rate_hz": _num(rt.get("rate_hz"), self._where("realtime.rate_hz"))}
+
+    def ros_latency_text(self) -> str:
+        """How the ROS 2 latency was taken, for notes and figure labels: "ROS 2, camera-rate 30 Hz"."""
+        ros = self.ros_latency() or {}
+        rate = f" {ros['rate_hz']:g} Hz" if ros.get("rate_hz") and ros.get("mode") == "camera-rate" else ""
+        return f"ROS 2, {ros.get('mode', '?')}{rate}"
+
+    def dataset_name(self) -> str:
+        """The dataset a run was made on, as people name it: its folder, or the bag it was
+        replayed from (``bag NAME``); "?" when run.json says nothing."""
+        ds = json_object(json_object(self.info).get("dataset"))
+        if ds.get("path"):
+            return Path(str(ds["path"])).name or str(ds["path"])
+        if ds.get("bag"):
+            return f"bag {Path(str(ds['bag'])).name or ds['bag']}"
+        return "?"
 
     def text(self, column: str) -> str | None:
         v = self.metrics.get(column)
@@ -155,6 +198,33 @@ def _score(run: RunDir, info: dict[str, Any], dataset: str | Path | None) -> dic
         first = str(exc).splitlines()[0]
         raise ReportError(f"{where}: cannot score it (no metrics.json): {first}") from exc
     return score_run(data, where)
+
+
+def check_datasets(entries: list[Entry], *, allow_mismatch: bool = False) -> bool:
+    """Refuse runs made on different datasets (run.json ``dataset.hash``): their rows are not
+    comparable. With ``allow_mismatch`` they are reported, each run's label marked with its
+    dataset (``[dataset NAME sha256:abcd1234]``); returns whether the datasets differ. Runs
+    whose run.json names no hash are not compared."""
+    by_hash: dict[str, list[Entry]] = {}
+    for e in entries:
+        h = json_object(e.info.get("dataset")).get("hash")
+        if not e.reference and isinstance(h, str) and h:
+            by_hash.setdefault(h, []).append(e)
+    if len(by_hash) < 2:
+        return False
+    if not allow_mismatch:
+        groups = "; ".join(
+            f"{', '.join(e.label for e in group)} on {group[0].dataset_name()} ({h[:15]}...)"
+            for h, group in by_hash.items()
+        )
+        raise ReportError(
+            f"the runs were made on {len(by_hash)} different datasets ({groups}): their rows are not "
+            "comparable; report them separately, or pass --allow-dataset-mismatch (the rows are then marked)"
+        )
+    for h, group in by_hash.items():
+        for e in group:
+            e.label += f" [dataset {e.dataset_name()} {h.split(':')[-1][:8]}]"
+    return True
 
 
 def disambiguate(entries: list[Entry]) -> None:

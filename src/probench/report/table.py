@@ -8,8 +8,14 @@ reads "tie" when every formulation has the same mAP.5.
 Rows are sorted by ``map50`` descending (rows without it last, ties by label). In the
 Markdown, each numeric column's best value is **bold** and ranks 2-5 carry a superscript
 rank (²³⁴⁵), the paper's "top five shaded from darkest to lightest". Ranking is over all
-rows shown (reference rows included), ties share a rank (1, 2, 2, 4...). Higher is better
-except for ``latency_ms`` and ``delta_max`` (prompt sensitivity), where lower is better.
+rows shown (reference rows included) except rows with random weights, which are never
+marked nor ranked; ties share a rank (1, 2, 2, 4...). Higher is better except for
+``latency_ms`` and ``delta_max`` (prompt sensitivity), where lower is better.
+
+The Markdown's ``latency ROS 2`` column (after ``latency_ms``, the offline protocol's
+figure) is the mean end-to-end latency ``probench eval`` measured through the ROS 2 graph
+at camera rate; it is a different measurement, never ranked. Every empty cell is explained
+in the notes under the table.
 """
 
 from __future__ import annotations
@@ -17,19 +23,22 @@ from __future__ import annotations
 import csv
 import io
 
-from probench.report.load import COLUMNS, NUMERIC, Entry
+from probench.report.load import COLUMNS, NUMERIC, ROS_LATENCY, Entry
 from probench.scoring.suite import best_formulation_text
 
 LOWER_IS_BETTER: frozenset[str] = frozenset({"latency_ms", "delta_max"})
-MARKDOWN_COLUMNS: tuple[str, ...] = (*COLUMNS, "pcr50_top1", "plc_top1")
+_AT = COLUMNS.index("latency_ms") + 1
+MARKDOWN_COLUMNS: tuple[str, ...] = (*COLUMNS[:_AT], ROS_LATENCY, *COLUMNS[_AT:], "pcr50_top1", "plc_top1")
 MARKDOWN_NUMERIC: tuple[str, ...] = (*NUMERIC, "pcr50_top1", "plc_top1")
 HEADERS: dict[str, str] = {  # what the Markdown header says where the key alone would not
     "pcr50": "pcr50 any-of-100",
     "plc": "plc any-of-100",
     "pcr50_top1": "pcr50 top-1",
     "plc_top1": "plc top-1",
+    ROS_LATENCY: "latency ROS 2 (ms)",
 }
 POLICY_COLUMN = "m_policy"
+UNRANKED: frozenset[str] = frozenset({ROS_LATENCY})  # another measurement than the paper's column
 TOP_K = 5
 _SUPERSCRIPT = {2: "²", 3: "³", 4: "⁴", 5: "⁵"}
 
@@ -45,10 +54,13 @@ def sort_entries(entries: list[Entry]) -> list[Entry]:
 
 
 def ranks(entries: list[Entry], column: str) -> list[int | None]:
-    """Competition rank (1 = best) of each row's value in ``column``; None where missing."""
+    """Competition rank (1 = best) of each row's value in ``column``; None where missing, for
+    rows with random weights (never ranked, and they push no other row down) and for
+    :data:`UNRANKED` columns."""
     # rank what is shown: values equal after rounding share a rank
     digits = 1 if column == "latency_ms" else 3
-    values = [None if (v := e.number(column)) is None else round(v, digits) for e in entries]
+    values = [None if column in UNRANKED or e.random_weights or (v := e.number(column)) is None
+              else round(v, digits) for e in entries]
     sign = 1.0 if column in LOWER_IS_BETTER else -1.0
     present = sorted(sign * v for v in values if v is not None)
     out: list[int | None] = []
@@ -60,7 +72,7 @@ def ranks(entries: list[Entry], column: str) -> list[int | None]:
 def format_number(column: str, v: float | None) -> str:
     if v is None:
         return ""
-    return f"{v:.1f}" if column == "latency_ms" else f"{v:.3f}"
+    return f"{v:.1f}" if column in ("latency_ms", ROS_LATENCY) else f"{v:.3f}"
 
 
 def cell(entry: Entry, column: str) -> str:
@@ -115,21 +127,72 @@ def to_markdown(entries: list[Entry]) -> str:
     legend = (
         "Sorted by map50 (mAP.5 under the orig formulation). Top five per column: **bold** = best, "
         "² ³ ⁴ ⁵ = 2nd-5th (ties share a rank); lower is better for latency_ms (mean, ms) and "
-        "delta_max, higher for the rest. m_cat / m_tmpl: mAP.5 under the cat / tmpl formulations; "
+        "delta_max, higher for the rest. Rows with random weights are never marked or ranked: they "
+        "test the pipeline, not the model. latency_ms: the paper's offline protocol (`probench "
+        "latency`); latency ROS 2: the mean end-to-end latency `probench eval` measured through the "
+        "ROS 2 graph at camera rate (camera to detections, warm-up frames excluded), another "
+        "measurement, not ranked. m_cat / m_tmpl: mAP.5 under the cat / tmpl formulations; "
         "best_formulation: the formulation with the highest mAP.5 (tie: all formulations equal). "
         "pcr50: prompt-consistent recall at IoU 0.5, plc: prompt localisation consistency; "
         "any-of-100: a target counts as recovered when any of the up to 100 predictions kept per image "
         "and query matches it, at any score (recall@100; the paper's columns, whose operating point "
         "the paper does not name, are shown there); top-1: only the highest-scoring prediction for the "
         "query in the image counts, the one a robot acts on. Empty cell: not measured, or for PCR/PLC "
-        "not computable (see the notes under the table)."
+        "not computable; the notes under the table say which and why."
     )
     if POLICY_COLUMN in columns:
         legend += (" m_policy: mAP.5 of the run's prompt policy (orig through the policy, scored against "
                    "the same targets; not one of the paper's formulations, so not in delta_max, "
                    "best_formulation, pcr50 or plc; docs/PROMPTING.md).")
-    notes = "".join(f"- {n}\n" for n in pcr_notes(rows))
+    notes = "".join(f"- {n}\n" for n in table_notes(rows))
     return "\n".join(lines) + "\n\n" + legend + "\n" + (f"\n{notes}" if notes else "")
+
+
+_HOW_TO_MEASURE = {
+    "latency_ms": "`probench latency` measures it",
+    "pcr50": "needs two formulations", "plc": "needs two formulations",
+    "pcr50_top1": "not in metrics.json: score the run again with `probench score`",
+    "plc_top1": "not in metrics.json: score the run again with `probench score`",
+    "m_cat": "no cat predictions", "m_tmpl": "no tmpl predictions",
+    "delta_max": "needs two formulations",
+}
+
+
+def _why_empty(e: Entry, column: str) -> str:
+    count = {"plc": "n_plc_targets", "plc_top1": "n_plc_top1_targets"}.get(column)
+    if count and e.metrics.get(count) == 0:  # PLC averages over targets recovered by every formulation
+        return "no target was recovered under every formulation"
+    return _HOW_TO_MEASURE.get(column, "not in metrics.json")
+
+
+def table_notes(entries: list[Entry]) -> list[str]:
+    """The notes under the table: every empty cell's reason (published rows together),
+    rows left unranked (random weights), how each ROS 2 latency was taken, and the PCR at a
+    score threshold when one was asked."""
+    out: list[str] = []
+    published: list[str] = []
+    for e in entries:
+        label = e.label.replace("|", "\\|")
+        empty = [c for c in MARKDOWN_NUMERIC if e.number(c) is None]
+        if e.number("pcr50") is None and isinstance(e.metrics.get("pcr_null_reason"), str):
+            empty = [c for c in empty if c not in ("pcr50", "plc", "pcr50_top1", "plc_top1")]  # said below
+        if e.reference:
+            published += [c for c in empty if c not in published]
+        elif empty:
+            why = "; ".join(f"{c} ({_why_empty(e, c)})" for c in empty)
+            out.append(f"{label}: empty: {why}.")
+        ros = e.ros_latency()
+        if ros is not None:
+            p95 = f", p95 {format_number(ROS_LATENCY, ros['p95'])} ms" if ros.get("p95") is not None else ""
+            out.append(f"{label}: latency ROS 2 {format_number(ROS_LATENCY, ros['mean'])} ms (mean{p95}) "
+                       f"end-to-end through the ROS 2 graph ({e.ros_latency_text()}, `probench eval`); "
+                       "not the offline protocol's latency_ms.")
+        if e.random_weights and not e.reference:
+            out.append(f"{label}: random weights: not marked or ranked in any column.")
+    if published:
+        out.append(f"Published rows (paper): the paper gives no {', '.join(published)}.")
+    out += pcr_notes(entries)
+    return out
 
 
 def pcr_notes(entries: list[Entry]) -> list[str]:

@@ -48,6 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "as-fast-as-answered (every frame answered: for accuracy)")
     parser.add_argument("--formulations", default=None, help="comma-separated subset of orig,cat,tmpl")
     parser.add_argument("--device", default=None, help="torch device of the grounding node (default cpu)")
+    parser.add_argument("--weights", default=None, metavar="DIR",
+                        help="local folder (or file) with the model's weights (default: the checkpoint in "
+                             "the Hugging Face / ultralytics cache; `probench fetch MODEL` fills it)")
     parser.add_argument("--answer-timeout", type=float, default=None,
                         help="seconds to wait for a frame's detections before counting it missed (default 5)")
     parser.add_argument("--warmup-frames", type=int, default=None, metavar="N",
@@ -131,8 +134,8 @@ def _finished(result: dict[str, Any] | None) -> bool:
 
 
 def _grounding_exited(code: int) -> CheckFailed:
-    return CheckFailed(f"grounding_node exited with code {code} before the evaluation finished (its error "
-                       "is printed above)")
+    return CheckFailed(f"grounding_node failed (exit code {code}) before the evaluation finished, e.g. its "
+                       "model did not load: its error is printed above")
 
 
 def check_run_folder(graph: list[dict[str, Any]], bag: ProbenchBag) -> None:
@@ -158,6 +161,7 @@ def check_run_folder(graph: list[dict[str, Any]], bag: ProbenchBag) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from probench.bags.reader import ProbenchBag
+    from probench.cache.lock import check_out_folder
     from probench.models.zoo import check_model_name
     from probench.ros.graph import command_line, eval_graph, resolved_parameters
     from probench.vocabulary import parse_formulations
@@ -188,6 +192,9 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a folder; name a run folder")
+    check_out_folder(out)  # cannot be created, or another process writes it: before any node starts
+    if args.weights is not None and not Path(args.weights).exists():
+        raise UsageError(f"--weights {args.weights}: no such file or folder")
     check_model_name(args.model)  # a one-line usage error, before any node starts
     result_dir = tempfile.TemporaryDirectory(prefix="probench-eval-")
     result_file = Path(result_dir.name) / "result.json"
@@ -211,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
         formulations=parse_formulations(args.formulations) if args.formulations else None,
         answer_timeout=args.answer_timeout, warmup_frames=args.warmup_frames, overwrite=args.overwrite,
         params_file=args.params_file, evaluator_extra=extra, prompt_policy=args.prompt_policy,
-        prompt_profile=args.profile,
+        prompt_profile=args.profile, weights=args.weights,
     )
     with ProbenchBag(args.bag) as bag:  # a bad bag fails here, in one line, before any node starts
         n_frames = bag.n_frames

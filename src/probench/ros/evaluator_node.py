@@ -252,8 +252,9 @@ def main(argv: list[str] | None = None) -> int:
         spinner.start()
         result = _evaluate(node)
     except Interrupted:  # (never ShutdownRequested: the evaluator has no interruptible step)
-        print(f"evaluator_node: interrupted ({shutdown.signal_name or 'ROS shut down'}); rerun the same "
-              "command to resume", file=sys.stderr)
+        # no cause, no advice: probench eval also stops it this way when the grounding node failed
+        print(f"evaluator_node: stopped ({shutdown.signal_name or 'ROS shut down'}) before the run finished; "
+              "its run folder stays resumable", file=sys.stderr)
         result = {"status": "interrupted", "error": shutdown.signal_name or "ROS shut down"}
     except ProbenchError as exc:
         print(f"evaluator_node: error: {exc}", file=sys.stderr)

@@ -37,6 +37,8 @@ EVAL_ARGUMENTS: dict[str, tuple[str, str]] = {
     "out": ("", "run folder to write (required; resumed if it holds a partial run)"),
     "model": ("", "zoo model name of the grounding node (empty: from params_file)"),
     "device": ("", "torch device of the grounding node (empty: from params_file)"),
+    "weights": ("", "local weights folder or file of the model (empty: from params_file; there empty = "
+                    "the model's checkpoint in the Hugging Face / ultralytics cache)"),
     "mode": ("", "camera-rate | as-fast-as-answered (empty: from params_file)"),
     "rate": ("", "camera-rate replay rate in Hz (empty: from params_file)"),
     "formulations": ("", "comma-separated subset of orig,cat,tmpl (empty: from params_file)"),
@@ -96,6 +98,7 @@ def eval_graph(
     evaluator_extra: Mapping[str, Any] | None = None,
     prompt_policy: str | None = None,
     prompt_profile: str | None = None,
+    weights: str | Path | None = None,
 ) -> list[dict[str, Any]]:
     """``launch_ros.actions.Node`` keyword arguments of the two nodes (grounding first).
     ``evaluator_extra``: more evaluator parameters, by name (e.g. ``find_max_rate``)."""
@@ -111,6 +114,8 @@ def eval_graph(
         grounding["model"] = model
     if device:
         grounding["device"] = device
+    if weights:
+        grounding["weights"] = str(Path(weights).resolve())
     if mode == "as-fast-as-answered":
         # No frame may be lost in transport when accuracy is what is measured.
         grounding["image_reliability"] = "reliable"
@@ -165,6 +170,7 @@ def eval_graph_from_arguments(values: Mapping[str, str]) -> list[dict[str, Any]]
         out=v["out"],
         model=v["model"] or None,
         device=v["device"] or None,
+        weights=v["weights"] or None,
         mode=v["mode"] or None,
         rate=_positive_float("rate", v["rate"]) if v["rate"] else None,
         formulations=parse_formulations(v["formulations"]) if v["formulations"] else None,

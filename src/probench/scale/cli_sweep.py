@@ -27,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", default="fp32", help="fp32 (default), fp16, ... as the models support")
     parser.add_argument("--runtime", default="torch", choices=RUNTIMES,
                         help="inference runtime for every model (default torch)")
+    parser.add_argument("--weights", action="append", default=[], metavar="MODEL=PATH",
+                        help="local weights of one model (a checkpoint folder or file), repeatable: "
+                             "--weights owlv2-b=/models/owlv2 (default: the local caches, `probench fetch`)")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N images by id")
     parser.add_argument("--latency-images", type=int, default=50, metavar="N",
                         help="latency: size of the fixed image subset (default 50, the paper's)")
@@ -53,13 +56,34 @@ def _models(text: str) -> list[str]:
     return names
 
 
+def _weights(items: list[str], models: list[str]) -> dict[str, str]:
+    """``--weights MODEL=PATH`` flags as {model: path}, checked (a model of the sweep, a path
+    that exists, one each)."""
+    out: dict[str, str] = {}
+    for item in items:
+        model, sep, path = item.partition("=")
+        model, path = model.strip(), path.strip()
+        if not sep or not model or not path:
+            raise UsageError(f"--weights {item!r}: expected MODEL=PATH, e.g. --weights owlv2-b=/models/owlv2")
+        if model not in models:
+            raise UsageError(f"--weights {item!r}: {model} is not one of --models ({', '.join(models)})")
+        if model in out:
+            raise UsageError(f"--weights: {model} given twice")
+        if not Path(path).exists():
+            raise UsageError(f"--weights {item!r}: no such file or folder {path}")
+        out[model] = path
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
+    from probench.cache.lock import check_out_folder
     from probench.data.dataset import load_dataset
     from probench.scale.sweep import LatencyProtocol, SweepConfig, run_folder, run_sweep, summary_text
     from probench.vocabulary import parse_formulations
 
     models = _models(args.models)
     formulations = parse_formulations(args.formulations)
+    weights = _weights(args.weights, models)
     for flag, value, low in (("--latency-images", args.latency_images, 1), ("--warmup", args.warmup, 0),
                              ("--runs", args.runs, 1), ("--limit", args.limit, 1)):  # fmt: skip
         if value is not None and value < low:
@@ -78,8 +102,7 @@ def run(args: argparse.Namespace) -> int:
             policy_from_args(args, model_record(name, runtime=args.runtime), "sweep")
     if not Path(args.dataset).exists():
         raise UsageError(f"--dataset {args.dataset}: no such folder")
-    if args.out.exists() and not args.out.is_dir():
-        raise UsageError(f"--out {args.out}: exists and is not a folder")
+    check_out_folder(args.out)  # not a folder, cannot be created, or another sweep writes it
     for name in models:
         run_folder(args.out, name)
     reference = None if args.reference == "none" else args.reference
@@ -93,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
         models=models, out=args.out, formulations=formulations,
         device=args.device, precision=args.precision, runtime=args.runtime, limit=args.limit,
         latency=None if args.no_latency else LatencyProtocol(args.latency_images, args.warmup, args.runs),
-        reference=reference, ray=ray, progress=not args.no_progress, prompt_policy=args.prompt_policy,
-        prompt_profile=args.profile,
+        reference=reference, ray=ray, weights=weights, progress=not args.no_progress,
+        prompt_policy=args.prompt_policy, prompt_profile=args.profile,
     )  # fmt: skip
     summary = run_sweep(cfg, dataset)
     print(summary_text(summary))

@@ -6,6 +6,13 @@
   loopback (127.0.0.1: no port is opened to the network), without the dashboard, shut
   down when the command ends.
 
+An address is given up on after ``timeout_s`` (``--ray-timeout``, default
+:data:`CONNECT_TIMEOUT_S`) with one line, "no Ray cluster at ADDRESS": at once when nothing
+listens there (a TCP probe of its port before Ray is asked), after the timeout when the
+host does not answer or something that is not a Ray head listens (Ray's own connection
+attempts retry for minutes, in C++ code no Python signal interrupts: past the timeout a
+watchdog ends the process with that line and exit code 1).
+
 Usage statistics are never sent (``RAY_USAGE_STATS_ENABLED=0``). The workers get the
 driver's offline switches and Hugging Face cache location (:data:`FORWARDED_ENV`), so a
 worker never downloads and finds the same weights where the cache is shared.
@@ -15,7 +22,9 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +39,8 @@ FORWARDED_ENV = (
     "YOLO_CONFIG_DIR", "TORCH_HOME", "PROBENCH_ENGINE_CACHE",
 )  # fmt: skip
 LOOPBACK = "127.0.0.1"
+CONNECT_TIMEOUT_S = 30.0  # --ray-timeout's default: how long an address may take to answer
+MAX_CONNECT_TIMEOUT_S = 60.0
 
 
 class RayNode(TypedDict):
@@ -112,6 +123,54 @@ def resolve_address(address: str | None) -> str | None:
     return os.environ.get("RAY_ADDRESS") or None
 
 
+def _host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of ``HOST:PORT`` or ``ray://HOST:PORT``; None for ``auto``."""
+    host, sep, port = address.split("://", 1)[-1].rpartition(":")
+    if not sep or not port.isdigit():
+        return None
+    return host.strip("[]") or LOOPBACK, int(port)
+
+
+def _no_cluster(address: str, reason: str) -> RayClusterError:
+    return RayClusterError(
+        f"no Ray cluster at {address} ({reason}); start one there with `ray start --head`, or check the "
+        "address (docs/SCALE.md)"
+    )
+
+
+def probe(address: str, timeout_s: float) -> None:
+    """:class:`RayClusterError` "no Ray cluster at ADDRESS" unless something accepts a TCP
+    connection at the address's port within ``timeout_s`` (nothing to probe for ``auto``)."""
+    target = _host_port(address)
+    if target is None:
+        return
+    try:
+        with socket.create_connection(target, timeout=timeout_s):
+            pass
+    except TimeoutError:
+        raise _no_cluster(address, f"no answer within {timeout_s:g} s") from None
+    except ConnectionRefusedError:
+        raise _no_cluster(address, "nothing listens there") from None
+    except OSError as exc:
+        raise _no_cluster(address, exc.strerror or type(exc).__name__) from None
+
+
+def _watchdog(address: str, timeout_s: float) -> threading.Event:
+    """Set the returned event once connected; if that takes longer than ``timeout_s``, the
+    process ends with one line (exit 1): Ray's connection loop cannot be interrupted."""
+    connected = threading.Event()
+
+    def watch() -> None:
+        if not connected.wait(timeout_s):
+            error = _no_cluster(address, f"it did not answer as a Ray head within {timeout_s:g} s")
+            sys.stderr.write(f"probench: error: {error}\n")
+            sys.stderr.flush()
+            os._exit(error.exit_code)
+
+    threading.Thread(target=watch, name="probench-ray-connect", daemon=True).start()
+    return connected
+
+
 def _nodes(ray: ModuleType) -> list[RayNode]:
     out: list[RayNode] = []
     for n in ray.nodes():
@@ -124,10 +183,13 @@ def _nodes(ray: ModuleType) -> list[RayNode]:
 
 
 @contextmanager
-def ray_cluster(address: str | None = None, *, num_cpus: int | None = None) -> Iterator[Cluster]:
+def ray_cluster(
+    address: str | None = None, *, num_cpus: int | None = None, timeout_s: float = CONNECT_TIMEOUT_S
+) -> Iterator[Cluster]:
     """Connect (or start a local cluster) for the duration of the block; Ray is shut down
     afterwards (a local cluster's processes end with it). When this process is already
-    connected (a test fixture, a sweep), that connection is used and left open."""
+    connected (a test fixture, a sweep), that connection is used and left open. An address
+    that does not answer within ``timeout_s`` is given up on (module doc)."""
     ray = import_ray()
     if ray.is_initialized():
         ctx = ray.get_runtime_context()
@@ -139,6 +201,9 @@ def ray_cluster(address: str | None = None, *, num_cpus: int | None = None) -> I
         "include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING,
         "runtime_env": {"env_vars": env} if env else None,
     }  # fmt: skip
+    if target is not None:
+        probe(target, timeout_s)
+    connected = _watchdog(target, timeout_s) if target is not None else None
     try:
         if target is None:
             with _node_ip_on_loopback():
@@ -152,6 +217,9 @@ def ray_cluster(address: str | None = None, *, num_cpus: int | None = None) -> I
         ray.shutdown()
         where = f"--ray {target}" if target else "a local Ray cluster"
         raise RayClusterError(f"cannot connect to {where}: {type(exc).__name__}: {exc}".rstrip()) from exc
+    finally:
+        if connected is not None:
+            connected.set()
     try:
         nodes = _nodes(ray)
         cluster = Cluster(address=target or "local", local=target is None,

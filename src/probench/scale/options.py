@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from probench.scale.cluster import CONNECT_TIMEOUT_S, MAX_CONNECT_TIMEOUT_S
 from probench.scale.errors import RayUsageError
 
 LOCAL = ""  # ``--ray`` without an address: RAY_ADDRESS if set, else a local cluster
@@ -16,6 +17,11 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
         "--ray", nargs="?", const=LOCAL, default=None, metavar="ADDRESS",
         help="run on Ray: ADDRESS of a running cluster (e.g. 10.0.0.5:6379, auto, ray://host:10001); "
              "without it RAY_ADDRESS if set, else a local cluster on this machine (docs/SCALE.md)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ray-timeout", type=float, default=None, metavar="S",
+        help=f"give up on --ray ADDRESS when it has not answered as a Ray head within S seconds "
+             f"(default {CONNECT_TIMEOUT_S:g}, at most {MAX_CONNECT_TIMEOUT_S:g})",
     )  # fmt: skip
     parser.add_argument(
         "--workers", type=int, default=None, metavar="N",
@@ -41,12 +47,18 @@ class RayOptions:
     workers: int | None = None
     cpus_per_worker: int | None = None
     chunk_size: int | None = None
+    timeout_s: float | None = None  # --ray-timeout; None: CONNECT_TIMEOUT_S
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RayOptions:
         """From the flags :func:`add_ray_arguments` defines."""
         return cls(address=args.ray, workers=args.workers, cpus_per_worker=args.cpus_per_worker,
-                   chunk_size=args.chunk_size)  # fmt: skip
+                   chunk_size=args.chunk_size, timeout_s=args.ray_timeout)  # fmt: skip
+
+    @property
+    def connect_timeout_s(self) -> float:
+        """How long ``--ray ADDRESS`` may take to answer (probench.scale.cluster.ray_cluster)."""
+        return CONNECT_TIMEOUT_S if self.timeout_s is None else float(self.timeout_s)
 
     def _flags(self) -> dict[str, int | None]:
         return {"--workers": self.workers, "--cpus-per-worker": self.cpus_per_worker,
@@ -55,19 +67,25 @@ class RayOptions:
     @property
     def requested(self) -> bool:
         """``--ray`` or one of its flags was given (then :meth:`check` says what is wrong)."""
-        return self.address is not None or any(v is not None for v in self._flags().values())
+        return (self.address is not None or self.timeout_s is not None
+                or any(v is not None for v in self._flags().values()))
 
     def check(self, device: str) -> None:
         """Usage errors of the Ray flags (with ``--device``), before anything starts."""
         flags = self._flags()
         if self.address is None:
             given = [name for name, value in flags.items() if value is not None]
+            given += ["--ray-timeout"] if self.timeout_s is not None else []
             if given:
                 raise RayUsageError(f"{', '.join(given)} only apply with --ray; add --ray (docs/SCALE.md)")
             return
         for name, value in flags.items():
             if value is not None and value < 1:
                 raise RayUsageError(f"{name} must be >= 1, got {value}")
+        if self.timeout_s is not None and not 0 < self.timeout_s <= MAX_CONNECT_TIMEOUT_S:
+            raise RayUsageError(
+                f"--ray-timeout must lie in (0, {MAX_CONNECT_TIMEOUT_S:g}] seconds, got {self.timeout_s:g}"
+            )
         if device.startswith("cuda:"):
             raise RayUsageError(
                 f"--device {device} with --ray: each Ray worker is given its own GPU; pass --device cuda"

@@ -423,7 +423,7 @@ def infer_on_ray(
 ) -> int:
     """``probench infer ... --ray``: the run on Ray workers, its one-line summary printed."""
     ray.check(model.device)
-    with ray_cluster(ray.address) as cluster:
+    with ray_cluster(ray.address, timeout_s=ray.connect_timeout_s) as cluster:
         if progress:
             print(f"probench infer: on {cluster.describe()}", file=sys.stderr)
         info = run_ray_inference(

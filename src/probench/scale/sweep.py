@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from probench.cache import lock
 from probench.cache.atomic import write_json_atomic, write_text_atomic
 from probench.cache.identity import SHARED_FIELDS, RunIdentity, check_folder, first_difference, utc_now
 from probench.cache.run import RunDir
@@ -65,6 +66,7 @@ class SweepConfig:
     latency: LatencyProtocol | None = field(default_factory=LatencyProtocol)
     reference: str | None = "paper"
     ray: RayOptions = field(default_factory=RayOptions)  # address None: this process
+    weights: dict[str, str] = field(default_factory=dict)  # model -> local weights (--weights M=PATH)
     progress: bool = True
     prompt_policy: str | None = None  # adds the formulation `policy` to every model's run
     prompt_profile: str | None = None
@@ -93,8 +95,8 @@ class _LazyCluster:
     """The Ray cluster of a ``--ray`` sweep, connected (or started) the first time a step
     needs it: a rerun with everything complete starts nothing."""
 
-    def __init__(self, address: str | None, stack: ExitStack) -> None:
-        self.address, self.stack = address, stack
+    def __init__(self, address: str | None, stack: ExitStack, timeout_s: float) -> None:
+        self.address, self.stack, self.timeout_s = address, stack, timeout_s
         self.cluster: Cluster | None = None
 
     @property
@@ -105,7 +107,7 @@ class _LazyCluster:
         if self.cluster is None:
             from probench.scale.cluster import ray_cluster
 
-            self.cluster = self.stack.enter_context(ray_cluster(self.address))
+            self.cluster = self.stack.enter_context(ray_cluster(self.address, timeout_s=self.timeout_s))
         return self.cluster
 
 
@@ -114,7 +116,8 @@ class _Model:
 
     def __init__(self, cfg: SweepConfig, dataset: Dataset, name: str, cluster: _LazyCluster) -> None:
         self.cfg, self.dataset, self.cluster = cfg, dataset, cluster
-        self.args = ModelArgs(name, device=cfg.device, precision=cfg.precision, runtime=cfg.runtime)
+        self.args = ModelArgs(name, device=cfg.device, precision=cfg.precision, runtime=cfg.runtime,
+                              weights=cfg.weights.get(name))
         self.run = run_folder(cfg.out, name)
         self._detector: Detector | None = None
         self._load_s: float | None = None
@@ -335,7 +338,7 @@ def _report_step(cfg: SweepConfig, steps: list[Step], previous: dict[str, Any]) 
 
     def build(step: Step) -> None:
         inputs: list[str | Path] = list(runs)
-        build_report(inputs, cfg.out / "report", reference=cfg.reference)
+        build_report(inputs, cfg.out / "report", reference=cfg.reference, progress=cfg.progress)
         step.where = "this process"
         step.detail = f"{len(runs)} run(s)" + (" + the paper's rows" if cfg.reference == "paper" else "")
 
@@ -349,15 +352,19 @@ def _report_step(cfg: SweepConfig, steps: list[Step], previous: dict[str, Any]) 
 def run_sweep(cfg: SweepConfig, dataset: Dataset) -> dict[str, Any]:
     """Every model's steps, then the report; returns sweep.json's content (also written,
     with the steps done so far, when the sweep is interrupted)."""
+    with lock.locked(cfg.out):  # one sweep per folder: two would time their latency side by side
+        return _run_sweep_locked(cfg, dataset)
+
+
+def _run_sweep_locked(cfg: SweepConfig, dataset: Dataset) -> dict[str, Any]:
     t0 = time.perf_counter()
-    cfg.out.mkdir(parents=True, exist_ok=True)
     previous = RunDir(cfg.out).read_json("sweep.json", default={}) or {}
     steps: list[Step] = []
     runs: list[str] = []
     cluster_record: dict[str, Any] | None = None
     try:
         with ExitStack() as stack:
-            cluster = _LazyCluster(cfg.ray.address, stack)
+            cluster = _LazyCluster(cfg.ray.address, stack, cfg.ray.connect_timeout_s)
             try:
                 for name in cfg.models:
                     _model_steps(_Model(cfg, dataset, name, cluster), steps, previous)

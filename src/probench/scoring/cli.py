@@ -1,9 +1,10 @@
 """``probench score --dataset D --run RUN [--out F] [--pcr-score-threshold T]
-[--allow-dataset-mismatch]``: the full metric suite of a run.
+[--allow-dataset-mismatch] [--allow-unknown]``: the full metric suite of a run.
 
 Reads annotations only (no image files), writes RUN/metrics.json (or ``--out``) atomically
 and prints a short summary table. A dataset whose content hash differs from the one in
-run.json is refused unless ``--allow-dataset-mismatch``; predictions with a width or height
+run.json is refused unless ``--allow-dataset-mismatch``, predictions for images or queries
+the dataset lacks unless ``--allow-unknown``; predictions with a width or height
 <= 0 are counted and said on stderr.
 """
 
@@ -28,6 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-dataset-mismatch", action="store_true",
         help="score even if the dataset's content hash differs from run.json's (recorded in metrics.json)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--allow-unknown", action="store_true",
+        help="score even if predictions name images or queries the dataset does not have (they never "
+        "match; counted in n_unknown_predictions)",
     )  # fmt: skip
     parser.add_argument("--quiet", action="store_true", help="do not print the summary table")
 
@@ -58,7 +64,12 @@ def run(args: argparse.Namespace) -> int:
     metrics = score_run(
         ds, run_path, pcr_score_threshold=args.pcr_score_threshold,
         dataset_check="allow" if args.allow_dataset_mismatch else "refuse", progress=not args.quiet,
+        allow_unknown=args.allow_unknown,
     )  # fmt: skip
+    if metrics.get("n_unknown_predictions"):
+        print(f"probench score: warning: {metrics['n_unknown_predictions']} prediction(s) name images or "
+              "queries the dataset does not have; scored anyway as --allow-unknown asks (they never match)",
+              file=sys.stderr)
     if metrics.get("dataset_hash_matches") is False:
         print(
             "probench score: warning: the dataset differs from the run's (content hash); scored anyway "

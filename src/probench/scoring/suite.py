@@ -5,7 +5,7 @@ on a run folder. Definitions and edge cases: docs/METRICS.md.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -317,8 +317,13 @@ def score_run(
     pcr_score_threshold: float | None = None,
     dataset_check: str = "record",
     progress: bool = False,
+    allow_unknown: bool = False,
 ) -> dict[str, Any]:
     """Score a run folder (docs/FORMATS.md, "Run folders"): its complete formulations, latency and realtime.
+
+    A prediction for an image or query the dataset does not have is refused (a
+    :class:`ScoringError` naming the first), unless ``allow_unknown``: then such predictions
+    never match and are counted in ``n_unknown_predictions``.
 
     ``dataset_check`` decides what a dataset whose content hash differs from run.json's
     ``dataset.hash`` does: "record" (``dataset_hash_matches`` false), "refuse" (a
@@ -355,6 +360,12 @@ def score_run(
             where = f"{f} predictions"
             preds[f] = records if columns is None else DetArrays.from_columns(*columns, where=where)
             del records
+    n_unknown, first = unknown_predictions(dataset, preds)
+    if n_unknown and not allow_unknown:
+        raise ScoringError(
+            f"{run.path}: {n_unknown} prediction(s) are for images or queries this dataset does not have, "
+            f"the first {first}; score with the dataset the run was made on, or pass --allow-unknown"
+        )
     latency = run.read_json("latency.json")
     realtime = run.read_json("realtime.json")
     summary = latency.get("summary_ms") if isinstance(latency, dict) else None
@@ -370,4 +381,36 @@ def score_run(
     if dataset_check == "allow" and matches is False:
         out["dataset_mismatch_allowed"] = True
     out["formulations_incomplete"] = run.incomplete_formulations()
+    if n_unknown:
+        out["n_unknown_predictions"] = n_unknown
     return out
+
+
+def unknown_predictions(
+    dataset: Dataset, preds: Mapping[str, Sequence[Mapping[str, Any]] | DetArrays]
+) -> tuple[int, str]:
+    """How many predictions name an image or query id ``dataset`` lacks, and the first (in
+    formulation and file order) described: ``"image_id 99999 (predictions/orig.json, record 0)"``."""
+    count, first = 0, ""
+    for f, records in preds.items():
+        if isinstance(records, DetArrays):  # columns: checked in bulk
+            bad_image = ~np.isin(records.image_id, np.fromiter(dataset.images, dtype=np.int64))
+            bad_query = ~np.isin(records.query_id, np.fromiter(dataset.queries, dtype=np.int64))
+            bad_rows = np.flatnonzero(bad_image | bad_query)
+            count += len(bad_rows)
+            if len(bad_rows) and not first:
+                i = int(bad_rows[0])
+                bad = (f"image_id {int(records.image_id[i])}" if bad_image[i]
+                       else f"query (category_id) {int(records.query_id[i])}")
+                first = f"{bad} (predictions/{f}.json, record {i})"
+            continue
+        for i, r in enumerate(records):
+            if not isinstance(r, Mapping):
+                continue  # malformed: DetArrays names it
+            image_id, query_id = r.get("image_id"), r.get("category_id")
+            bad = (f"image_id {image_id}" if image_id not in dataset.images
+                   else f"query (category_id) {query_id}" if query_id not in dataset.queries else "")
+            if bad:
+                count += 1
+                first = first or f"{bad} (predictions/{f}.json, record {i})"
+    return count, first
