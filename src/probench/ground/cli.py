@@ -61,6 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     md.add_argument("--max-detections", type=int, metavar="N",
                     default=int(PARAMETER_DEFAULTS["max_detections"]),
                     help="at most this many detections per frame, highest scores (default %(default)s)")
+    md.add_argument("--max-pixels", type=int, metavar="N",
+                    default=int(PARAMETER_DEFAULTS["max_image_pixels"]),
+                    help="refuse a compressed frame whose header gives more pixels (width x height), "
+                         "before decoding it (default %(default)s; the node's max_image_pixels)")
     mode = parser.add_argument_group("mode")
     mode.add_argument("--realtime", action="store_true",
                     help="the bag's own timing through the node's newest-frame policy: frames arriving "
@@ -98,9 +102,11 @@ def plan_from_args(args: argparse.Namespace) -> GroundPlan:
     from probench.models.zoo import check_model_name
     from probench.realtime.node_spec import GROUNDING_PARAMS
 
-    for flag, name in (("--score-threshold", "score_threshold"), ("--max-detections", "max_detections")):
+    for flag, name, value in (("--score-threshold", "score_threshold", args.score_threshold),
+                              ("--max-detections", "max_detections", args.max_detections),
+                              ("--max-pixels", "max_image_pixels", args.max_pixels)):
         try:  # the node's own parameter table: the same ranges as grounding_node
-            GROUNDING_PARAMS.check(name, getattr(args, name))
+            GROUNDING_PARAMS.check(name, value)
         except ValueError as exc:
             raise GroundUsageError(f"{flag}: {exc}") from exc
     if not 1 <= args.jpeg_quality <= 100:
@@ -119,7 +125,7 @@ def plan_from_args(args: argparse.Namespace) -> GroundPlan:
         realtime=args.realtime, prefix=prefix, keep_images=args.keep_images, video=args.video,
         jsonl=args.jsonl, overwrite=args.overwrite, jpeg_quality=args.jpeg_quality,
         score_threshold=args.score_threshold, max_detections=args.max_detections,
-        progress=not args.no_progress,
+        progress=not args.no_progress, max_pixels=args.max_pixels,
     )
 
 

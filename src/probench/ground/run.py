@@ -23,6 +23,7 @@ from probench.ground.outputs import GroundOutputs, output_topics
 from probench.ground.prompts import PromptEvent, read_schedule, recorded_event
 from probench.ground.replay import MailboxReplay
 from probench.ground.summary import GroundSummary
+from probench.msgs.images import DEFAULT_MAX_PIXELS
 from probench.realtime.grounding_worker import Prompts
 
 
@@ -45,6 +46,7 @@ class GroundPlan:
     score_threshold: float = 0.3
     max_detections: int = 100
     progress: bool = True
+    max_pixels: int = DEFAULT_MAX_PIXELS  # compressed frames over it are refused from their header
 
 
 class _Grounder:
@@ -56,7 +58,7 @@ class _Grounder:
         self.detector, self.outputs, self.summary, self.plan = detector, outputs, summary, plan
 
     def ground(self, frame: Frame, prompts: Prompts, wait_s: float) -> float:
-        item = ground(frame, self.detector, prompts, self.plan.max_detections)
+        item = ground(frame, self.detector, prompts, self.plan.max_detections, self.plan.max_pixels)
         busy_ms = item.processing_ms or 0.0
         item.latency_ms = wait_s * 1000.0 + busy_ms
         s = self.summary
@@ -87,7 +89,7 @@ class _Grounder:
 
     def dropped(self, frame: Frame, reason: str) -> None:
         self.summary.dropped += 1
-        self.outputs.frame(dropped(frame, reason))
+        self.outputs.frame(dropped(frame, reason, self.plan.max_pixels))
 
 
 def _warn(text: str) -> None:
@@ -109,7 +111,8 @@ def check_plan(source: BagSource, plan: GroundPlan) -> tuple[Topic, Topic | None
     first = source.first(image.name)
     if first is None:
         raise BagError(f"{source.path}: {image.name} holds no message")
-    decode(Frame(0, first[0], image.msgtype, first[1], image.name))  # the encoding, before the model
+    # the encoding and the pixel budget, before the model
+    decode(Frame(0, first[0], image.msgtype, first[1], image.name), plan.max_pixels)
     if plan.keep_images:
         kept = {image.name} | ({prompt_topic.name} if prompt_topic else set())
         clash = sorted(kept & set(output_topics(plan.prefix, plan.realtime)))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from probench.msgs.images import DEFAULT_MAX_PIXELS
 from probench.realtime import PACKAGE, package_config
 from probench.realtime.params import Param, ParamTable
 from probench.vocabulary import FORMULATIONS, PREPROCESS_PATHS, parse_formulations
@@ -61,6 +62,9 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
     Param("camera_timeout", "double", 3.0,
           "seconds without an image, while active, after which /diagnostics reports WARN (camera silent)",
           "configure", low=0.0, low_open=True),
+    Param("max_image_pixels", "integer", DEFAULT_MAX_PIXELS,
+          "a CompressedImage whose header gives more pixels (width x height) is refused before decoding",
+          "configure", low=1, high=1 << 30),
 ))
 
 
@@ -81,6 +85,7 @@ class GroundingConfig:
     diagnostics_period: float
     frame_prompts_wait: float
     camera_timeout: float
+    max_image_pixels: int
 
 
 EVALUATOR_NAME = "evaluator_node"

@@ -212,7 +212,8 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             return
         t_decode = time.perf_counter()
         try:
-            header, rgb = convert.rgb_from_cdr(data, compressed=kind != "raw")
+            header, rgb = convert.rgb_from_cdr(data, compressed=kind != "raw",
+                                               max_pixels=cfg.max_image_pixels)
         except ProbenchError as exc:
             self.stats.count("errors")
             self.last_frame_error = f"image dropped: {exc}"
