@@ -140,7 +140,7 @@ def compressed_size(buf: np.ndarray) -> tuple[int, int] | None:
     """``(width, height)`` of a PNG or JPEG from its header alone (the PNG's IHDR chunk, the
     JPEG's start-of-frame segment), without decoding; None when the bytes are neither or the
     header does not read."""
-    mv = memoryview(np.ascontiguousarray(buf, dtype=np.uint8)).cast("B")
+    mv = np.ascontiguousarray(buf, dtype=np.uint8).data.cast("B")
     n = len(mv)
     if n >= 24 and bytes(mv[:8]) == _PNG_SIGNATURE and bytes(mv[12:16]) == b"IHDR":
         width, height = struct.unpack_from(">II", mv, 16)

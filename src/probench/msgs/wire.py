@@ -109,6 +109,16 @@ def compressed_from_cdr(data: bytes) -> CompressedMessage:
     return SimpleNamespace(header=header, format=fmt, data=r.octets())
 
 
+def header_stamp_ns(data: bytes) -> int | None:
+    """The header stamp (ns) of a serialized message that begins with a ``std_msgs/Header``
+    (Image, CompressedImage): 8 bytes read, nothing else parsed; None when not CDR."""
+    try:
+        sec, nanosec = _Cdr(data)._take("iI", 4)
+    except MessageConversionError:
+        return None
+    return sec * 1_000_000_000 + nanosec
+
+
 def rgb_from_cdr(data: bytes, *, compressed: bool,
                  max_pixels: int | None = DEFAULT_MAX_PIXELS) -> tuple[Header, np.ndarray]:
     """``(header, rgb)`` of a serialized ``sensor_msgs/CompressedImage`` (``compressed``)

@@ -25,7 +25,7 @@ from typing import Any
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
+from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks, UnsupportedEventTypeError
 from rclpy.exceptions import ParameterException, ParameterUninitializedException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
@@ -44,7 +44,15 @@ from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.models.base import BaseDetector, check_prompts
 from probench.realtime.errors import ParameterValueError
-from probench.realtime.grounding_stats import DECODE_STAGE, GroundingStats, Health, diagnostic_level
+from probench.realtime.grounding_stats import (
+    DECODE_STAGE,
+    GroundingStats,
+    Health,
+    TransportLoss,
+    diagnostic_level,
+    loss_hint,
+    loss_warning,
+)
 from probench.realtime.grounding_worker import FrameWorker, Prompts, StampedPromptSets
 from probench.realtime.node_spec import (
     GROUNDING_PARAMS,
@@ -78,6 +86,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             self.declare_parameter(spec.name, *convert.param_declaration(spec))
 
         self.stats = GroundingStats()
+        self.transport = TransportLoss()  # frames lost between the camera and this node
         self.worker = FrameWorker(self.stats, self._process, self._apply_prompts, self._on_worker_error)
         self.frame_sets = StampedPromptSets()  # per-frame prompt sets (frame_prompts), by stamp
         self._detector: BaseDetector | None = None  # loaded at configure, released at cleanup
@@ -199,10 +208,15 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
     # Raw subscriptions: the callback keeps the serialized bytes (no rclpy conversion, which
     # would copy the pixels); the worker parses them into a zero-copy view (convert.*_from_cdr).
     def _on_image(self, data: bytes) -> None:
+        self.transport.arrived("raw", convert.header_stamp_ns(data))
         self.worker.put_frame("raw", data)
 
     def _on_compressed(self, data: bytes) -> None:
+        self.transport.arrived("compressed", convert.header_stamp_ns(data))
         self.worker.put_frame("compressed", data)
+
+    def _on_message_lost(self, info: Any) -> None:
+        self.transport.lost(int(info.total_count_change))
 
     def _process(self, kind: str, data: bytes, t_arrival: float, prompts: Prompts) -> None:
         """Worker thread: one frame, answered with the prompt set stamped for it, else with
@@ -330,14 +344,24 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             # in creation order, so a set that arrived with its frame is handed over first
             self.create_subscription(LabelInfo, "frame_prompts", self._on_frame_prompts, frame_sets_qos,
                                      event_callbacks=sub_events("frame_prompts")),
-            self.create_subscription(Image, image_topic, self._on_image, camera_qos, raw=True,
-                                     event_callbacks=sub_events("image")),
-            self.create_subscription(CompressedImage, compressed, self._on_compressed,
-                                     camera_qos, raw=True, event_callbacks=sub_events("image/compressed")),
+            self._subscribe_camera(Image, image_topic, self._on_image, camera_qos, sub_events("image")),
+            self._subscribe_camera(CompressedImage, compressed, self._on_compressed, camera_qos,
+                                   sub_events("image/compressed")),
         ]
         self._entities = [self._pub_dets, self._pub_debug, self._pub_labels, *subs]
         self.destroy_timer(self._diag_timer)
         self._diag_timer = self.create_timer(self.config.diagnostics_period, self._publish_diagnostics)
+
+    def _subscribe_camera(self, msg_type: Any, topic: str, callback: Any, qos: QoSProfile,
+                          events: SubscriptionEventCallbacks) -> Any:
+        """A raw camera subscription that also counts the messages the middleware reports
+        lost (where it does: else stamp gaps alone tell the loss)."""
+        events.message_lost = self._on_message_lost
+        try:
+            return self.create_subscription(msg_type, topic, callback, qos, raw=True, event_callbacks=events)
+        except UnsupportedEventTypeError:
+            events.message_lost = None
+            return self.create_subscription(msg_type, topic, callback, qos, raw=True, event_callbacks=events)
 
     def _resolve_image_topics(self) -> tuple[str, str]:
         """The camera topics after remapping: one remap of ``image`` moves ``image/compressed``
@@ -409,6 +433,14 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
                           text_cache_misses=cache["misses"], text_cache_evictions=cache["evictions"])
         values.update(self.frame_sets.counters())
         values.update(image_topic=self._image_topics[0], compressed_topic=self._image_topics[1])
+        loss = self.transport.snapshot()
+        values.update(loss)
+        transport = loss_warning(loss, " or ".join(self._image_topics)) if state == "active" else ""
+        if transport:
+            from probench.ros.dds_profile import fast_dds_profile_hint
+
+            values["transport_hint"] = hint = loss_hint(fast_dds_profile_hint())
+            self.get_logger().warning(f"{transport}: {hint}", throttle_duration_sec=30.0)
         new_errors = int(snap["errors"]) - self._errors_reported
         new_processed = int(snap["frames_processed"]) - self._processed_reported
         self._errors_reported, self._processed_reported = int(snap["errors"]), int(snap["frames_processed"])
@@ -418,7 +450,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         level, message = diagnostic_level(Health(
             state=state, n_prompts=len(active), new_processed=new_processed, new_errors=new_errors,
             rate_hz=float(snap["rate_hz"]), silent_s=time.monotonic() - since, camera_timeout=camera_timeout,
-            topics=" or ".join(self._image_topics), last_error=self.last_frame_error))
+            topics=" or ".join(self._image_topics), last_error=self.last_frame_error, transport=transport))
         self._diag_pub.publish(convert.stats_to_diagnostics(
             diagnostic_status_name(self.get_fully_qualified_name()), str(self._param("device")), level,
             message, values, self.get_clock().now().to_msg(),

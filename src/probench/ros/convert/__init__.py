@@ -22,9 +22,11 @@ from probench.msgs.images import (
 from probench.msgs.wire import (
     compressed_from_cdr,
     detections_to_cdr,
+    header_stamp_ns,
     image_from_cdr,
     prompt_text,
     rgb_from_cdr,
+    top_order,
 )
 from probench.ros.convert.messages import (
     LEVELS,
@@ -39,7 +41,6 @@ from probench.ros.convert.messages import (
     stamp_ns,
     stats_to_diagnostics,
     to_header,
-    top_order,
 )
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "detections_to_cdr",
     "detections_to_msg",
     "diagnostics_to_statuses",
+    "header_stamp_ns",
     "image_from_cdr",
     "image_to_rgb",
     "label_info_to_prompts",
