@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("probench.ros.cli_eval", "replay a bag through the ROS 2 graph and score it"),
     "ground": ("probench.ground.cli", "ground a rosbag2's camera: detections, annotated images, video"),
     "console": ("probench.console.cli", "a web page to watch and prompt a running grounding node"),
+    "node": ("probench.ros.cli_node", "a running grounding node from the terminal: status, prompt, "
+             "lifecycle (no ros2cli needed)"),
     "sweep": ("probench.scale.cli_sweep", "infer, latency and score for many models, then one report "
               "(resumable; --ray to scale out)"),
 }

@@ -39,6 +39,8 @@ from probench.console.errors import BridgeError, ConsoleUsageError
 from probench.errors import ProbenchError
 from probench.ros import convert
 
+# The page offers TRANSITIONS; `probench node` (which shares this bridge) cleanup too.
+LIFECYCLE_TRANSITIONS = (*TRANSITIONS, "cleanup")
 _RECENT_IMAGES = 60  # camera frames kept to meet their detections (stream_source="image")
 _STATE_POLL_S = 1.0  # get_state while the state is known (transition events update it at once)
 _STATE_POLL_UNKNOWN_S = 0.2  # until the first answer: the page shows the node sooner
@@ -144,6 +146,10 @@ class RosConsoleBridge:
     def want_frames(self, wanted: bool) -> None:
         self._want = bool(wanted)
 
+    def node_listens(self) -> bool:
+        """Whether a node subscribes the prompt topic (discovery takes a moment after start)."""
+        return bool(self._pub_prompt.get_subscription_count() > 0)
+
     def send_prompts(self, prompts: tuple[str, ...]) -> None:
         if self._pub_prompt.get_subscription_count() == 0:
             raise BridgeError(f"no grounding node subscribes {self.names['prompt']} (is it running, "
@@ -153,7 +159,7 @@ class RosConsoleBridge:
     def change_state(self, transition: str, timeout_s: float) -> str:
         from lifecycle_msgs.msg import Transition
 
-        ids = {name: getattr(Transition, f"TRANSITION_{name.upper()}") for name in TRANSITIONS}
+        ids = {name: getattr(Transition, f"TRANSITION_{name.upper()}") for name in LIFECYCLE_TRANSITIONS}
         if transition not in ids:
             raise BridgeError(f"unknown transition {transition!r}", 400)
         if not self._change_state.service_is_ready():
