@@ -225,7 +225,8 @@ def problems(cmd: Command) -> list[str]:
     if head in ("python", "python3") and len(words) > 1:
         return _check_python(words[1:])
     if head == "make":
-        missing = [w for w in words[1:] if not w.startswith("-") and "=" not in w and w not in _make_targets()]
+        targets = _make_targets()
+        missing = [w for w in words[1:] if not w.startswith("-") and "=" not in w and w not in targets]
         return [f"make has no target {w!r}" for w in missing]
     if head == "bash" and len(words) > 1:
         head, words = words[1], words[1:]
