@@ -77,11 +77,11 @@ def run(args: argparse.Namespace) -> int:
         if args.watch < 0:
             raise ConsoleUsageError(f"--watch must be >= 0, got {args.watch:g}")
 
-    from probench.ros.console_bridge import RosConsoleBridge
+    from probench.ros.console_bridge import LIFECYCLE_TRANSITIONS, RosConsoleBridge
     from probench.ros.dds_profile import apply_profile
 
     apply_profile()  # before the bridge's participant exists, as the console does
-    bridge = RosConsoleBridge(args.node)
+    bridge = RosConsoleBridge(args.node, transitions=LIFECYCLE_TRANSITIONS)
     try:
         if args.action == "status":
             return _status(bridge, timeout, watch=args.watch, as_json=args.json)
