@@ -71,12 +71,14 @@ def test_streams_are_apart() -> None:
 
 def test_middleware_events_and_the_window() -> None:
     loss = TransportLoss(window_s=10.0)
+    loss.events_reported = True
     loss.arrived("raw", 0, now=100.0)
     loss.arrived("raw", 40 * PERIOD_NS, now=101.0)
     loss.lost(108, now=101.0)
     snap = loss.snapshot(now=102.0)
     assert snap["transport_lost"] == 108 and snap["transport_received"] == 2
     assert snap["transport_loss"] == round(108 / 110, 4) and snap["transport_lost_events"] == 108
+    assert snap["transport_witness"] == "events"
     assert loss_warning(snap, "/image").startswith("98% of camera frames lost in transport")
     later = loss.snapshot(now=112.0)  # out of the window: the figure recovers, the total stays
     assert later["transport_lost"] == 0 and later["transport_lost_events"] == 108
@@ -84,8 +86,26 @@ def test_middleware_events_and_the_window() -> None:
     assert loss.lost_events == 108
 
 
+def test_where_the_middleware_reports_losses_stamp_gaps_do_not_warn() -> None:
+    """A camera that slows from 30 to 15 Hz (auto-exposure) leaves gaps of two periods that
+    look like loss until the period is re-estimated; the middleware, which reports lost
+    messages, counts none, and its count is the figure."""
+    stamps = [i * PERIOD_NS for i in range(60)] + [60 * PERIOD_NS + 2 * i * PERIOD_NS for i in range(60)]
+    by_stamps, by_events = TransportLoss(), TransportLoss()
+    by_events.events_reported = True
+    _feed(by_stamps, stamps)
+    _feed(by_events, stamps)
+    now = 100.0 + stamps[-1] / 1e9
+    assert by_stamps.lost_gaps > 10 and by_events.lost_gaps == by_stamps.lost_gaps  # both counted
+    assert loss_warning(by_stamps.snapshot(now=now), "/image")  # stamps alone: a (transient) warning
+    snap = by_events.snapshot(now=now)
+    assert snap["transport_lost"] == 0 and snap["transport_witness"] == "events"
+    assert loss_warning(snap, "/image") == ""
+
+
 def test_a_few_drops_are_not_a_warning() -> None:
     loss = TransportLoss()
+    loss.events_reported = True
     _feed(loss, [i * PERIOD_NS for i in range(20)])
     loss.lost(9, now=100.5)
     assert loss_warning(loss.snapshot(now=101.0), "/image") == ""  # 31% but only 9 frames

@@ -158,13 +158,18 @@ class TransportLoss:
       it (a periodic camera; replays with irregular stamps are not judged). Gaps over 2 s
       are a paused camera, not loss.
 
-    They see the same lost frames, so the loss counts the larger of the two in the last
-    :data:`LOSS_WINDOW_S` seconds: ``lost / (lost + received)``.
+    Both are counted and reported. The loss figure, ``lost / (lost + received)`` over the
+    last :data:`LOSS_WINDOW_S` seconds, comes from the middleware's count where it reports
+    lost messages (``events_reported``, set by the node when the event could be
+    subscribed), else from the stamp gaps: a gap in the stamps can also be a frame the
+    driver never sent, or a camera that slowed down (auto-exposure), which the middleware
+    rightly does not count as lost.
     """
 
     def __init__(self, window_s: float = LOSS_WINDOW_S) -> None:
         self._lock = threading.Lock()
         self.window_s = window_s
+        self.events_reported = False  # the middleware reports lost messages on the camera topics
         self.received = 0
         self.lost_events = 0  # total reported by the middleware
         self.lost_gaps = 0  # total inferred from stamp gaps
@@ -218,9 +223,10 @@ class TransportLoss:
         while self._recent and self._recent[0][0] < now - self.window_s:
             self._recent.popleft()
 
-    def snapshot(self, now: float | None = None) -> dict[str, float | int]:
+    def snapshot(self, now: float | None = None) -> dict[str, float | int | str]:
         """``transport_loss`` (share of the last window's frames lost, 0..1),
-        ``transport_lost`` (lost in the window), the totals ``transport_lost_events`` /
+        ``transport_lost`` (lost in the window), ``transport_witness`` (``events`` or
+        ``stamps``: where the figure comes from), the totals ``transport_lost_events`` /
         ``transport_lost_gaps`` and ``camera_period_ms`` (0 while unknown)."""
         now = time.monotonic() if now is None else now
         with self._lock:
@@ -228,14 +234,15 @@ class TransportLoss:
             periods = [p for p in (self._period(g) for g in self._gaps.values()) if p is not None]
             totals = self.lost_events, self.lost_gaps
         received = sum(r[1] for r in recent)
-        lost = max(sum(r[2] for r in recent), sum(r[3] for r in recent))
+        lost = sum(r[2 if self.events_reported else 3] for r in recent)
         share = lost / (lost + received) if lost + received else 0.0
         return {"transport_loss": round(share, 4), "transport_lost": lost, "transport_received": received,
+                "transport_witness": "events" if self.events_reported else "stamps",
                 "transport_lost_events": totals[0], "transport_lost_gaps": totals[1],
                 "camera_period_ms": round(min(periods) / 1e6, 3) if periods else 0.0}
 
 
-def loss_warning(snapshot: Mapping[str, float | int], topics: str) -> str:
+def loss_warning(snapshot: Mapping[str, float | int | str], topics: str) -> str:
     """The one-line reason for a WARN when many frames are lost in transport, else ""."""
     lost, share = int(snapshot["transport_lost"]), float(snapshot["transport_loss"])
     if lost < LOSS_WARN_MIN or share < LOSS_WARN_SHARE:

@@ -358,7 +358,9 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         lost (where it does: else stamp gaps alone tell the loss)."""
         events.message_lost = self._on_message_lost
         try:
-            return self.create_subscription(msg_type, topic, callback, qos, raw=True, event_callbacks=events)
+            sub = self.create_subscription(msg_type, topic, callback, qos, raw=True, event_callbacks=events)
+            self.transport.events_reported = True
+            return sub
         except UnsupportedEventTypeError:
             events.message_lost = None
             return self.create_subscription(msg_type, topic, callback, qos, raw=True, event_callbacks=events)
