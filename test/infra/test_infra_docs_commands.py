@@ -1,7 +1,8 @@
 """Every command in the README's and the docs' code blocks names a real command with real
 flags, so that it runs as written.
 
-Code blocks are the fenced (```) and the indented ones. Each shell line (continuations
+Code blocks are the fenced (```) and the indented ones; in a block that shows a terminal
+session, only the ``$ `` lines are commands. Each shell line (continuations
 joined, comments dropped, split at ``&&``, ``;``, ``|`` and ``&``) is checked by what it
 starts with, after ``VAR=value`` assignments:
 
@@ -92,6 +93,8 @@ def shell_commands(page: Path) -> Iterator[Command]:
     prose or a diagram, is not a command)."""
     name = page.relative_to(ROOT).as_posix()
     for block in code_blocks(page.read_text(encoding="utf-8")):
+        if any(text.lstrip().startswith("$ ") for _, text in block):  # a session: prompts and output
+            block = [(n, text.lstrip()[2:]) for n, text in block if text.lstrip().startswith("$ ")]
         pending, start = "", 0
         for number, text in block:
             if not pending:
@@ -173,7 +176,14 @@ def _module_file(module: str) -> Path | None:
 
 
 def _flags_of(words: tuple[str, ...]) -> list[str]:
-    return [w.split("=", 1)[0] for w in words if w.startswith("-") and w not in ("-", "--")]
+    """The ``--flags`` among ``words`` (a usage synopsis's ``[--flag`` and ``--a|--b]`` too)."""
+    out = []
+    for word in words:
+        for w in word.strip("[]()").split("|"):
+            w = w.strip("[]()").split("=", 1)[0]
+            if w.startswith("-") and w not in ("-", "--") and not w[1:2].isdigit():
+                out.append(w)
+    return out
 
 
 @cache
@@ -336,6 +346,7 @@ def test_the_synthetic_camera_publishes_where_the_node_reads(page: Path) -> None
     ("python -m probench.ros.synthetic_camera --topik x", "synthetic_camera.py has no flag --topik"),
     ("python scripts/send_prompt.py hi", "no file scripts/send_prompt.py"),
     ("make tset", "make has no target 'tset'"),
+    ("probench score --dataset D [--outt F]", "probench score has no flag --outt"),
     ("FOO=1 .venv/bin/probench scroe", "no command 'scroe'"),
 ])
 def test_the_check_catches(line: str, words: str) -> None:
