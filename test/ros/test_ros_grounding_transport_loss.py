@@ -73,7 +73,8 @@ def test_camera_without_the_profile_is_named(tmp_path, ros_env, requires_vision_
             _, message, values = got
             assert float(values["transport_loss"]) >= 0.2
             assert "FASTDDS_DEFAULT_PROFILES_FILE=" in values["transport_hint"]
-            assert seconds < 6.0, seconds
+            assert seconds < 8.0, seconds  # camera process start included
+            print(f"warned {seconds:.1f} s after the camera started: {message}")
         finally:
             _stop(cam)
         peer.spin_for(0.5)
