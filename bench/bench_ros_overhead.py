@@ -10,13 +10,13 @@ model costs ~nothing and only the ROS layer is measured), medians over the runs 
             zero-copy view writable for the model) and bgr8
 - dets:     Detections -> serialized Detection2DArray (convert.detections_to_cdr) + publish,
             5 and 100 detections (what the node does; a subscriber in this process is matched)
-- msg path: the same through Python message objects (convert.detections_to_msg + publish), and
-            through the generated constructors (the naive way): the baselines of the CDR path
+- msg path: the same through the generated constructors (the naive way): the baseline of the
+            CDR path
 - debug:    draw boxes + build the rgb8 debug Image + publish it (only when someone subscribes)
 
 Baselines run in the same process, printed as ratios: one ``np.copy`` of the frame (the unit
 that makes numbers comparable between machines), the detector's own ``detect`` time, and
-the slower alternatives the hot path avoids (message objects, generated constructors;
+the slower alternatives the hot path avoids (generated constructors;
 rosbags-image's conversion as a reference for the bgr8 path, which also skips the checks).
 
     python bench/bench_ros_overhead.py            # 200 runs per measurement
@@ -131,8 +131,6 @@ def main() -> int:
                 convert.detections_to_cdr(d5, header, prompts)), runs),
             "dets 100: cdr + publish": timeit(lambda: pub_dets.publish(
                 convert.detections_to_cdr(d100, header, prompts)), runs),
-            "dets 100: msg + publish": timeit(lambda: pub_dets.publish(
-                convert.detections_to_msg(d100, header, prompts)), runs),
             "dets 100: constructors + publish (naive)": timeit(lambda: pub_dets.publish(
                 naive_msg(d100, header, prompts)), runs),
             "debug: draw 5": timeit(lambda: draw_detections(rgb, d5, prompts), runs),
@@ -169,8 +167,7 @@ def main() -> int:
             cdr = t["dets 100: cdr + publish"]
             naive = t["dets 100: constructors + publish (naive)"]
             base_take = t["take: rclpy deserialize (baseline)"]
-            print(f"  100 dets, speed-up of the CDR path: {t['dets 100: msg + publish'] / cdr:.1f}x vs "
-                  f"message objects, {naive / cdr:.1f}x vs constructors; take: "
+            print(f"  100 dets, speed-up of the CDR path: {naive / cdr:.1f}x vs constructors; take: "
                   f"{base_take / take:.1f}x; whole layer: {ros_naive / ros100:.1f}x")
             if label == "640x480":
                 ok = ros5 < TARGET_MS and ros100 < TARGET_MS

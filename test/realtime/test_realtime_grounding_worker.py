@@ -207,3 +207,27 @@ def test_a_frame_waits_briefly_for_its_set_only_while_sets_are_in_use() -> None:
     t0 = time.monotonic()
     assert sets.take(400, wait_s=5.0) is None  # a newer set is there: frame 400 has none, no wait
     assert time.monotonic() - t0 < 1.0
+
+
+def test_jobs_are_frozen_records_taken_prompts_first() -> None:
+    """Without the thread (as ``probench ground`` drives it): typed jobs, in the rule's order."""
+    import dataclasses
+
+    from probench.realtime.grounding_worker import FrameJob, PromptJob
+
+    rec = Recorder()
+    w = FrameWorker(GroundingStats(), rec.frame, rec.prompts, rec.errors.append)
+    w.activate()
+    w.put_frame("compressed", b"jpeg", 1.5)
+    w.put_prompts(("a",), "stamp")  # a change drops the waiting frame
+    w.put_frame("raw", b"image", 2.0)
+    first = w.take_job()
+    assert first == PromptJob(("a",), "stamp")
+    w.run_job(first)
+    second = w.take_job()
+    assert second == FrameJob("raw", b"image", 2.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        second.kind = "compressed"  # type: ignore[misc]
+    w.run_job(second)
+    assert w.take_job() is None
+    assert rec.acks == [("a",)] and rec.frames == [(b"image", ("a",))]

@@ -130,7 +130,7 @@ def test_dataset_option_overrides_run_json(make_run, tmp_path, capsys):
 
 
 def test_reference_paper_adds_the_16_published_rows(tmp_path) -> None:
-    from probench.report.cli import build_report
+    from probench.report.build import build_report
     from probench.report.load import load_reference
     from probench.report.paper import table2_path
 

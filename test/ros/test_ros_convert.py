@@ -264,55 +264,6 @@ def test_convert_imports_without_rclpy() -> None:
     assert out.stdout.strip() == "False"
 
 
-def test_fast_built_detections_equal_constructor_built_ones(requires_vision_msgs) -> None:
-    from geometry_msgs.msg import PoseWithCovariance
-    from vision_msgs.msg import (
-        BoundingBox2D,
-        Detection2D,
-        ObjectHypothesis,
-        ObjectHypothesisWithPose,
-        Point2D,
-        Pose2D,
-    )
-
-    dets = Detections.from_arrays([[1.5, 2.0, 11.0, 22.25]], [0.625], [0])
-    header = _header()
-    msg = convert.detections_to_msg(dets, header, ["a cup"])
-    ref = Detection2D(
-        header=header, id="",
-        bbox=BoundingBox2D(center=Pose2D(position=Point2D(x=6.25, y=12.125), theta=0.0),
-                           size_x=9.5, size_y=20.25),
-        results=[ObjectHypothesisWithPose(hypothesis=ObjectHypothesis(class_id="a cup", score=0.625),
-                                          pose=PoseWithCovariance())],
-    )
-    assert msg.detections[0] == ref
-    assert repr(msg.detections[0]) == repr(ref)  # every slot is set (repr reads them all)
-
-
-@pytest.mark.parametrize(("n", "frame_id", "prompts"), [
-    (0, "", ["a"]),
-    (1, "cam", ["ab"]),
-    (7, "camera_optical_frame", ["a cup", "eine Tür", "x"]),
-    (120, "ab", ["p", "pp", "ppp", "pppp", "ppppp"]),
-])
-def test_cdr_bytes_deserialize_to_the_message(requires_vision_msgs, n: int, frame_id: str,
-                                              prompts: list[str]) -> None:
-    from rclpy.serialization import deserialize_message, serialize_message
-    from vision_msgs.msg import Detection2DArray
-
-    rng = np.random.default_rng(n)
-    corner = rng.uniform(0, 100, (n, 2))
-    dets = Detections.from_arrays(np.hstack([corner, corner + rng.uniform(0, 50, (n, 2))]),
-                                  rng.uniform(0, 1, n), rng.integers(0, len(prompts), n))
-    header = _header(sec=-3 if n == 1 else 1700000000, nanosec=999_999_999, frame_id=frame_id)
-    msg = convert.detections_to_msg(dets, header, prompts, max_detections=100)
-    data = convert.detections_to_cdr(dets, header, prompts, max_detections=100)
-    assert len(data) == len(serialize_message(msg))
-    assert deserialize_message(data, Detection2DArray) == msg
-    with pytest.raises(MessageConversionError, match="prompts are active"):
-        convert.detections_to_cdr(Detections.from_arrays([[0, 0, 1, 1]], [0.5], [5]), header, prompts[:1])
-
-
 def test_image_from_cdr_matches_rclpy(requires_vision_msgs, rgb: np.ndarray) -> None:
     from rclpy.serialization import serialize_message
     from sensor_msgs.msg import CompressedImage

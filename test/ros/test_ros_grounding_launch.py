@@ -25,7 +25,7 @@ def _launch(monkeypatch: pytest.MonkeyPatch, **given: str) -> list:
     # the node, after the Fast DDS profile's environment (test_ros_dds_profile.py checks that part)
     assert all(isinstance(a, classes["SetEnvironmentVariable"]) for a in actions[:-1])
     assert isinstance(actions[-1], classes["Node"])
-    return [a.kwargs for a in actions if isinstance(a, classes["Node"])]
+    return [a.performed for a in actions if isinstance(a, classes["Node"])]
 
 
 def test_defaults_take_everything_from_the_params_file(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -50,3 +50,48 @@ def test_prompt_text_is_data(monkeypatch: pytest.MonkeyPatch) -> None:
     assert node["parameters"][1] == {"prompts": ["__import__('os').getcwd()"]}
     with pytest.raises(ParameterValueError, match="no target description"):
         _launch(monkeypatch, prompt=" ; ; ")
+
+
+def test_the_launch_file_is_declarative(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What `ros2 launch --show-args` / `--print` read: arguments and a Node whose parameters
+    and remappings are substitutions of them, no function run at launch time."""
+    from helpers.launch_fakes import Substitution
+
+    _, actions, classes = run_launch(monkeypatch, LAUNCH_FILE)
+    kinds = {type(a).__name__ for a in actions}
+    assert kinds <= {"SetEnvironmentVariable", "Node"}
+    (node,) = [a for a in actions if isinstance(a, classes["Node"])]
+    assert all(isinstance(p, Substitution) for p in node.kwargs["parameters"])
+    assert all(isinstance(t, Substitution) for _, t in node.kwargs["remappings"])
+    assert "grounding graph" in node.kwargs["parameters"][1].describe()
+
+
+def test_the_overrides_file_gives_the_node_typed_values(requires_vision_msgs, ros_env) -> None:
+    """rcl reads the overrides file FromGraph writes: a number-like model stays a string,
+    prompts stay a list of strings (unicode, quotes and all)."""
+    import json
+    import subprocess
+    import sys
+
+    from helpers.grounding_harness import fresh_domain
+    from probench.ros.launch_graph import node_parameters
+
+    values = {name: default for name, (default, _) in LAUNCH_ARGUMENTS.items()}
+    values.update(model="123", prompt="eine Tür; the driver's \"seat\"")
+    path = node_parameters("grounding", 0, "overrides", "", values)
+    code = (
+        "import json, sys, rclpy; from rclpy.context import Context; c = Context();"
+        "rclpy.init(args=['x', '--ros-args', '--params-file', sys.argv[1]], context=c);"
+        "n = rclpy.create_node('grounding_node', context=c,"
+        " automatically_declare_parameters_from_overrides=True);"
+        "print(json.dumps({k: p.value for k, p in n.get_parameters_by_prefix('').items()"
+        " if k in ('model', 'prompts')}))"
+    )
+    try:
+        out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, timeout=60,
+                             env={**ros_env, "ROS_DOMAIN_ID": str(fresh_domain())})
+    finally:
+        Path(path).unlink()
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+        "model": "123", "prompts": ["eine Tür", "the driver's \"seat\""]}

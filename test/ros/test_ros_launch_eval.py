@@ -30,7 +30,7 @@ def test_launch_file_yields_the_graph(monkeypatch: pytest.MonkeyPatch, tmp_path:
     nodes = [a for a in actions if isinstance(a, classes["Node"])]
     expected = eval_graph(bag=tmp_path / "bag", out=tmp_path / "run", model="test-instant", rate=15.0,
                           formulations=["orig", "cat"], mode="as-fast-as-answered")
-    assert [n.kwargs for n in nodes] == expected
+    assert [n.performed for n in nodes] == expected
     g, e = expected
     assert g["parameters"][1] == {"model": "test-instant", "image_reliability": "reliable"}
     assert e["parameters"][1]["rate_hz"] == 15.0 and e["parameters"][1]["formulations"] == ["orig", "cat"]
@@ -45,7 +45,7 @@ def test_launch_file_yields_the_graph(monkeypatch: pytest.MonkeyPatch, tmp_path:
 
 def test_empty_arguments_leave_the_params_file_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     actions, classes = _launch(monkeypatch, bag="b", out="o")
-    g, e = (a.kwargs for a in actions if isinstance(a, classes["Node"]))
+    g, e = (a.performed for a in actions if isinstance(a, classes["Node"]))
     assert len(g["parameters"]) == 1  # only the params file: nothing overridden
     assert set(e["parameters"][1]) == {"bag", "out", "grounding_node"}
 
@@ -71,3 +71,17 @@ def test_command_line_matches_the_launch_description(tmp_path: Path) -> None:
     assert "rate_hz:=30.0" in cmd and "answer_timeout:=2.0" in cmd
     assert cmd[cmd.index("--params-file") + 1] == e["parameters"][0]
     assert "image:=/probench/camera/image_raw" in cmd and "__node:=evaluator_node" in cmd
+
+
+def test_the_launch_file_is_declarative(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arguments, Nodes with substitutions, the shutdown handler: nothing run at launch time
+    but the substitutions (what `ros2 launch --show-args` and `--print` can read)."""
+    from helpers.launch_fakes import Substitution
+
+    actions, classes = _launch(monkeypatch, bag="b", out="o")
+    kinds = [type(a).__name__ for a in actions]
+    assert set(kinds) <= {"SetEnvironmentVariable", "Node", "RegisterEventHandler"}
+    assert kinds.count("Node") == 2
+    for node in (a for a in actions if isinstance(a, classes["Node"])):
+        assert all(isinstance(p, Substitution) for p in node.kwargs["parameters"])
+        assert all(isinstance(t, Substitution) for _, t in node.kwargs["remappings"])

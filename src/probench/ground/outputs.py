@@ -21,6 +21,7 @@ import json
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
+from types import SimpleNamespace
 from typing import IO, Any
 
 import numpy as np
@@ -167,14 +168,11 @@ class GroundOutputs:
             self._jsonl.write(json.dumps(jsonl_record(item), separators=(",", ":")) + "\n")
 
     def label_info(self, t_ns: int, prompts: Sequence[str]) -> None:
-        ts = self.ts
-        header = self._header(None, t_ns)
-        vc = ts.types["vision_msgs/msg/VisionClass"]
-        msg = ts.types[LABEL_INFO_MSGTYPE](
-            header=header, class_map=[vc(class_id=i, class_name=p) for i, p in enumerate(prompts)],
-            threshold=float(self.score_threshold),
-        )
-        self._bag.write(self._conn["/label_info"], t_ns, ts.serialize_cdr(msg, LABEL_INFO_MSGTYPE))
+        from probench.msgs.wire import label_info_to_cdr
+
+        stamp = SimpleNamespace(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000)
+        data = label_info_to_cdr(prompts, SimpleNamespace(stamp=stamp, frame_id=""), self.score_threshold)
+        self._bag.write(self._conn["/label_info"], t_ns, data)
 
     def copy(self, topic: str, t_ns: int, raw: bytes) -> None:
         """A recorded message kept as it was (``--keep-images``)."""
@@ -184,12 +182,9 @@ class GroundOutputs:
     def set_custom_data(self, key: str, value: str) -> None:
         self._bag.set_custom_data(key, value)
 
-    def _header(self, header: Any, t_ns: int = 0) -> Any:
+    def _header(self, header: Any) -> Any:
         ts = self.ts
         time_cls, header_cls = ts.types["builtin_interfaces/msg/Time"], ts.types["std_msgs/msg/Header"]
-        if header is None:
-            return header_cls(stamp=time_cls(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000),
-                              frame_id="")
         return header_cls(stamp=time_cls(sec=int(header.stamp.sec), nanosec=int(header.stamp.nanosec)),
                           frame_id=str(header.frame_id))
 

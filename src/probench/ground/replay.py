@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from probench.realtime.grounding_stats import GroundingStats
-from probench.realtime.grounding_worker import FrameWorker, Prompts
+from probench.realtime.grounding_worker import FrameWorker, ImageKind, Prompts
 
 REPLACED = "replaced by a newer frame while the model was busy"
 PROMPT_CHANGE = "dropped by a prompt change before it was processed"
@@ -55,7 +55,7 @@ class MailboxReplay:
 
     def frame(self, t_s: float, frame: Any) -> None:
         self._advance(t_s)
-        replaced = self.worker.put_frame("frame", frame, t_s)
+        replaced = self.worker.put_frame("recorded", frame, t_s)
         if replaced is not None:
             self._dropped(replaced, REPLACED)
 
@@ -81,7 +81,7 @@ class MailboxReplay:
             self._free_at = self._start + (self._busy_s if self.realtime else 0.0)
 
     # -- the worker's handlers ------------------------------------------------------------
-    def _on_frame(self, kind: str, frame: Any, t_arrival: float, prompts: Prompts) -> None:
+    def _on_frame(self, kind: ImageKind, frame: Any, t_arrival: float, prompts: Prompts) -> None:
         wait_s = self._start - t_arrival if self.realtime else 0.0
         self._busy_s = self._ground(frame, prompts, wait_s)
 

@@ -125,12 +125,19 @@ def run(args: argparse.Namespace) -> int:
             requested_model(args), dataset, device=args.device, precision=args.precision,
             score_threshold=args.score_threshold, limit=args.limit,
         ))
-    from probench.scale.options import ray_requested
+    from probench.scale.options import RayOptions
 
-    if ray_requested(args):  # --ray and its flags: the same run on Ray workers (docs/SCALE.md)
+    ray = RayOptions.from_args(args)
+    if ray.requested:  # --ray and its flags: the same run on Ray workers (docs/SCALE.md)
         from probench.scale.ray_infer import infer_on_ray
+        from probench.scale.worker import ModelArgs
 
-        return infer_on_ray(args, dataset, formulations)
+        model = ModelArgs(name=args.model, device=args.device, precision=args.precision,
+                          score_threshold=float(args.score_threshold), weights=args.weights,
+                          random_weights=bool(args.random_weights), runtime=args.runtime,
+                          preprocess=args.preprocess)  # fmt: skip
+        return infer_on_ray(model, ray, dataset, out, formulations, limit=args.limit,
+                            overwrite=args.overwrite, progress=not args.no_progress)
     detector, load_s = load_model(args, args.score_threshold)
     info = run_inference(
         detector, dataset, out, formulations, progress=not args.no_progress,

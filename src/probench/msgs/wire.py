@@ -145,19 +145,46 @@ def prompt_text(serialized: bytes) -> str:
         raise PromptMessageError(f"undecodable message: {exc}") from exc
 
 
-# Serialized form of the same message, for Publisher.publish(bytes): rclpy's conversion of
-# 100 nested Python messages costs ~0.7 ms per frame; these bytes cost a fraction of that.
-# XCDR1 little-endian (what rclpy/Fast DDS produce); alignment counts from after the 4-byte
-# encapsulation header. Tested to deserialize into exactly detections_to_msg's message.
+# -- outgoing -----------------------------------------------------------------------------
+# The one encoder of every message probench builds itself: the grounding node publishes
+# these bytes (Publisher.publish(bytes): rclpy's conversion of 100 nested Python messages
+# costs ~0.7 ms per frame), ``probench ground`` writes the same bytes into its output bag, and
+# probench.ros.convert's message objects are these bytes deserialized. XCDR1 little-endian
+# (what rclpy/Fast DDS and rosbags produce), vision_msgs 4.x field layout; alignment counts
+# from after the 4-byte encapsulation header. test/msgs/test_msgs_wire_encode.py checks the
+# bytes equal rclpy's serialize_message and the rosbags typestore's serialize_cdr.
 _CDR_LE = b"\x00\x01\x00\x00"
 _POSE_BLOCK = struct.pack("<43d", 0, 0, 0, 0, 0, 0, 1, *([0.0] * 36))  # PoseWithCovariance()
-_EMPTY_ID = b"\x01\x00\x00\x00\x00"  # id: "" (length 1 = the NUL)
-_PAD = (b"", b"\x00", b"\x00\x00", b"\x00\x00\x00", b"\x00" * 4, b"\x00" * 5, b"\x00" * 6, b"\x00" * 7)
+_EMPTY_ID = b"\x01\x00\x00\x00\x00"  # Detection2D.id: "" (length 1 = the NUL)
+_PAD = tuple(b"\x00" * n for n in range(8))
+_MAX_CLASSES = 1 << 16  # VisionClass.class_id is a uint16
+
+
+class _CdrOut:
+    """XCDR1 little-endian bytes, each field aligned to its own size."""
+
+    def __init__(self) -> None:
+        self.parts = [_CDR_LE]
+        self.off = 0  # offset in the payload (after the encapsulation header)
+
+    def put(self, data: bytes, align: int) -> None:
+        pad = -self.off % align
+        self.parts += [_PAD[pad], data]
+        self.off += pad + len(data)
+
+    def value(self) -> bytes:
+        return b"".join(self.parts)
 
 
 def _cdr_string(text: str) -> bytes:
     raw = text.encode("utf-8")
     return struct.pack("<I", len(raw) + 1) + raw + b"\x00"
+
+
+def _cdr_header(header: Header) -> bytes:
+    """``std_msgs/Header`` (4-aligned: its first field is an int32, its string follows)."""
+    return struct.pack("<iI", int(header.stamp.sec), int(header.stamp.nanosec)) + _cdr_string(
+        str(header.frame_id))
 
 
 def detections_to_cdr(
@@ -167,36 +194,55 @@ def detections_to_cdr(
     *,
     max_detections: int | None = None,
 ) -> bytes:
-    """:func:`detections_to_msg`, serialized (``vision_msgs/Detection2DArray`` CDR bytes)."""
+    """``vision_msgs/Detection2DArray``, serialized: the array and each detection carry
+    ``header``; each detection has one result, ``class_id`` the prompt text and ``score`` in
+    [0, 1] (its pose the default ``PoseWithCovariance``); bbox center/size in pixels, theta
+    0; ``id`` "". With ``max_detections`` only the highest-scoring ones are kept, best first.
+    An empty ``detections`` gives an empty array (still published: the evaluator counts it
+    as an answer)."""
     order = top_order(detections, max_detections)
     xyxy = detections.xyxy[order]
     pidx = checked_prompt_index(detections, order, prompts)
-    hdr = struct.pack("<iI", header.stamp.sec, header.stamp.nanosec) + _cdr_string(header.frame_id)
-    parts = [_CDR_LE, hdr]
-    off = len(hdr)  # offset in the payload (after the encapsulation header)
-    pad = -off % 4
-    parts += [_PAD[pad], struct.pack("<I", len(order))]
-    off += pad + 4
+    hdr = _cdr_header(header)
+    out = _CdrOut()
+    out.put(hdr, 4)
+    out.put(struct.pack("<I", len(order)), 4)
     if len(order):
-        labels = [b"\x01\x00\x00\x00" + _cdr_string(p) for p in prompts]  # results count + class_id
-        boxes = np.empty((len(order), 5))
-        boxes[:, 0] = (xyxy[:, 0] + xyxy[:, 2]) * 0.5
-        boxes[:, 1] = (xyxy[:, 1] + xyxy[:, 3]) * 0.5
-        boxes[:, 2] = 0.0  # theta
-        boxes[:, 3] = xyxy[:, 2] - xyxy[:, 0]
-        boxes[:, 4] = xyxy[:, 3] - xyxy[:, 1]
-        bbox = [b.tobytes() for b in boxes.astype("<f8")]
-        score = [struct.pack("<d", v) for v in detections.scores[order].tolist()]
-        for i, pi in enumerate(pidx.tolist()):
-            pad = -off % 4  # Detection2D.header.stamp.sec: int32
-            parts += [_PAD[pad], hdr]
-            off += pad + len(hdr)
-            pad = -off % 4  # results count: uint32, then class_id string (4-aligned)
+        labels = [b"\x01\x00\x00\x00" + _cdr_string(p) for p in prompts]  # results: 1, class_id
+        boxes = np.empty((len(order), 6))
+        boxes[:, 0] = detections.scores[order]
+        boxes[:, 1] = (xyxy[:, 0] + xyxy[:, 2]) * 0.5  # bbox.center.position.x
+        boxes[:, 2] = (xyxy[:, 1] + xyxy[:, 3]) * 0.5
+        boxes[:, 3] = 0.0  # bbox.center.theta
+        boxes[:, 4] = xyxy[:, 2] - xyxy[:, 0]  # bbox.size_x
+        boxes[:, 5] = xyxy[:, 3] - xyxy[:, 1]
+        raw = boxes.astype("<f8").tobytes()
+        parts, off, n_hdr = out.parts, out.off, len(hdr)
+        for i, pi in enumerate(pidx.tolist()):  # inlined out.put: the hot path (100 per frame)
             label = labels[pi]
-            off += pad + len(label)
-            pad2 = -off % 8  # score: float64
-            parts += [_PAD[pad], label, _PAD[pad2], score[i], _POSE_BLOCK, bbox[i], _EMPTY_ID]
+            pad0 = -off % 4  # Detection2D.header
+            off += pad0 + n_hdr
+            pad1 = -off % 4  # results
+            off += pad1 + len(label)
+            pad2 = -off % 8  # score, pose, bbox (float64s), then id
             off += pad2 + 8 + len(_POSE_BLOCK) + 40 + len(_EMPTY_ID)
-    return b"".join(parts)
+            row = 48 * i
+            parts += [_PAD[pad0], hdr, _PAD[pad1], label, _PAD[pad2], raw[row : row + 8], _POSE_BLOCK,
+                      raw[row + 8 : row + 48], _EMPTY_ID]
+        out.off = off
+    return out.value()
 
 
+def label_info_to_cdr(prompts: Sequence[str], header: Header, threshold: float = 0.0) -> bytes:
+    """``vision_msgs/LabelInfo`` for the active prompts, serialized: class_map[i] =
+    (i, prompt i), ``threshold`` the score threshold (float32)."""
+    if len(prompts) > _MAX_CLASSES:
+        raise MessageConversionError(f"{len(prompts)} prompts: LabelInfo holds at most {_MAX_CLASSES}")
+    out = _CdrOut()
+    out.put(_cdr_header(header), 4)
+    out.put(struct.pack("<I", len(prompts)), 4)
+    for i, text in enumerate(prompts):
+        out.put(struct.pack("<H", i), 2)  # VisionClass.class_id: uint16
+        out.put(_cdr_string(text), 4)
+    out.put(struct.pack("<f", float(threshold)), 4)
+    return out.value()

@@ -23,18 +23,42 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from probench.realtime.grounding_stats import GroundingStats
 
 Prompts = tuple[str, ...]
+# What a frame's data is: a serialized sensor_msgs/Image ("raw") or CompressedImage
+# ("compressed") off a raw subscription, or a recorded bag frame (``probench ground``).
+ImageKind = Literal["raw", "compressed", "recorded"]
+
+
+@dataclass(frozen=True)
+class FrameJob:
+    """A frame waiting in (or taken from) the one-slot mailbox."""
+
+    kind: ImageKind
+    data: Any  # the message as the producer gave it (serialized bytes, a recorded frame)
+    t_arrival: float  # time.perf_counter() at arrival (a replay: the bag's clock, in s)
+
+
+@dataclass(frozen=True)
+class PromptJob:
+    """An accepted operator prompt set, queued until the worker applies it."""
+
+    prompts: Prompts
+    stamp: Any  # the acceptance time (a builtin_interfaces/Time from the node's clock)
+
+
+Job = FrameJob | PromptJob
 
 
 class FrameWorker:
     def __init__(
         self,
         stats: GroundingStats,
-        handle_frame: Callable[[str, Any, float, Prompts], None],
+        handle_frame: Callable[[ImageKind, Any, float, Prompts], None],
         handle_prompts: Callable[[Prompts, Any], bool],
         on_error: Callable[[BaseException], None],
         max_pending_prompts: int = 64,
@@ -44,9 +68,9 @@ class FrameWorker:
         self._handle_prompts = handle_prompts  # False: the model refused them
         self._on_error = on_error
         self._cond = threading.Condition()
-        self._mailbox: tuple[str, Any, float] | None = None  # (kind, data, arrival time)
-        # (prompts, acceptance stamp); bounded: while inactive nothing is acknowledged yet
-        self._prompt_queue: deque[tuple[Prompts, Any]] = deque(maxlen=max_pending_prompts)
+        self._mailbox: FrameJob | None = None
+        # bounded: while inactive nothing is acknowledged yet
+        self._prompt_queue: deque[PromptJob] = deque(maxlen=max_pending_prompts)
         self.latest_prompts: Prompts = ()  # last accepted (maybe not applied yet)
         self.active_prompts: Prompts = ()  # what frames are processed with
         self._active = False
@@ -55,7 +79,7 @@ class FrameWorker:
         self._thread: threading.Thread | None = None
 
     # -- producers (executor thread) ----------------------------------------------------
-    def put_frame(self, kind: str, data: Any, t_arrival: float | None = None) -> Any:
+    def put_frame(self, kind: ImageKind, data: Any, t_arrival: float | None = None) -> Any:
         """Put a frame in the mailbox. Returns the data of the waiting frame it replaced
         (counted as skipped), else None (the node ignores it; a replay reports the drop)."""
         t = time.perf_counter() if t_arrival is None else t_arrival
@@ -66,22 +90,22 @@ class FrameWorker:
             replaced = self._mailbox
             if replaced is not None:
                 self.stats.count("skipped")
-            self._mailbox = (kind, data, t)
+            self._mailbox = FrameJob(kind, data, t)
             self._cond.notify_all()
-        return None if replaced is None else replaced[1]
+        return None if replaced is None else replaced.data
 
     def put_prompts(self, prompts: Prompts, stamp: Any) -> Any:
         """Queue a prompt set. Returns the data of the waiting frame a prompt change dropped
         (counted as skipped), else None."""
-        dropped: tuple[str, Any, float] | None = None
+        dropped: FrameJob | None = None
         with self._cond:
             if prompts != self.latest_prompts and self._mailbox is not None:
                 dropped, self._mailbox = self._mailbox, None
                 self.stats.count("skipped")
             self.latest_prompts = prompts
-            self._prompt_queue.append((prompts, stamp))
+            self._prompt_queue.append(PromptJob(prompts, stamp))
             self._cond.notify_all()
-        return None if dropped is None else dropped[1]
+        return None if dropped is None else dropped.data
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
@@ -127,15 +151,17 @@ class FrameWorker:
     def _ready(self) -> bool:
         return self._active and bool(self._prompt_queue or self._mailbox)
 
-    def _take(self) -> tuple[str, Any]:
-        """The next job (lock held): prompt changes first, so frames use the newest accepted set."""
+    def _take(self) -> Job:
+        """The next job (lock held, one is ready): prompt changes first, so frames use the
+        newest accepted set."""
         self._busy = True
         if self._prompt_queue:
-            return "prompts", self._prompt_queue.popleft()
+            return self._prompt_queue.popleft()
         job, self._mailbox = self._mailbox, None
-        return "frame", job
+        assert job is not None  # _ready()
+        return job
 
-    def _next_job(self) -> tuple[str, Any] | None:
+    def _next_job(self) -> Job | None:
         with self._cond:
             while not self._stop and not self._ready():
                 self._cond.wait(timeout=0.5)
@@ -143,24 +169,22 @@ class FrameWorker:
                 return None
             return self._take()
 
-    def take_job(self) -> tuple[str, Any] | None:
+    def take_job(self) -> Job | None:
         """The job the worker would start now, or None when there is none (never waits)."""
         with self._cond:
             return self._take() if self._ready() else None
 
-    def run_job(self, job: tuple[str, Any]) -> None:
+    def run_job(self, job: Job) -> None:
         """Do one job from :meth:`take_job`; a failure is counted and given to ``on_error``."""
         try:
-            if job[0] == "prompts":
-                prompts, stamp = job[1]
-                if self._handle_prompts(prompts, stamp):
-                    self.active_prompts = prompts
+            if isinstance(job, PromptJob):
+                if self._handle_prompts(job.prompts, job.stamp):
+                    self.active_prompts = job.prompts
                 else:
                     with self._cond:
                         self.latest_prompts = self.active_prompts
             else:
-                kind, data, t = job[1]
-                self._handle_frame(kind, data, t, self.active_prompts)  # snapshot at start
+                self._handle_frame(job.kind, job.data, job.t_arrival, self.active_prompts)  # snapshot
         except Exception as exc:  # noqa: BLE001 - the worker must outlive any one bad frame
             self.stats.count("errors")
             self._on_error(exc)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from probench.cache.run import RunDir
 from probench.errors import CheckFailed, Interrupted, UsageError
 from probench.realtime.node_spec import MODES
-from probench.scoring.cli import pcr_lines
+from probench.scoring.printed import pcr_lines
 from probench.vocabulary import FORMULATIONS
 
 if TYPE_CHECKING:

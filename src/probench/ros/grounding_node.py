@@ -53,7 +53,7 @@ from probench.realtime.grounding_stats import (
     loss_hint,
     loss_warning,
 )
-from probench.realtime.grounding_worker import FrameWorker, Prompts, StampedPromptSets
+from probench.realtime.grounding_worker import FrameWorker, ImageKind, Prompts, StampedPromptSets
 from probench.realtime.node_spec import (
     GROUNDING_PARAMS,
     NODE_NAME,
@@ -88,7 +88,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         self.stats = GroundingStats()
         self.transport = TransportLoss()  # frames lost between the camera and this node
         self.worker = FrameWorker(self.stats, self._process, self._apply_prompts, self._on_worker_error)
-        self.frame_sets = StampedPromptSets()  # per-frame prompt sets (frame_prompts), by stamp
+        self.frame_sets = StampedPromptSets()  # per-frame prompt sets (frame_prompts), by stamp; built once
         self._detector: BaseDetector | None = None  # loaded at configure, released at cleanup
         self._cfg: GroundingConfig | None = None  # parameter values taken at configure
         self._entities: list[Any] = []  # created at configure, destroyed at cleanup
@@ -201,7 +201,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             self.get_logger().error(f"model refused prompts, previous stay active: {exc}")
             return False
         header = Header(stamp=stamp, frame_id="")
-        self._pub_labels.publish(convert.prompts_to_label_info(prompts, header, self.config.score_threshold))
+        self._pub_labels.publish(convert.label_info_to_cdr(prompts, header, self.config.score_threshold))
         return True
 
     # -- images -------------------------------------------------------------------------
@@ -218,7 +218,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
     def _on_message_lost(self, info: Any) -> None:
         self.transport.lost(int(info.total_count_change))
 
-    def _process(self, kind: str, data: bytes, t_arrival: float, prompts: Prompts) -> None:
+    def _process(self, kind: ImageKind, data: bytes, t_arrival: float, prompts: Prompts) -> None:
         """Worker thread: one frame, answered with the prompt set stamped for it, else with
         the operator's set active when it started (``prompts``)."""
         cfg, detector = self._cfg, self._detector
@@ -226,7 +226,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             return
         t_decode = time.perf_counter()
         try:
-            header, rgb = convert.rgb_from_cdr(data, compressed=kind != "raw",
+            header, rgb = convert.rgb_from_cdr(data, compressed=kind == "compressed",
                                                max_pixels=cfg.max_image_pixels)
         except ProbenchError as exc:
             self.stats.count("errors")
@@ -337,7 +337,6 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         # Deep and reliable: the evaluator publishes each frame's set just before the frame.
         frame_sets_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100,
                                     reliability=ReliabilityPolicy.RELIABLE)
-        self.frame_sets = StampedPromptSets()
         image_topic, compressed = self._resolve_image_topics()
         subs = [
             # created before the image subscriptions: the executor serves ready subscriptions

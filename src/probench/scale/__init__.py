@@ -1,6 +1,7 @@
 """Scale-out on Ray: ``probench infer --ray`` and ``probench sweep`` (docs/SCALE.md).
 
-- :mod:`~probench.scale.options`: the ``--ray``/``--workers`` flags (light: no ray import).
+- :mod:`~probench.scale.options`: the ``--ray``/``--workers`` flags and the typed
+  ``RayOptions`` they become (light: no ray import).
 - :mod:`~probench.scale.cluster`: connect to a cluster (``--ray ADDRESS``, ``RAY_ADDRESS``)
   or start a local one bound to loopback, and leave nothing behind.
 - :mod:`~probench.scale.plan`: the work plan: chunks of (formulation, images), exactly-once

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from probench.errors import UsageError
 from probench.models.spec import RUNTIMES
-from probench.scale.options import add_ray_arguments, check_ray_arguments
+from probench.scale.options import RayOptions, add_ray_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} must be >= {low}, got {value}")
     if args.device not in ("cpu", "cuda"):
         raise UsageError(f"--device {args.device}: a sweep runs on cpu or cuda (--ray: one GPU per worker)")
-    check_ray_arguments(args)
+    ray = RayOptions.from_args(args)
+    ray.check(args.device)
     if not Path(args.dataset).exists():
         raise UsageError(f"--dataset {args.dataset}: no such folder")
     if args.out.exists() and not args.out.is_dir():
@@ -81,8 +82,7 @@ def run(args: argparse.Namespace) -> int:
         models=models, out=args.out, formulations=formulations,
         device=args.device, precision=args.precision, runtime=args.runtime, limit=args.limit,
         latency=None if args.no_latency else LatencyProtocol(args.latency_images, args.warmup, args.runs),
-        reference=reference, ray=args.ray, workers=args.workers, cpus_per_worker=args.cpus_per_worker,
-        chunk_size=args.chunk_size, progress=not args.no_progress,
+        reference=reference, ray=ray, progress=not args.no_progress,
     )  # fmt: skip
     summary = run_sweep(cfg, dataset)
     print(summary_text(summary))

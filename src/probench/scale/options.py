@@ -4,6 +4,7 @@ stays fast and the flags exist where Ray is not installed)."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 from probench.scale.errors import RayUsageError
 
@@ -31,31 +32,45 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _ray_flags(args: argparse.Namespace) -> dict[str, int | None]:
-    return {"--workers": args.workers, "--cpus-per-worker": args.cpus_per_worker,
-            "--chunk-size": args.chunk_size}  # fmt: skip
+@dataclass(frozen=True)
+class RayOptions:
+    """Where and how a run goes on Ray (``--ray [ADDRESS]`` and its flags), typed: what
+    :func:`probench.scale.ray_infer.infer_on_ray` and the sweep take."""
 
+    address: str | None = None  # None: this process; LOCAL: RAY_ADDRESS or a local cluster
+    workers: int | None = None
+    cpus_per_worker: int | None = None
+    chunk_size: int | None = None
 
-def ray_requested(args: argparse.Namespace) -> bool:
-    """``--ray`` or one of its flags was given (then :func:`check_ray_arguments` says what is wrong)."""
-    return args.ray is not None or any(v is not None for v in _ray_flags(args).values())
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RayOptions:
+        """From the flags :func:`add_ray_arguments` defines."""
+        return cls(address=args.ray, workers=args.workers, cpus_per_worker=args.cpus_per_worker,
+                   chunk_size=args.chunk_size)  # fmt: skip
 
+    def _flags(self) -> dict[str, int | None]:
+        return {"--workers": self.workers, "--cpus-per-worker": self.cpus_per_worker,
+                "--chunk-size": self.chunk_size}  # fmt: skip
 
-def check_ray_arguments(args: argparse.Namespace) -> None:
-    """Usage errors of the Ray flags, before anything starts."""
-    ray_flags = _ray_flags(args)
-    if args.ray is None:
-        given = [name for name, value in ray_flags.items() if value is not None]
-        if given:
-            raise RayUsageError(f"{', '.join(given)} only apply with --ray; add --ray (docs/SCALE.md)")
-        return
-    for name, value in ray_flags.items():
-        if value is not None and value < 1:
-            raise RayUsageError(f"{name} must be >= 1, got {value}")
-    device = str(args.device)
-    if device.startswith("cuda:"):
-        raise RayUsageError(
-            f"--device {device} with --ray: each Ray worker is given its own GPU; pass --device cuda"
-        )
-    if device not in ("cpu", "cuda"):
-        raise RayUsageError(f"--device {device} with --ray: use cpu or cuda")
+    @property
+    def requested(self) -> bool:
+        """``--ray`` or one of its flags was given (then :meth:`check` says what is wrong)."""
+        return self.address is not None or any(v is not None for v in self._flags().values())
+
+    def check(self, device: str) -> None:
+        """Usage errors of the Ray flags (with ``--device``), before anything starts."""
+        flags = self._flags()
+        if self.address is None:
+            given = [name for name, value in flags.items() if value is not None]
+            if given:
+                raise RayUsageError(f"{', '.join(given)} only apply with --ray; add --ray (docs/SCALE.md)")
+            return
+        for name, value in flags.items():
+            if value is not None and value < 1:
+                raise RayUsageError(f"{name} must be >= 1, got {value}")
+        if device.startswith("cuda:"):
+            raise RayUsageError(
+                f"--device {device} with --ray: each Ray worker is given its own GPU; pass --device cuda"
+            )
+        if device not in ("cpu", "cuda"):
+            raise RayUsageError(f"--device {device} with --ray: use cpu or cuda")

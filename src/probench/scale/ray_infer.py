@@ -19,7 +19,6 @@ leaves the prediction logs with every image received so far; the same command re
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +35,7 @@ from probench.models.errors import InferenceError
 from probench.models.infer import empty_label_spaces, offline_identity, select_images
 from probench.scale.cluster import Cluster, import_ray, ray_cluster
 from probench.scale.errors import RayClusterError, RayUsageError, WorkerLostError
+from probench.scale.options import RayOptions
 from probench.scale.plan import Chunk, WorkPlan, default_chunk_size
 from probench.scale.worker import InferWorker, ModelArgs, read_encoded
 from probench.vocabulary import parse_formulations
@@ -402,23 +402,30 @@ def run_ray_inference(
             pool.stop()
 
 
-def infer_on_ray(args: argparse.Namespace, dataset: Dataset, formulations: Sequence[str]) -> int:
-    """``probench infer ... --ray``: the flags already checked by ``probench infer``."""
-    from probench.scale.options import check_ray_arguments
-
-    check_ray_arguments(args)
-    model = ModelArgs.from_args(args, args.score_threshold)
-    with ray_cluster(args.ray) as cluster:
-        if not args.no_progress:
+def infer_on_ray(
+    model: ModelArgs,
+    ray: RayOptions,
+    dataset: Dataset,
+    out: Path,
+    formulations: Sequence[str],
+    *,
+    limit: int | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> int:
+    """``probench infer ... --ray``: the run on Ray workers, its one-line summary printed."""
+    ray.check(model.device)
+    with ray_cluster(ray.address) as cluster:
+        if progress:
             print(f"probench infer: on {cluster.describe()}", file=sys.stderr)
         info = run_ray_inference(
-            model, dataset, args.out, formulations, cluster, workers=args.workers,
-            cpus_per_worker=args.cpus_per_worker, chunk_size=args.chunk_size, limit=args.limit,
-            overwrite=args.overwrite, progress=not args.no_progress,
+            model, dataset, out, formulations, cluster, workers=ray.workers,
+            cpus_per_worker=ray.cpus_per_worker, chunk_size=ray.chunk_size, limit=limit,
+            overwrite=overwrite, progress=progress,
         )
     ray_info = info.get("ray", {})
     print(
-        f"{args.out}: {info['model']['name']} on {info['n_images_evaluated']} image(s), formulations "
+        f"{out}: {info['model']['name']} on {info['n_images_evaluated']} image(s), formulations "
         f"{','.join(info['formulations'])}, {info['timings']['infer_s']:.1f} s with "
         f"{ray_info.get('workers')} Ray worker(s) on {len(ray_info.get('nodes', []))} node(s)"
         + (f", {ray_info['worker_restarts']} worker restart(s)" if ray_info.get("worker_restarts") else ""),

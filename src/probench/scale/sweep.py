@@ -36,6 +36,7 @@ from probench.data.dataset import Dataset
 from probench.errors import ProbenchError, UsageError
 from probench.models.infer import offline_identity
 from probench.scale.cluster import Cluster
+from probench.scale.options import RayOptions
 from probench.scale.worker import ModelArgs
 
 if TYPE_CHECKING:
@@ -62,10 +63,7 @@ class SweepConfig:
     limit: int | None = None
     latency: LatencyProtocol | None = field(default_factory=LatencyProtocol)
     reference: str | None = "paper"
-    ray: str | None = None  # None: this process; "" RAY_ADDRESS or a local cluster; else an address
-    workers: int | None = None
-    cpus_per_worker: int | None = None
-    chunk_size: int | None = None
+    ray: RayOptions = field(default_factory=RayOptions)  # address None: this process
     progress: bool = True
 
 
@@ -146,8 +144,8 @@ class _Model:
 
             info = run_ray_inference(
                 self.args, self.dataset, self.run.path, cfg.formulations, self.cluster.get(),
-                workers=cfg.workers, cpus_per_worker=cfg.cpus_per_worker, chunk_size=cfg.chunk_size,
-                limit=cfg.limit, progress=cfg.progress,
+                workers=cfg.ray.workers, cpus_per_worker=cfg.ray.cpus_per_worker,
+                chunk_size=cfg.ray.chunk_size, limit=cfg.limit, progress=cfg.progress,
             )  # fmt: skip
             ray = info.get("ray", {})
             nodes = sorted({w["ip"] for w in ray.get("per_worker", []) if w.get("ip")})  # where they ran
@@ -302,7 +300,7 @@ def _timed(
 
 
 def _report_step(cfg: SweepConfig, steps: list[Step], previous: dict[str, Any]) -> list[str]:
-    from probench.report.cli import build_report
+    from probench.report.build import build_report
 
     runs = [str(run_folder(cfg.out, m).path) for m in cfg.models
             if (run_folder(cfg.out, m).path / "metrics.json").exists()]  # fmt: skip
@@ -340,7 +338,7 @@ def run_sweep(cfg: SweepConfig, dataset: Dataset) -> dict[str, Any]:
     cluster_record: dict[str, Any] | None = None
     try:
         with ExitStack() as stack:
-            cluster = _LazyCluster(cfg.ray, stack)
+            cluster = _LazyCluster(cfg.ray.address, stack)
             try:
                 for name in cfg.models:
                     _model_steps(_Model(cfg, dataset, name, cluster), steps, previous)
@@ -355,7 +353,7 @@ def run_sweep(cfg: SweepConfig, dataset: Dataset) -> dict[str, Any]:
             "formulations": cfg.formulations,
             "device": cfg.device,
             "latency_protocol": asdict(cfg.latency) if cfg.latency is not None else None,
-            "ray_requested": cfg.ray is not None,
+            "ray_requested": cfg.ray.address is not None,
             "ray": cluster_record,
             "steps": [asdict(s) for s in steps],
             "report": str(cfg.out / "report" / "report.md"),

@@ -28,8 +28,6 @@ from probench.data.images import decode_rgb
 from probench.vocabulary import CocoResult
 
 if TYPE_CHECKING:
-    import argparse
-
     from probench.models.base import BaseDetector
 
 
@@ -46,14 +44,6 @@ class ModelArgs:
     random_weights: bool = False
     runtime: str = "torch"
     preprocess: str = "device"
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace, score_threshold: float = 0.0) -> ModelArgs:
-        """From ``probench infer``-style flags."""
-        return cls(name=args.model, device=args.device, precision=args.precision,
-                   score_threshold=float(score_threshold), weights=args.weights,
-                   random_weights=bool(args.random_weights), runtime=args.runtime,
-                   preprocess=args.preprocess)  # fmt: skip
 
     def record(self) -> dict[str, Any]:
         from probench.models.zoo import model_record

@@ -1,14 +1,16 @@
 """ALL conversion between ROS messages and probench data (numpy images, Detections), as one
-entry point for the nodes.
+entry point for the nodes. Two modules, one re-export:
 
-- :mod:`.messages` (here): Detections -> Detection2DArray (and back), prompts -> LabelInfo,
-  RGB -> Image, stats -> DiagnosticArray, parameter rows -> descriptors (message classes
-  imported lazily: they need the ROS message packages, not a running rclpy).
-- re-exported from :mod:`probench.msgs` (no rclpy, shared with ``probench ground`` and the
-  bag code): :mod:`probench.msgs.images`, image messages -> RGB uint8, duck-typed, every
+- :mod:`.messages` (this package): rclpy message objects. Detection2DArray and LabelInfo
+  objects are the bytes of :mod:`probench.msgs.wire` deserialized (no second builder);
+  RGB -> Image, stats -> DiagnosticArray, parameter rows -> descriptors, and reading
+  Detection2DArray / LabelInfo / DiagnosticArray back (message classes imported lazily: they
+  need the ROS message packages, not a running rclpy).
+- re-exported from the rclpy-free :mod:`probench.msgs` (shared with ``probench ground`` and
+  the bag code): :mod:`probench.msgs.images`, image messages -> RGB uint8, duck-typed, every
   malformed input a specific :mod:`probench.msgs.errors` exception; and
-  :mod:`probench.msgs.wire`, the same straight from/to serialized CDR bytes (the node's hot
-  path).
+  :mod:`probench.msgs.wire`, serialized (CDR) messages: images read straight from the wire
+  and the one encoder of Detection2DArray and LabelInfo (the node's hot path).
 """
 
 from probench.msgs.images import (
@@ -24,6 +26,7 @@ from probench.msgs.wire import (
     detections_to_cdr,
     header_stamp_ns,
     image_from_cdr,
+    label_info_to_cdr,
     prompt_text,
     rgb_from_cdr,
     top_order,
@@ -57,6 +60,7 @@ __all__ = [
     "header_stamp_ns",
     "image_from_cdr",
     "image_to_rgb",
+    "label_info_to_cdr",
     "label_info_to_prompts",
     "param_declaration",
     "prompt_text",

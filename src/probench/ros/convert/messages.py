@@ -1,6 +1,8 @@
-"""Building and reading ROS messages (Detection2DArray, LabelInfo, Image, DiagnosticArray).
+"""ROS message objects (Detection2DArray, LabelInfo, Image, DiagnosticArray) and reading them.
 
-The message classes are imported lazily: they need the ROS message packages, not rclpy.
+Detection2DArray and LabelInfo objects are :mod:`probench.msgs.wire`'s bytes deserialized
+(one encoder for the node, ``probench ground`` and the bags). The message classes are
+imported lazily: they need the ROS message packages, not a running rclpy.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from probench.msgs.errors import MessageConversionError
 from probench.msgs.images import rgb_to_fields
 from probench.msgs.shapes import Detection2DArray as Detection2DArrayShape
 from probench.msgs.shapes import DiagnosticArray, Header, LabelInfo, Stamp
-from probench.msgs.wire import checked_prompt_index, top_order
+from probench.msgs.wire import detections_to_cdr, label_info_to_cdr
 from probench.realtime.params import Param
 
 
@@ -26,63 +28,18 @@ def _msgs() -> SimpleNamespace:
     global _MSGS
     if _MSGS is None:
         from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-        from geometry_msgs.msg import PoseWithCovariance
         from sensor_msgs.msg import Image
         from std_msgs.msg import Header
-        from vision_msgs.msg import (
-            BoundingBox2D,
-            Detection2D,
-            Detection2DArray,
-            LabelInfo,
-            ObjectHypothesis,
-            ObjectHypothesisWithPose,
-            Point2D,
-            Pose2D,
-            VisionClass,
-        )
+        from vision_msgs.msg import Detection2DArray, LabelInfo
 
         _MSGS = SimpleNamespace(
-            Image=Image, Header=Header, Detection2D=Detection2D, Detection2DArray=Detection2DArray,
-            ObjectHypothesisWithPose=ObjectHypothesisWithPose, ObjectHypothesis=ObjectHypothesis,
-            BoundingBox2D=BoundingBox2D, Pose2D=Pose2D, Point2D=Point2D,
-            PoseWithCovariance=PoseWithCovariance, LabelInfo=LabelInfo,
-            VisionClass=VisionClass, DiagnosticArray=DiagnosticArray,
-            DiagnosticStatus=DiagnosticStatus, KeyValue=KeyValue,
+            Image=Image, Header=Header, Detection2DArray=Detection2DArray, LabelInfo=LabelInfo,
+            DiagnosticArray=DiagnosticArray, DiagnosticStatus=DiagnosticStatus, KeyValue=KeyValue,
         )
     return _MSGS
 
 
 _MSGS: SimpleNamespace | None = None
-_DIRECT: dict[Any, bool] = {}
-
-
-def _new(cls: Any, **fields: Any) -> Any:
-    """``cls(**fields)`` without building the default value of every field first.
-
-    Used only when ``fields`` names every field of the message (checked once per class
-    against ``get_fields_and_field_types``), so no slot is left unset; otherwise, and for
-    message classes that do not look like rosidl-generated ones, the real constructor runs.
-    ``cls`` is a rosidl-generated message class: untyped (``Any``), the packages have no stubs.
-    """
-    direct = _DIRECT.get(cls)
-    if direct is None:
-        try:
-            direct = set(cls.get_fields_and_field_types()) == set(fields)
-        except AttributeError:
-            direct = False
-        _DIRECT[cls] = direct
-    if not direct:
-        return cls(**fields)
-    obj = cls.__new__(cls)
-    if "_check_fields" in getattr(cls, "__slots__", ()):
-        obj._check_fields = False  # the values come from numpy/validated Detections
-    for k, v in fields.items():
-        setattr(obj, k, v)
-    return obj
-
-
-def _pose_default() -> Any:
-    return _msgs().PoseWithCovariance()
 
 
 def stamp_ns(stamp: Stamp) -> int:
@@ -127,44 +84,17 @@ def rgb_to_image_msg(rgb: np.ndarray, header: Header, encoding: str = "rgb8") ->
 
 def detections_to_msg(
     detections: Detections,
-    header: Any,
+    header: Header,
     prompts: Sequence[str],
     *,
     max_detections: int | None = None,
 ) -> Any:
-    """``vision_msgs/Detection2DArray``: the array and each detection carry ``header``; each
-    result's ``class_id`` is the prompt text, ``score`` in [0, 1]; bbox center/size in pixels.
-    With ``max_detections`` only the highest-scoring ones are kept. An empty ``detections``
-    gives an empty array (still published: the evaluator counts it as an answer)."""
-    m = _msgs()
-    out = m.Detection2DArray()
-    out.header = header
-    n = len(detections)
-    if n == 0:
-        return out
-    order = top_order(detections, max_detections)
-    xyxy = detections.xyxy[order]
-    pidx = checked_prompt_index(detections, order, prompts)
-    cx = ((xyxy[:, 0] + xyxy[:, 2]) * 0.5).tolist()
-    cy = ((xyxy[:, 1] + xyxy[:, 3]) * 0.5).tolist()
-    sx = (xyxy[:, 2] - xyxy[:, 0]).tolist()
-    sy = (xyxy[:, 3] - xyxy[:, 1]).tolist()
-    scores = detections.scores[order].tolist()
-    labels = [prompts[i] for i in pidx.tolist()]
-    # Hot path (up to 100 detections per frame): the generated constructors build every
-    # default sub-message (a PoseWithCovariance with 36 doubles each...), ~40 us per
-    # detection; _new fills the fields directly, and the unused pose is one shared object.
-    pose = _pose_default()
-    new, cls = _new, m
-    out.detections = [
-        new(cls.Detection2D, header=header, id="",
-            bbox=new(cls.BoundingBox2D, size_x=sx[i], size_y=sy[i],
-                     center=new(cls.Pose2D, theta=0.0, position=new(cls.Point2D, x=cx[i], y=cy[i]))),
-            results=[new(cls.ObjectHypothesisWithPose, pose=pose,
-                         hypothesis=new(cls.ObjectHypothesis, class_id=labels[i], score=scores[i]))])
-        for i in range(len(order))
-    ]
-    return out
+    """:func:`probench.msgs.wire.detections_to_cdr` as a ``vision_msgs/Detection2DArray``
+    message object (the one encoder's bytes, deserialized: no second builder)."""
+    from rclpy.serialization import deserialize_message
+
+    data = detections_to_cdr(detections, header, prompts, max_detections=max_detections)
+    return deserialize_message(data, _msgs().Detection2DArray)
 
 
 def detection_array_to_arrays(msg: Detection2DArrayShape) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -186,18 +116,12 @@ def detection_array_to_arrays(msg: Detection2DArrayShape) -> tuple[np.ndarray, n
     return xyxy, scores, class_ids
 
 
-def prompts_to_label_info(prompts: Sequence[str], header: Any, threshold: float = 0.0) -> Any:
-    """``vision_msgs/LabelInfo`` for the active prompts: class_map[i] = (i, prompt i)."""
-    m = _msgs()
-    msg = m.LabelInfo()
-    msg.header = header
-    for i, p in enumerate(prompts):
-        vc = m.VisionClass()
-        vc.class_id = i
-        vc.class_name = p
-        msg.class_map.append(vc)
-    msg.threshold = float(threshold)
-    return msg
+def prompts_to_label_info(prompts: Sequence[str], header: Header, threshold: float = 0.0) -> Any:
+    """:func:`probench.msgs.wire.label_info_to_cdr` as a ``vision_msgs/LabelInfo`` message
+    object: class_map[i] = (i, prompt i)."""
+    from rclpy.serialization import deserialize_message
+
+    return deserialize_message(label_info_to_cdr(prompts, header, threshold), _msgs().LabelInfo)
 
 
 def label_info_to_prompts(msg: LabelInfo) -> list[str]:

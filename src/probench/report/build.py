@@ -1,0 +1,74 @@
+"""The report itself: Table II (Markdown + CSV), Figs. 3-5, the latency timeline and
+report.md from run folders, written into one folder (``probench report`` and the sweep's
+report step call it)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from probench.report.errors import ReportUsageError
+
+FIGURE_FILES = {"fig3": "fig3_map_vs_iou.png", "fig4": "fig4_delta_max_vs_iou.png", "fig5": "fig5_pareto.png",
+                "timeline": "fig_latency_timeline.png"}
+
+
+def build_report(
+    runs: list[str | Path],
+    out: str | Path,
+    reference: str | Path | None = None,
+    dataset: str | Path | None = None,
+) -> dict[str, Path]:
+    """Write the report into ``out``; returns {"table2.md", "table2.csv", "report.md", figN: path}."""
+    from tqdm import tqdm
+
+    from probench.cache.atomic import write_text_atomic
+    from probench.report import document, figures, table
+    from probench.report.load import disambiguate, load_reference, load_run
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ReportUsageError(f"{out}: exists and is not a folder")
+    from probench.report.paper import resolve_reference
+
+    # fail fast, before scoring
+    refs = load_reference(resolve_reference(reference)) if reference is not None else []
+    entries = [load_run(r, dataset) for r in tqdm(runs, desc="report: loading runs", unit="run",
+                                                  file=sys.stderr, disable=len(runs) < 2, leave=False)]
+    disambiguate(entries)
+    entries += refs
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportUsageError(f"{out}: cannot create the output folder: {exc.strerror or exc}") from exc
+    written: dict[str, Path] = {}
+    table_md = table.to_markdown(entries)
+    for name, text in (("table2.md", table_md), ("table2.csv", table.to_csv(entries))):
+        write_text_atomic(out / name, text)
+        written[name] = out / name
+    plots = {
+        "fig3": figures.fig_map_vs_iou(entries),
+        "fig4": figures.fig_delta_vs_iou(entries),
+        "fig5": figures.fig_pareto(entries),
+    }
+    if any(e.trace or isinstance(e.metrics.get("realtime"), dict) for e in entries):  # ROS replays only
+        plots["timeline"] = figures.fig_latency_timeline(entries)
+    names: dict[str, str | None] = {}
+    notes: list[str] = []
+    for key, plot in plots.items():
+        notes += plot.notes
+        if plot.figure is None:
+            names[key] = None
+            continue
+        written[key] = figures.save_png(plot.figure, out / FIGURE_FILES[key])
+        names[key] = FIGURE_FILES[key]
+    # published rows never have a sweep: one note for all of them instead of one per row
+    ref_notes = [n for n in notes if "published rows" in n]
+    notes = [n for n in notes if "published rows" not in n]
+    if ref_notes:
+        notes.append(
+            f"{len(refs)} published row(s): not in Figs. 3-4 (the paper publishes no per-IoU values)"
+        )
+    write_text_atomic(out / "report.md", document.render(entries, table_md, names, notes))
+    written["report.md"] = out / "report.md"
+    return written

@@ -1,0 +1,65 @@
+"""A metrics.json as printed: ``probench score``'s summary table, the PCR/PLC lines that
+``probench eval`` prints too, and the degenerate-box warnings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def _fmt(v: object) -> str:
+    return "-" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v)
+
+
+def best_text(m: Mapping[str, Any]) -> str:
+    """k* as printed: the formulation, "tie" when every formulation has the same mAP.5."""
+    from probench.scoring.suite import best_formulation_text
+
+    return _fmt(best_formulation_text(m))
+
+
+def summary_table(m: Mapping[str, Any]) -> str:
+    rows = ["formulation  mAP.5   mAP.75  mAP.5:.95"]
+    for f, s in m["by_formulation"].items():
+        rows.append(f"{f:<12} {_fmt(s['map50']):<7} {_fmt(s['map75']):<7} {_fmt(s['map50_95'])}")
+    rows.append(
+        f"delta_orig_cat {_fmt(m['delta_orig_cat'])}  delta_tmpl_orig {_fmt(m['delta_tmpl_orig'])}  "
+        f"delta_max {_fmt(m['delta_max'])}  best {best_text(m)}"
+    )
+    rows += pcr_lines(m)
+    if m["formulations_missing"]:
+        rows.append(f"missing formulations: {', '.join(m['formulations_missing'])}")
+    if "latency_ms" in m:
+        lat = m["latency_ms"]
+        rows.append(f"latency ms: mean {_fmt(lat.get('mean'))}  p95 {_fmt(lat.get('p95'))}")
+    return "\n".join(rows)
+
+
+def pcr_lines(m: Mapping[str, Any]) -> list[str]:
+    """PCR@.5 and PLC as printed: any-of-100 (the paper's), top-1 (a robot's operating
+    point), at the score threshold when one was given, and why they are null when they are."""
+    rows = [
+        f"PCR@.5 any-of-100 {_fmt(m.get('pcr50'))}  top-1 {_fmt(m.get('pcr50_top1'))}"
+        + (f"  score>={m['pcr_score_threshold']:g} {_fmt(m['pcr50_at'])}" if "pcr50_at" in m else "")
+        + f"  (targets {m.get('n_targets', '-')}, "
+          f"single-formulation {m.get('pcr_single_formulation_targets', '-')})",
+        f"PLC    any-of-100 {_fmt(m.get('plc'))}  top-1 {_fmt(m.get('plc_top1'))}"
+        + (f"  score>={m['pcr_score_threshold']:g} {_fmt(m['plc_at'])}" if "plc_at" in m else ""),
+    ]
+    if m.get("pcr_null_reason"):
+        rows.append(f"PCR/PLC null: {m['pcr_null_reason']}")
+    return rows
+
+
+def degenerate_lines(m: Mapping[str, Any]) -> list[str]:
+    """One stderr line per formulation with boxes of width or height <= 0."""
+    lines = []
+    for f, s in m["by_formulation"].items():
+        n, ignored = s.get("n_degenerate_boxes", 0), s.get("n_degenerate_ignored", 0)
+        if n:
+            lines.append(
+                f"probench score: {f}: {n} of {s['n_predictions']} predictions have a width or height <= 0 "
+                f"(they never match; {ignored} with a negative area are ignored, the rest are false "
+                "positives, as in pycocotools)"
+            )
+    return lines
