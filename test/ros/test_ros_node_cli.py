@@ -81,3 +81,34 @@ def test_status_prompt_and_lifecycle(tmp_path, ros_env, requires_vision_msgs) ->
     finally:
         peer.close()
         assert node.stop() == 0
+
+
+def test_status_text_and_record() -> None:
+    """The report's layout, from a view (no ROS): headline first, the transport figure with
+    its hint, every diagnostics value; a node without diagnostics yet says so."""
+    from probench.console.bridge import DiagnosticsView, NodeView
+    from probench.ros.cli_node import status_record, status_text
+
+    values = {"zeta": "1", "model": "owlv2-b", "device": "cuda", "precision": "fp16", "state": "active",
+              "transport_loss": "0.9800", "transport_lost": "108", "transport_received": "2",
+              "transport_hint": "start the camera driver with FASTDDS_DEFAULT_PROFILES_FILE=/p/fastdds.xml"}
+    view = NodeView(node="/grounding_node", present=True, lifecycle="active",
+                    prompts=("a cup", "a door"), diagnostics=DiagnosticsView("WARN", "98% of camera frames lost in transport", values, 0.4))
+    text = status_text(view).splitlines()
+    assert text[:6] == [
+        "node         /grounding_node",
+        "lifecycle    active",
+        "model        owlv2-b on cuda (fp16)",
+        "prompts      a cup ; a door",
+        "transport    98.0% of camera frames lost in the last 10 s (108 lost, 2 received): start the camera "
+        "driver with FASTDDS_DEFAULT_PROFILES_FILE=/p/fastdds.xml",
+        "diagnostics  WARN: 98% of camera frames lost in transport (0.4 s ago)",
+    ]
+    keys = [line.split()[0] for line in text[6:]]
+    assert keys[:4] == ["state", "model", "device", "precision"]  # the headline keys first, then the rest
+    assert keys[4:] == ["zeta", "transport_loss", "transport_lost", "transport_received", "transport_hint"]
+    record = json.loads(json.dumps(status_record(view)))
+    assert record["diagnostics"]["values"]["transport_lost"] == "108"
+    assert record["prompts"] == ["a cup", "a door"]
+    bare = status_text(NodeView(node="/n", present=True, lifecycle="unconfigured"))
+    assert bare.splitlines()[-1] == "diagnostics  (none received yet)" and "prompts      (none)" in bare
