@@ -92,8 +92,9 @@ def test_status_text_and_record() -> None:
     values = {"zeta": "1", "model": "owlv2-b", "device": "cuda", "precision": "fp16", "state": "active",
               "transport_loss": "0.9800", "transport_lost": "108", "transport_received": "2",
               "transport_hint": "start the camera driver with FASTDDS_DEFAULT_PROFILES_FILE=/p/fastdds.xml"}
-    view = NodeView(node="/grounding_node", present=True, lifecycle="active",
-                    prompts=("a cup", "a door"), diagnostics=DiagnosticsView("WARN", "98% of camera frames lost in transport", values, 0.4))
+    diag = DiagnosticsView("WARN", "98% of camera frames lost in transport", values, 0.4)
+    view = NodeView(node="/grounding_node", present=True, lifecycle="active", prompts=("a cup", "a door"),
+                    diagnostics=diag)
     text = status_text(view).splitlines()
     assert text[:6] == [
         "node         /grounding_node",
