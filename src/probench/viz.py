@@ -28,16 +28,19 @@ def draw_detections(
     *,
     bgr: bool = False,
     max_label_chars: int = 40,
+    extras: Sequence[str] | None = None,
 ) -> np.ndarray:
     """A copy of ``image`` (uint8 ``(H, W, 3)``, RGB unless ``bgr``) with each box and
-    ``"<label> <score>"`` drawn; ``labels[i]`` names prompt ``i``. The input is not modified."""
+    ``"<label> <score>"`` drawn; ``labels[i]`` names prompt ``i``; ``extras[j]`` (e.g. a
+    track id and a distance) follows detection ``j``'s text. The input is not modified."""
     import cv2
 
     out = np.array(image, dtype=np.uint8, copy=True, order="C")
     h, w = out.shape[:2]
     thick = max(1, round(min(h, w) / 320))
     font_scale = max(0.35, min(h, w) / 1000)
-    for box, score, pi in zip(detections.xyxy, detections.scores, detections.prompt_index, strict=True):
+    for j, (box, score, pi) in enumerate(zip(detections.xyxy, detections.scores, detections.prompt_index,
+                                             strict=True)):
         color = color_for(int(pi), bgr)
         x1, y1, x2, y2 = (round(float(v)) for v in box)
         cv2.rectangle(out, (x1, y1), (x2, y2), color, thick, cv2.LINE_8)
@@ -45,6 +48,8 @@ def draw_detections(
         if len(label) > max_label_chars:
             label = label[: max_label_chars - 1] + "~"
         text = f"{label} {score:.2f}"
+        if extras is not None and extras[j]:
+            text += f" {extras[j]}"
         (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, 1)
         ty = y1 - 2 if y1 - th - base - 2 >= 0 else min(h - 1, y1 + th + base + 2)
         cv2.rectangle(out, (x1, ty - th - base), (x1 + tw + 2, ty + 1), color, -1)

@@ -71,9 +71,11 @@ def test_topic_that_does_not_exist_lists_the_image_topics(tmp_path: Path, ground
 
 
 def test_two_cameras_need_a_choice(tmp_path: Path, ground, no_model_load) -> None:
-    bag = write_camera_bag(tmp_path / "bag", n=2, extra_camera=True)
-    _fails(ground(*_args(bag, tmp_path / "o")), 2, "2 image topics", "/camera/depth/image_rect_raw",
-           "--image-topic")
+    from helpers.rgbd_bags import SECOND_CAMERA, write_rgbd_bag
+
+    # two colour cameras (and a depth topic, which is no camera to ground): a choice is needed
+    bag = write_rgbd_bag(tmp_path / "bag", n=2, second_camera=True)
+    _fails(ground(*_args(bag, tmp_path / "o")), 2, "2 image topics", SECOND_CAMERA, "--image-topic")
 
 
 def test_outputs_that_exist(tmp_path: Path, ground, no_model_load) -> None:

@@ -67,16 +67,18 @@ class BagSource:
         self.storage = "sqlite3" if ".db3" in suffixes else "mcap"
 
     # -- choosing topics ----------------------------------------------------------------
-    def image_topics(self) -> list[Topic]:
-        return [t for t in self.topics.values() if t.msgtype in IMAGE_MSGTYPES]
+    def image_topics(self, exclude: Iterable[str] = ()) -> list[Topic]:
+        skip = set(exclude)
+        return [t for t in self.topics.values() if t.msgtype in IMAGE_MSGTYPES and t.name not in skip]
 
-    def image_topic(self, requested: str | None = None) -> Topic:
-        """The camera topic: ``requested``, else the only camera in the bag.
+    def image_topic(self, requested: str | None = None, exclude: Iterable[str] = ()) -> Topic:
+        """The camera topic: ``requested``, else the only camera in the bag (leaving out the
+        topics in ``exclude``, e.g. depth images).
 
         A raw topic and its image_transport twin ``<topic>/compressed`` are one camera: the
         raw one is taken (no JPEG loss). Unknown or wrongly typed names are usage errors that
         list the image topics there are; a bag without any is a :class:`BagError`."""
-        images = self.image_topics()
+        images = self.image_topics(exclude)
         if requested is not None:
             topic = self.topics.get(requested)
             if topic is None:

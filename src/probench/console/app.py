@@ -148,7 +148,8 @@ class Console:
         return {
             "type": "state", "node": view.node, "present": view.present, "lifecycle": view.lifecycle,
             "prompts": list(view.prompts), "prompts_age_s": _num(view.prompts_age_s),
-            "detections": [{"label": d.label, "score": _num(d.score), "box": [_num(x) for x in d.box]}
+            "detections": [{"label": d.label, "score": _num(d.score), "box": [_num(x) for x in d.box],
+                            "track_id": d.track_id, "distance_m": _num(d.distance_m)}
                            for d in dets],
             "n_detections": len(view.detections), "detections_stamp": _num(view.detections_stamp),
             "diagnostics": _diagnostics_json(view), "history": list(self.history),

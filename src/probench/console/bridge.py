@@ -47,7 +47,8 @@ def graph_names(node: str, image_topic: str | None = None) -> dict[str, str]:
         )
     return {
         "node": fqn, "prompt": f"{base}/prompt", "label_info": f"{base}/label_info",
-        "detections": f"{base}/detections", "debug_image": f"{base}/debug_image",
+        "detections": f"{base}/detections", "detections_3d": f"{base}/detections_3d",
+        "debug_image": f"{base}/debug_image",
         "image": image, "image/compressed": f"{image.rstrip('/')}/compressed",
         "diagnostics": "/diagnostics", "get_state": f"{fqn}/get_state",
         "change_state": f"{fqn}/change_state", "transition_event": f"{fqn}/transition_event",
@@ -59,6 +60,14 @@ class DetectionItem:
     label: str
     score: float
     box: tuple[float, float, float, float]  # x1, y1, x2, y2 in pixels
+    track_id: str = ""  # Detection2D.id: the node's track id (tracking on), "" without
+    distance_m: float | None = None  # from the node's detections_3d (depth_topic set), else None
+
+    def extra(self) -> str:
+        """``#<id> <distance> m`` (what is known of it) for labels on the stream."""
+        parts = ([f"#{self.track_id}"] if self.track_id else []) + (
+            [f"{self.distance_m:.2f} m"] if self.distance_m is not None else [])
+        return " ".join(parts)
 
 
 @dataclass(frozen=True)

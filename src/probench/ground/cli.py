@@ -50,6 +50,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="recorded std_msgs/String prompt topic to honour (default: the bag's '.../prompt' "
                     "topic if it has one; 'none' ignores recorded prompts)")
 
+    sp = parser.add_argument_group("3D and tracking (as grounding_node's depth_topic and tracking)")
+    sp.add_argument("--depth-topic", default=None, metavar="TOPIC",
+                    help="aligned depth images (16UC1 mm / 32FC1 m, registered to the camera); default: the "
+                    "bag's only depth topic when it also has exactly one CameraInfo topic; 'none': no 3D")
+    sp.add_argument("--camera-info-topic", default=None, metavar="TOPIC",
+                    help="the camera's sensor_msgs/CameraInfo; default: the bag's only one")
+    sp.add_argument("--track", action="store_true",
+                    help="stable track ids per prompt (ByteTrack): Detection2D/3D.id, the video, the JSONL")
+    sp.add_argument("--depth-tolerance", type=float, metavar="S",
+                    default=float(PARAMETER_DEFAULTS["depth_tolerance"]),
+                    help="seconds a depth stamp may differ from its frame's (default %(default)s)")
+    sp.add_argument("--min-depth-pixels", type=int, metavar="N",
+                    default=int(PARAMETER_DEFAULTS["min_depth_pixels"]),
+                    help="valid depth pixels a box needs for a 3D estimate (default %(default)s)")
+
     md = parser.add_argument_group("model")
     md.add_argument("--model", required=True, help="zoo name (`probench models`), e.g. tiny-owlv2")
     md.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1 (default cpu)")
@@ -104,6 +119,8 @@ def plan_from_args(args: argparse.Namespace) -> GroundPlan:
 
     for flag, name, value in (("--score-threshold", "score_threshold", args.score_threshold),
                               ("--max-detections", "max_detections", args.max_detections),
+                              ("--depth-tolerance", "depth_tolerance", args.depth_tolerance),
+                              ("--min-depth-pixels", "min_depth_pixels", args.min_depth_pixels),
                               ("--max-pixels", "max_image_pixels", args.max_pixels)):
         try:  # the node's own parameter table: the same ranges as grounding_node
             GROUNDING_PARAMS.check(name, value)
@@ -125,7 +142,9 @@ def plan_from_args(args: argparse.Namespace) -> GroundPlan:
         realtime=args.realtime, prefix=prefix, keep_images=args.keep_images, video=args.video,
         jsonl=args.jsonl, overwrite=args.overwrite, jpeg_quality=args.jpeg_quality,
         score_threshold=args.score_threshold, max_detections=args.max_detections,
-        progress=not args.no_progress, max_pixels=args.max_pixels,
+        progress=not args.no_progress, depth_topic=args.depth_topic, camera_info_topic=args.camera_info_topic,
+        track=args.track, depth_tolerance=args.depth_tolerance, min_depth_pixels=args.min_depth_pixels,
+        max_pixels=args.max_pixels,
     )
 
 

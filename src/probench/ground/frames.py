@@ -15,6 +15,7 @@ from probench.errors import ProbenchError
 from probench.ground.errors import GroundError
 from probench.msgs.images import DEFAULT_MAX_PIXELS
 from probench.realtime.grounding_worker import Prompts
+from probench.spatial.depth import Detections3D
 
 if TYPE_CHECKING:
     from probench.models.base import Detector
@@ -45,6 +46,8 @@ class Grounded:
     latency_ms: float | None = None  # arrival -> answer (realtime: includes the wait)
     dropped: str = ""  # why the frame was never processed ("" = processed)
     timings_ms: dict[str, float] = field(default_factory=dict)
+    track_ids: np.ndarray | None = None  # --track: one per detection, -1 = none
+    d3: Detections3D | None = None  # 3D estimates (RGB-D bags)
 
 
 def decode(frame: Frame, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> tuple[Any, np.ndarray]:

@@ -10,6 +10,9 @@ the log time of the input frame it answers (so a viewer overlays it on that fram
   when it becomes active: class_map[i] = (i, prompt i), threshold = the score threshold;
 - ``P/debug_image/compressed`` (sensor_msgs/CompressedImage, jpeg): the annotated frame;
 - ``P/dropped`` (std_msgs/Header, ``--realtime`` only): the header of each dropped frame;
+- ``P/detections_3d`` (vision_msgs/Detection3DArray, RGB-D bags only): one per input frame,
+  with its header, as the node's ``detections_3d`` (empty when the frame got no 3D);
+- with ``--track``, Detection2D.id / Detection3D.id carry the track ids;
 - with ``--keep-images``: the image topic (and the prompt topic) as recorded.
 
 All files are built out of sight and moved into place only when the run succeeds.
@@ -32,13 +35,16 @@ from probench.ground.errors import GroundError
 from probench.ground.frames import Grounded
 from probench.ground.replay import SHORT_REASONS
 from probench.ground.video import VideoSink
+from probench.realtime.spatial_stage import spatial_labels
+from probench.spatial.depth import Detections3D
+from probench.spatial.messages import DETECTION_3D_ARRAY, detections_3d_cdr
 
 DETECTIONS_MSGTYPE = "vision_msgs/msg/Detection2DArray"
 LABEL_INFO_MSGTYPE = "vision_msgs/msg/LabelInfo"
 HEADER_MSGTYPE = "std_msgs/msg/Header"
 
 
-def output_topics(prefix: str, realtime: bool) -> dict[str, str]:
+def output_topics(prefix: str, realtime: bool, depth: bool = False) -> dict[str, str]:
     """Output topic -> message type."""
     topics = {
         f"{prefix}/detections": DETECTIONS_MSGTYPE,
@@ -47,6 +53,8 @@ def output_topics(prefix: str, realtime: bool) -> dict[str, str]:
     }
     if realtime:
         topics[f"{prefix}/dropped"] = HEADER_MSGTYPE
+    if depth:
+        topics[f"{prefix}/detections_3d"] = DETECTION_3D_ARRAY
     return topics
 
 
@@ -65,7 +73,8 @@ def annotate(item: Grounded) -> np.ndarray:
     from probench.viz import draw_detections
 
     bgr = cv2.cvtColor(np.ascontiguousarray(item.rgb), cv2.COLOR_RGB2BGR)
-    out = draw_detections(bgr, item.detections, item.prompts, bgr=True)
+    extras = spatial_labels(len(item.detections), item.track_ids, item.d3)  # ids and distances
+    out = draw_detections(bgr, item.detections, item.prompts, bgr=True, extras=extras)
     if item.dropped:
         h, w = out.shape[:2]
         scale = max(0.35, min(h, w) / 700)
@@ -77,9 +86,19 @@ def annotate(item: Grounded) -> np.ndarray:
     return out
 
 
+def _spatial_record(item: Grounded, i: int, xyz: dict[int, list[float]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if item.track_ids is not None:
+        out["track_id"] = int(item.track_ids[i]) if item.track_ids[i] >= 0 else None
+    if item.d3 is not None:
+        out["xyz_m"] = xyz.get(i)
+    return out
+
+
 def jsonl_record(item: Grounded) -> dict[str, Any]:
     """One line of ``--jsonl``."""
     dets = item.detections
+    xyz = {} if item.d3 is None else dict(zip(item.d3.index.tolist(), item.d3.centre.tolist(), strict=True))
     return {
         "frame": item.frame.index,
         "t_ns": item.frame.t_ns,
@@ -93,8 +112,8 @@ def jsonl_record(item: Grounded) -> dict[str, Any]:
         "timings_ms": item.timings_ms,
         "detections": [
             {"class_id": item.prompts[int(pi)], "prompt_index": int(pi), "score": float(s),
-             "box_xyxy": [float(v) for v in box]}
-            for box, s, pi in zip(dets.xyxy, dets.scores, dets.prompt_index, strict=True)
+             "box_xyxy": [float(v) for v in box], **_spatial_record(item, i, xyz)}
+            for i, (box, s, pi) in enumerate(zip(dets.xyxy, dets.scores, dets.prompt_index, strict=True))
         ],
     }
 
@@ -115,6 +134,7 @@ class GroundOutputs:
         overwrite: bool = False,
         jpeg_quality: int = 85,
         score_threshold: float = 0.0,
+        depth: bool = False,
     ) -> None:
         from probench.bags.staged import StagedBagWriter
         from probench.bags.typestore import vision_typestore
@@ -128,7 +148,7 @@ class GroundOutputs:
         self._jsonl: IO[str] | None = None
         self.video: VideoSink | None = None
         try:
-            names = output_topics(prefix, realtime)
+            names = output_topics(prefix, realtime, depth)
             self._conn = {
                 name.removeprefix(prefix): self._bag.add_topic(
                     name, msgtype, self.ts, qos=[_transient_local()] if msgtype == LABEL_INFO_MSGTYPE else ()
@@ -151,6 +171,10 @@ class GroundOutputs:
 
         t = item.frame.t_ns
         self._bag.write(self._conn["/detections"], t, item.detections_cdr)
+        if "/detections_3d" in self._conn:
+            est = item.d3 if item.d3 is not None else Detections3D.empty()
+            self._bag.write(self._conn["/detections_3d"], t,
+                            detections_3d_cdr(est, item.detections, item.header, item.prompts))
         if item.dropped:
             self._bag.write(self._conn["/dropped"], t, self.ts.serialize_cdr(self._header(item.header),
                                                                              HEADER_MSGTYPE))

@@ -18,10 +18,11 @@ from typing import Any
 from probench.bags.errors import BagError
 from probench.bags.source import BagSource, Topic
 from probench.ground.errors import GroundUsageError
-from probench.ground.frames import Frame, decode, dropped, ground
+from probench.ground.frames import Frame, Grounded, decode, dropped, ground
 from probench.ground.outputs import GroundOutputs, output_topics
 from probench.ground.prompts import PromptEvent, read_schedule, recorded_event
 from probench.ground.replay import MailboxReplay
+from probench.ground.spatial import GroundSpatial, SpatialTopics, choose_topics, depth_topics, spatial_events
 from probench.ground.summary import GroundSummary
 from probench.msgs.images import DEFAULT_MAX_PIXELS
 from probench.realtime.grounding_worker import Prompts
@@ -46,6 +47,11 @@ class GroundPlan:
     score_threshold: float = 0.3
     max_detections: int = 100
     progress: bool = True
+    depth_topic: str | None = None  # None: the bag's only depth topic (with one CameraInfo); "none": off
+    camera_info_topic: str | None = None
+    track: bool = False
+    depth_tolerance: float = 0.02
+    min_depth_pixels: int = 50
     max_pixels: int = DEFAULT_MAX_PIXELS  # compressed frames over it are refused from their header
 
 
@@ -53,12 +59,16 @@ class _Grounder:
     """The replay's callbacks: ground, apply prompts, mark drops; everything goes to outputs."""
 
     def __init__(
-        self, detector: Any, outputs: GroundOutputs, summary: GroundSummary, plan: GroundPlan
+        self, detector: Any, outputs: GroundOutputs, summary: GroundSummary, plan: GroundPlan,
+        spatial: GroundSpatial | None = None,
     ) -> None:
         self.detector, self.outputs, self.summary, self.plan = detector, outputs, summary, plan
+        self.spatial = spatial
 
     def ground(self, frame: Frame, prompts: Prompts, wait_s: float) -> float:
         item = ground(frame, self.detector, prompts, self.plan.max_detections, self.plan.max_pixels)
+        if self.spatial is not None and prompts:
+            self._spatial(item)
         busy_ms = item.processing_ms or 0.0
         item.latency_ms = wait_s * 1000.0 + busy_ms
         s = self.summary
@@ -71,6 +81,31 @@ class _Grounder:
         s.latency_ms.append(item.latency_ms)
         self.outputs.frame(item)
         return busy_ms / 1000.0
+
+    def _spatial(self, item: Grounded) -> None:
+        """Track ids and 3D, as the node's worker adds them after detection (timed with it)."""
+        from probench.msgs.wire import detections_to_cdr
+        from probench.realtime.spatial_stage import DEPTH_STAGE
+
+        assert self.spatial is not None
+        t0 = time.perf_counter()
+        stage = self.spatial.stage
+        stamp = int(item.header.stamp.sec) * 1_000_000_000 + int(item.header.stamp.nanosec)
+        dets, ids = stage.track(item.detections, item.prompts, stamp)
+        est, ms, problem = stage.locate(dets, ids, stamp, item.rgb.shape[:2])
+        if problem:
+            _warn(f"no 3D output: {problem} (from {item.frame.topic} frame {item.frame.index} on)")
+        item.detections, item.track_ids, item.d3 = dets, ids, est
+        item.detections_cdr = detections_to_cdr(dets, item.header, item.prompts, track_ids=ids)
+        item.timings_ms = {**dets.timings_ms, **({DEPTH_STAGE: ms} if self.spatial.depth_on else {})}
+        item.processing_ms = (item.processing_ms or 0.0) + (time.perf_counter() - t0) * 1000.0
+        self.spatial.figures.observe(dets, ids, est)
+
+    def put_spatial(self, kind: str, raw: bytes) -> None:
+        assert self.spatial is not None
+        problem = self.spatial.put(kind, raw)
+        if problem:
+            _warn(f"no 3D output: {problem}")
 
     def apply(self, prompts: Prompts, t_ns: int) -> tuple[bool, float]:
         from probench.errors import ProbenchError
@@ -98,9 +133,15 @@ def _warn(text: str) -> None:
     tqdm.write(f"probench ground: warning: {text}", file=sys.stderr)
 
 
-def check_plan(source: BagSource, plan: GroundPlan) -> tuple[Topic, Topic | None, list[PromptEvent]]:
-    """The camera topic, the recorded prompt topic and the scheduled prompts, or a one-line error."""
-    image = source.image_topic(plan.image_topic)
+def check_plan(source: BagSource,
+               plan: GroundPlan) -> tuple[Topic, Topic | None, list[PromptEvent], SpatialTopics]:
+    """The camera topic, the recorded prompt topic, the scheduled prompts and the depth and
+    CameraInfo topics, or a one-line error."""
+    spatial = choose_topics(source, plan.depth_topic, plan.camera_info_topic)
+    # depth images are no camera to ground, unless the bag has nothing else
+    depth_names = [t.name for t in depth_topics(source)]
+    exclude = depth_names if source.image_topics(depth_names) else []
+    image = source.image_topic(plan.image_topic, exclude=exclude)
     prompt_topic = source.prompt_topic(plan.prompt_topic)
     schedule = read_schedule(plan.schedule, source.start_ns) if plan.schedule is not None else []
     if not plan.prompts and not schedule and prompt_topic is None:
@@ -115,18 +156,20 @@ def check_plan(source: BagSource, plan: GroundPlan) -> tuple[Topic, Topic | None
     decode(Frame(0, first[0], image.msgtype, first[1], image.name), plan.max_pixels)
     if plan.keep_images:
         kept = {image.name} | ({prompt_topic.name} if prompt_topic else set())
-        clash = sorted(kept & set(output_topics(plan.prefix, plan.realtime)))
+        clash = sorted(kept & set(output_topics(plan.prefix, plan.realtime, spatial.depth is not None)))
         if clash:
             raise GroundUsageError(f"--keep-images: {', '.join(clash)} is also an output topic; choose "
                                    "another --prefix")
-    return image, prompt_topic, schedule
+    return image, prompt_topic, schedule, spatial
 
 
 def _events(source: BagSource, image: Topic, prompt_topic: Topic | None,
-            schedule: list[PromptEvent]) -> Iterator[tuple[int, str, Any]]:
+            schedule: list[PromptEvent], spatial: Iterator[tuple[int, str, Any]] | None = None
+            ) -> Iterator[tuple[int, str, Any]]:
     """``(t_ns, kind, item)`` in time order: kind "frame" (a Frame), "prompts" (a PromptEvent),
-    "copy" ((topic, raw), a recorded prompt message kept with --keep-images). Scheduled
-    prompts come before a recorded message of the same time."""
+    "copy" ((topic, raw), a recorded prompt message kept with --keep-images), "depth"/"info"
+    (raw, read ahead: :func:`probench.ground.spatial.spatial_events`). Scheduled prompts come
+    before a recorded message of the same time."""
     topics = [image.name] + ([prompt_topic.name] if prompt_topic else [])
 
     def recorded() -> Iterator[tuple[int, str, Any]]:
@@ -140,7 +183,7 @@ def _events(source: BagSource, image: Topic, prompt_topic: Topic | None,
                 yield t, "prompts", recorded_event(t, raw, topic)
 
     scheduled = ((e.t_ns, "prompts", e) for e in schedule)
-    yield from heapq.merge(scheduled, recorded(), key=lambda e: e[0])
+    yield from heapq.merge(scheduled, spatial or iter(()), recorded(), key=lambda e: e[0])
 
 
 def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any]) -> GroundSummary:
@@ -148,18 +191,23 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any]) -> GroundSumm
     from tqdm import tqdm
 
     with BagSource(plan.bag) as source:
-        image, prompt_topic, schedule = check_plan(source, plan)
+        image, prompt_topic, schedule, topics = check_plan(source, plan)
         keep = [image] + ([prompt_topic] if prompt_topic else []) if plan.keep_images else []
         summary = GroundSummary(image.name, plan.model, plan.realtime)
         t0 = time.perf_counter()
         detector = load_detector()
         summary.model_load_s = time.perf_counter() - t0
+        spatial = None
+        if plan.track or topics.depth is not None:
+            spatial = GroundSpatial(topics, plan.track, plan.depth_tolerance, plan.min_depth_pixels)
+            summary.spatial = spatial.figures
+            summary.depth_topic = topics.depth.name if topics.depth else None
         outputs = GroundOutputs(
             plan.out, prefix=plan.prefix, realtime=plan.realtime, keep=keep, video=plan.video,
             jsonl=plan.jsonl, overwrite=plan.overwrite, jpeg_quality=plan.jpeg_quality,
-            score_threshold=plan.score_threshold,
+            score_threshold=plan.score_threshold, depth=topics.depth is not None,
         )
-        grounder = _Grounder(detector, outputs, summary, plan)
+        grounder = _Grounder(detector, outputs, summary, plan, spatial)
         replay = MailboxReplay(grounder.ground, grounder.apply, grounder.dropped, realtime=plan.realtime)
         start = source.start_ns
         # on a terminal only (like eval), and never with --no-progress
@@ -168,7 +216,8 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any]) -> GroundSumm
         try:
             if plan.prompts:  # active before the first frame, as a node configured with them
                 replay.prompts(float("-inf"), plan.prompts, start)
-            for t, kind, item in _events(source, image, prompt_topic, schedule):
+            extra = spatial_events(plan.bag, topics, plan.depth_tolerance) if topics.depth else None
+            for t, kind, item in _events(source, image, prompt_topic, schedule, extra):
                 t_s = (t - start) / 1e9
                 if kind == "frame":
                     summary.frames += 1
@@ -180,6 +229,8 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any]) -> GroundSumm
                         bar.set_postfix(dropped=summary.dropped, refresh=False)
                 elif kind == "copy":
                     outputs.copy(item[0], t, item[1])
+                elif kind in ("depth", "info"):
+                    grounder.put_spatial(kind, item)
                 elif item.prompts is None:
                     summary.prompts_rejected += 1
                     _warn(f"prompt rejected ({item.source}), previous prompts stay active: {item.problem}")
@@ -200,7 +251,7 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any]) -> GroundSumm
 
 def _describe(outputs: GroundOutputs, plan: GroundPlan, summary: GroundSummary) -> None:
     """What the run wrote, in the summary and in the bag's metadata."""
-    topics = ", ".join(output_topics(plan.prefix, plan.realtime))
+    topics = ", ".join(output_topics(plan.prefix, plan.realtime, summary.depth_topic is not None))
     summary.outputs = [f"{plan.out} (mcap: {topics}{'; input images kept' if plan.keep_images else ''})"]
     if outputs.video is not None:
         summary.video_fps = outputs.video.fps

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from probench.ground.spatial import TrackFigures
 from probench.stats import summarize
 
 
@@ -27,6 +28,8 @@ class GroundSummary:
     model_load_s: float = 0.0
     video_fps: float | None = None
     outputs: list[str] = field(default_factory=list)
+    spatial: TrackFigures | None = None  # --track or an RGB-D bag
+    depth_topic: str | None = None
 
     @property
     def mode(self) -> str:
@@ -45,7 +48,20 @@ class GroundSummary:
             "model_frames_per_s": (processed / (sum(self.processing_ms) / 1000.0)
                                    if sum(self.processing_ms) > 0 else None),
             "video_fps": self.video_fps,
+            **({"depth_topic": self.depth_topic, **self.spatial.as_dict()}
+               if self.spatial is not None else {}),
         }
+
+    def _spatial_line(self, d: dict[str, Any]) -> str:
+        parts = []
+        if d.get("id_switches_per_100_frames") is not None and d["tracks"]:
+            parts.append(f"tracks {d['tracks']}: id switches {d['id_switches_per_100_frames']:.2f} per 100 "
+                         f"frames, mean track length {d['mean_track_length_frames']:.1f} frames")
+        if "coverage_3d" in d:
+            cov = d["coverage_3d"]
+            share = f"{100 * cov:.1f}% of detections" if cov is not None else "no detections"
+            parts.append(f"3D from {self.depth_topic}: {share}")
+        return "; ".join(parts) or "tracking: no tracks"
 
     def lines(self) -> list[str]:
         d = self.as_dict()
@@ -70,5 +86,7 @@ class GroundSummary:
             out.append(f"  {d['frames_per_s']:.2f} frames/s overall ({self.wall_s:.2f} s; model load "
                        f"{self.model_load_s:.1f} s)" + (f"; processing alone {model_fps:.2f} frames/s"
                                                         if model_fps is not None else ""))
+        if self.spatial is not None:
+            out.append("  " + self._spatial_line(d))
         out += [f"  wrote {o}" for o in self.outputs]
         return out

@@ -193,11 +193,13 @@ def detections_to_cdr(
     prompts: Sequence[str],
     *,
     max_detections: int | None = None,
+    track_ids: np.ndarray | None = None,
 ) -> bytes:
     """``vision_msgs/Detection2DArray``, serialized: the array and each detection carry
     ``header``; each detection has one result, ``class_id`` the prompt text and ``score`` in
     [0, 1] (its pose the default ``PoseWithCovariance``); bbox center/size in pixels, theta
-    0; ``id`` "". With ``max_detections`` only the highest-scoring ones are kept, best first.
+    0; ``id`` the track id (``track_ids``, aligned with ``detections``; "" for -1 or
+    without them). With ``max_detections`` only the highest-scoring ones are kept, best first.
     An empty ``detections`` gives an empty array (still published: the evaluator counts it
     as an answer)."""
     order = top_order(detections, max_detections)
@@ -217,6 +219,8 @@ def detections_to_cdr(
         boxes[:, 4] = xyxy[:, 2] - xyxy[:, 0]  # bbox.size_x
         boxes[:, 5] = xyxy[:, 3] - xyxy[:, 1]
         raw = boxes.astype("<f8").tobytes()
+        tids = [-1] * len(order) if track_ids is None else np.asarray(track_ids)[order].tolist()
+        ids = [_cdr_string(str(t)) if t >= 0 else _EMPTY_ID for t in tids]
         parts, off, n_hdr = out.parts, out.off, len(hdr)
         for i, pi in enumerate(pidx.tolist()):  # inlined out.put: the hot path (100 per frame)
             label = labels[pi]
@@ -225,10 +229,10 @@ def detections_to_cdr(
             pad1 = -off % 4  # results
             off += pad1 + len(label)
             pad2 = -off % 8  # score, pose, bbox (float64s), then id
-            off += pad2 + 8 + len(_POSE_BLOCK) + 40 + len(_EMPTY_ID)
+            off += pad2 + 8 + len(_POSE_BLOCK) + 40 + len(ids[i])
             row = 48 * i
             parts += [_PAD[pad0], hdr, _PAD[pad1], label, _PAD[pad2], raw[row : row + 8], _POSE_BLOCK,
-                      raw[row + 8 : row + 48], _EMPTY_ID]
+                      raw[row + 8 : row + 48], ids[i]]
         out.off = off
     return out.value()
 
@@ -245,4 +249,47 @@ def label_info_to_cdr(prompts: Sequence[str], header: Header, threshold: float =
         out.put(struct.pack("<H", i), 2)  # VisionClass.class_id: uint16
         out.put(_cdr_string(text), 4)
     out.put(struct.pack("<f", float(threshold)), 4)
+    return out.value()
+
+
+_IDENTITY = (0.0, 0.0, 0.0, 1.0)  # geometry_msgs/Quaternion x, y, z, w
+_ZERO_COVARIANCE = (0.0,) * 36
+
+
+def _cdr_id(track_id: int) -> bytes:
+    return _cdr_string(str(track_id)) if track_id >= 0 else _EMPTY_ID
+
+
+def detections_3d_to_cdr(
+    header: Header,
+    centre: np.ndarray,
+    size: np.ndarray,
+    class_ids: Sequence[str],
+    scores: Sequence[float],
+    track_ids: Sequence[int],
+) -> bytes:
+    """``vision_msgs/Detection3DArray``, serialized: the array and each detection carry
+    ``header``; detection ``i``: bbox center = ``centre[i]`` (m, identity orientation), bbox
+    size = ``size[i]``, one result (``class_ids[i]``, ``scores[i]``) whose pose is the same
+    centre (zero covariance), ``id`` = ``track_ids[i]`` ("" for -1)."""
+    hdr = _cdr_header(header)
+    out = _CdrOut()
+    out.put(hdr, 4)
+    out.put(struct.pack("<I", len(class_ids)), 4)
+    for c, s, label, score, tid in zip(np.asarray(centre, np.float64).reshape(-1, 3).tolist(),
+                                       np.asarray(size, np.float64).reshape(-1, 3).tolist(),
+                                       class_ids, scores, track_ids, strict=True):
+        out.put(hdr, 4)  # Detection3D.header
+        out.put(b"\x01\x00\x00\x00" + _cdr_string(label), 4)  # results: 1, hypothesis.class_id
+        # score; pose.pose (position, orientation), pose.covariance; bbox.center; bbox.size
+        out.put(struct.pack("<54d", float(score), *c, *_IDENTITY, *_ZERO_COVARIANCE, *c, *_IDENTITY, *s), 8)
+        out.put(_cdr_id(int(tid)), 4)
+    return out.value()
+
+
+def pose_stamped_to_cdr(header: Header, xyz: Sequence[float]) -> bytes:
+    """``geometry_msgs/PoseStamped`` at ``xyz`` (identity orientation), serialized."""
+    out = _CdrOut()
+    out.put(_cdr_header(header), 4)
+    out.put(struct.pack("<7d", *(float(v) for v in xyz), *_IDENTITY), 8)
     return out.value()

@@ -24,11 +24,12 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from probench.realtime.grounding_stats import GroundingStats
 
 Prompts = tuple[str, ...]
+V = TypeVar("V")
 # What a frame's data is: a serialized sensor_msgs/Image ("raw") or CompressedImage
 # ("compressed") off a raw subscription, or a recorded bag frame (``probench ground``).
 ImageKind = Literal["raw", "compressed", "recorded"]
@@ -198,18 +199,18 @@ class FrameWorker:
             self.run_job(job)
 
 
-class StampedPromptSets:
-    """Prompt sets each stamped for one frame (``frame_prompts``: header.stamp = the frame's
-    stamp), kept until that frame is processed.
+class StampedMap(Generic[V]):
+    """Values each stamped for one frame, kept until that frame is processed: the node's one
+    stamp-pairing mechanism (per-frame prompt sets, depth images).
 
-    A bounded map stamp -> prompt set. :meth:`take` hands a frame its set and forgets every
-    set stamped before it: frames arrive in stamp order and the node only ever processes the
-    newest, so those belong to frames it passed over. Beyond ``capacity`` the oldest set is
-    evicted (counted). Sets arrive on their own topic, so a frame can be taken from the
-    mailbox a moment before its set is handed over by the executor: while stamped sets are in
-    use (one arrived within ``in_use_s``) and none stamped at or after the frame has come yet,
-    :meth:`take` waits up to ``wait_s`` for it. Live operation sends no stamped sets, so it
-    never waits.
+    A bounded map stamp -> value. :meth:`take` hands a frame the value stamped for it (the
+    nearest within ``tolerance_ns``; exact by default) and forgets every value stamped before
+    it: frames arrive in stamp order and the node only ever processes the newest, so those
+    belong to frames it passed over. Beyond ``capacity`` the oldest value is evicted
+    (counted). Values arrive on their own topic, so a frame can be taken from the mailbox a
+    moment before its value is handed over by the executor: while stamped values are in use
+    (one arrived within ``in_use_s``) and none stamped at or after the frame has come yet,
+    :meth:`take` waits up to ``wait_s`` for it. A stream that sends none never waits.
     """
 
     def __init__(self, capacity: int = 1024, in_use_s: float = 5.0) -> None:
@@ -218,17 +219,17 @@ class StampedPromptSets:
         self.capacity = capacity
         self.in_use_s = in_use_s
         self._cond = threading.Condition()
-        self._sets: OrderedDict[int, Prompts] = OrderedDict()
+        self._sets: OrderedDict[int, V] = OrderedDict()
         self._newest = -1  # the highest stamp ever put
         self._last_put = float("-inf")  # monotonic time of the last put
-        self.bound = 0  # frames processed with their own stamped set
-        self.unbound = 0  # frames that found none while stamped sets were in use
+        self.bound = 0  # frames processed with their own stamped value
+        self.unbound = 0  # frames that found none while stamped values were in use
         self.evicted = 0
 
-    def put(self, stamp_ns: int, prompts: Prompts, now: float | None = None) -> None:
+    def put(self, stamp_ns: int, value: V, now: float | None = None) -> None:
         with self._cond:
             self._last_put = time.monotonic() if now is None else now
-            self._sets[int(stamp_ns)] = prompts
+            self._sets[int(stamp_ns)] = value
             self._newest = max(self._newest, int(stamp_ns))
             while len(self._sets) > self.capacity:
                 self._sets.popitem(last=False)
@@ -239,17 +240,25 @@ class StampedPromptSets:
         now = time.monotonic() if now is None else now
         return now - self._last_put <= self.in_use_s
 
-    def take(self, stamp_ns: int, wait_s: float = 0.0) -> Prompts | None:
-        """The set stamped ``stamp_ns`` (forgetting it and every older one), or None."""
+    def _match(self, stamp_ns: int, tolerance_ns: int) -> int | None:
+        if stamp_ns in self._sets:
+            return stamp_ns
+        near = [s for s in self._sets if abs(s - stamp_ns) <= tolerance_ns] if tolerance_ns > 0 else []
+        return min(near, key=lambda s: abs(s - stamp_ns)) if near else None
+
+    def take(self, stamp_ns: int, wait_s: float = 0.0, tolerance_ns: int = 0) -> V | None:
+        """The value stamped ``stamp_ns`` (or the nearest within ``tolerance_ns``), forgetting
+        it and every older one; None when there is none."""
         stamp_ns = int(stamp_ns)
         deadline = time.monotonic() + wait_s
         with self._cond:
-            while stamp_ns not in self._sets and self._newest < stamp_ns and self.in_use():
+            while self._match(stamp_ns, tolerance_ns) is None and self._newest < stamp_ns and self.in_use():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 self._cond.wait(timeout=left)
-            found = self._sets.pop(stamp_ns, None)
+            key = self._match(stamp_ns, tolerance_ns)
+            found = None if key is None else self._sets.pop(key)
             for s in [s for s in self._sets if s < stamp_ns]:
                 del self._sets[s]
             if found is not None:
@@ -261,6 +270,11 @@ class StampedPromptSets:
     def __len__(self) -> int:
         with self._cond:
             return len(self._sets)
+
+
+class StampedPromptSets(StampedMap[Prompts]):
+    """Prompt sets each stamped for one frame (``frame_prompts``: header.stamp = the frame's
+    stamp, matched exactly). Live operation sends no stamped sets, so it never waits."""
 
     def counters(self) -> dict[str, int]:
         with self._cond:

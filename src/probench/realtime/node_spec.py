@@ -62,6 +62,19 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
     Param("camera_timeout", "double", 3.0,
           "seconds without an image, while active, after which /diagnostics reports WARN (camera silent)",
           "configure", low=0.0, low_open=True),
+    Param("depth_topic", "string", "",
+          "aligned depth image (16UC1 mm or 32FC1 m, registered to the colour camera); empty = no 3D output",
+          "configure"),
+    Param("camera_info_topic", "string", "",
+          "the colour camera's CameraInfo; empty = `camera_info` beside depth_topic", "configure"),
+    Param("depth_tolerance", "double", 0.02,
+          "seconds a depth stamp may differ from the colour frame's (and a frame waits for its depth)",
+          "configure", low=0.0, high=1.0),
+    Param("min_depth_pixels", "integer", 50,
+          "valid depth pixels a box needs for a 3D estimate (fewer: none, counted)", "configure",
+          low=1, high=10_000_000),
+    Param("tracking", "bool", False, "stable track ids per prompt (ByteTrack) in Detection2D/3D.id",
+          "configure"),
     Param("max_image_pixels", "integer", DEFAULT_MAX_PIXELS,
           "a CompressedImage whose header gives more pixels (width x height) is refused before decoding",
           "configure", low=1, high=1 << 30),
@@ -85,6 +98,11 @@ class GroundingConfig:
     diagnostics_period: float
     frame_prompts_wait: float
     camera_timeout: float
+    depth_topic: str
+    camera_info_topic: str
+    depth_tolerance: float
+    min_depth_pixels: int
+    tracking: bool
     max_image_pixels: int
 
 
@@ -145,6 +163,16 @@ TOPICS: dict[str, tuple[str, str, str]] = {
     "debug_image": ("pub", "sensor_msgs/msg/Image", "reliable, keep last 1 (built only when subscribed)"),
     "label_info": ("pub", "vision_msgs/msg/LabelInfo", "reliable, transient_local, keep last 1"),
     "/diagnostics": ("pub", "diagnostic_msgs/msg/DiagnosticArray", "reliable, keep last 10"),
+    "<depth_topic>": ("sub", "sensor_msgs/msg/Image",
+                      "only when depth_topic is set; as the image subscriptions"),
+    "<camera_info_topic>": ("sub", "sensor_msgs/msg/CameraInfo",
+                            "only when depth_topic is set; as the image subscriptions"),
+    "detections_3d": ("pub", "vision_msgs/msg/Detection3DArray",
+                      "only when depth_topic is set; reliable, keep last 10; the colour image's header"),
+    "target_pose": ("pub", "geometry_msgs/msg/PoseStamped",
+                    "only when depth_topic is set; the best 3D detection of the first prompt"),
+    "markers": ("pub", "visualization_msgs/msg/MarkerArray",
+                "only when depth_topic is set; built only when subscribed"),
 }
 
 # Launch arguments of launch/grounding.launch.py: name -> (default, description).
@@ -171,6 +199,13 @@ def compressed_topic(image: str, compressed: str, compressed_unmapped: str) -> s
     if compressed != compressed_unmapped:
         return compressed
     return image.rstrip("/") + "/compressed"
+
+
+def camera_info_beside(depth_topic: str) -> str:
+    """``camera_info`` beside a depth image topic (image_transport's convention):
+    ``/cam/depth/image_raw`` -> ``/cam/depth/camera_info``."""
+    head, sep, _ = depth_topic.rstrip("/").rpartition("/")
+    return f"{head}/camera_info" if sep else "camera_info"
 
 
 def diagnostic_status_name(node_fqn: str) -> str:

@@ -62,7 +62,7 @@ class RosConsoleBridge:
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from std_msgs.msg import String
-        from vision_msgs.msg import Detection2DArray, LabelInfo
+        from vision_msgs.msg import Detection2DArray, Detection3DArray, LabelInfo
 
         from probench.realtime.node_spec import diagnostic_status_name
 
@@ -81,6 +81,8 @@ class RosConsoleBridge:
         self._prompts_at: float | None = None
         self._detections: tuple[DetectionItem, ...] = ()
         self._detections_stamp: float | None = None
+        # the newest detections_3d: stamp (ns), distance by (class, score, id), distance by id
+        self._d3: tuple[int, dict[tuple[str, float, str], float], dict[str, float]] = (-1, {}, {})
         self._diag: tuple[str, str, dict[str, str], float] | None = None
         self._frame: Frame | None = None
         self._seq = 0
@@ -106,6 +108,8 @@ class RosConsoleBridge:
             self._pub_prompt = n.create_publisher(String, names["prompt"], reliable)
             n.create_subscription(LabelInfo, names["label_info"], self._on_label_info, latched)
             n.create_subscription(Detection2DArray, names["detections"], self._on_detections,
+                                  QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE))
+            n.create_subscription(Detection3DArray, names["detections_3d"], self._on_detections_3d,
                                   QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE))
             n.create_subscription(DiagnosticArray, names["diagnostics"], self._on_diagnostics, reliable)
             n.create_subscription(TransitionEvent, names["transition_event"], self._on_transition, reliable)
@@ -246,13 +250,46 @@ class RosConsoleBridge:
 
     def _on_detections(self, msg: Any) -> None:
         xyxy, scores, labels = convert.detection_array_to_arrays(msg)
-        items = tuple(DetectionItem(lab, float(s), (float(b[0]), float(b[1]), float(b[2]), float(b[3])))
-                      for b, s, lab in zip(xyxy, scores, labels, strict=True))
+        ids = [str(d.id) for d in msg.detections]
         stamp_ns = convert.stamp_ns(msg.header.stamp)
         with self._lock:
+            items = self._with_distances(stamp_ns, tuple(
+                DetectionItem(lab, float(s), (float(b[0]), float(b[1]), float(b[2]), float(b[3])), tid)
+                for b, s, lab, tid in zip(xyxy, scores, labels, ids, strict=True)))
             self._detections, self._detections_stamp = items, stamp_ns / 1e9
         if self.stream_source == "image" and self._want:
-            self._draw(stamp_ns, xyxy, scores, labels)
+            self._draw(stamp_ns, xyxy, scores, labels, [d.extra() for d in items])
+
+    def _on_detections_3d(self, msg: Any) -> None:
+        """Distances for the table and the stream: the same frame's detections by (prompt,
+        score, id), a later frame's by track id."""
+        by_key, by_id = {}, {}
+        for d in msg.detections:
+            p = d.bbox.center.position
+            dist = float((p.x * p.x + p.y * p.y + p.z * p.z) ** 0.5)
+            hyp = d.results[0].hypothesis if d.results else None
+            if hyp is not None:
+                by_key[(str(hyp.class_id), float(hyp.score), str(d.id))] = dist
+            if d.id:
+                by_id[str(d.id)] = dist
+        stamp_ns = convert.stamp_ns(msg.header.stamp)
+        with self._lock:
+            self._d3 = (stamp_ns, by_key, by_id)
+            if self._detections_stamp is not None and round(self._detections_stamp * 1e9) == stamp_ns:
+                self._detections = self._with_distances(stamp_ns, self._detections)
+
+    def _with_distances(self, stamp_ns: int, items: tuple[DetectionItem, ...]) -> tuple[DetectionItem, ...]:
+        """(lock held) ``items`` with the distances the newest detections_3d gives them."""
+        d3_stamp, by_key, by_id = self._d3
+        if not by_key and not by_id:
+            return items
+
+        def dist(d: DetectionItem) -> float | None:
+            if d3_stamp == stamp_ns:
+                return by_key.get((d.label, d.score, d.track_id))
+            return by_id.get(d.track_id) if d.track_id else None
+
+        return tuple(DetectionItem(d.label, d.score, d.box, d.track_id, dist(d)) for d in items)
 
     # -- stream --------------------------------------------------------------------------
     def _sync_image_subscriptions(self) -> None:
@@ -336,7 +373,8 @@ class RosConsoleBridge:
                 self._recent.popitem(last=False)
         return cb
 
-    def _draw(self, stamp_ns: int, xyxy: np.ndarray, scores: np.ndarray, labels: list[str]) -> None:
+    def _draw(self, stamp_ns: int, xyxy: np.ndarray, scores: np.ndarray, labels: list[str],
+              extras: list[str] | None = None) -> None:
         from probench.detections import Detections
         from probench.viz import draw_detections
 
@@ -354,7 +392,9 @@ class RosConsoleBridge:
                 index.append(names.index(label))
             dets = Detections.from_arrays(xyxy, scores, np.array(index, dtype=np.int64),
                                           image_size=rgb.shape[:2])
-            drawn = draw_detections(rgb, dets, names)
+            # (a box wholly outside the image is dropped: then the labels cannot be matched)
+            shown = extras if extras is not None and len(extras) == len(dets) else None
+            drawn = draw_detections(rgb, dets, names, extras=shown)
         except (ProbenchError, ValueError) as exc:
             self._node.get_logger().warning(f"frame not drawn: {exc}", throttle_duration_sec=5.0)
             return

@@ -24,6 +24,7 @@ from typing import Any
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks, UnsupportedEventTypeError
 from rclpy.exceptions import ParameterException, ParameterUninitializedException
@@ -36,9 +37,10 @@ from rclpy.qos import (
     QoSProfile,
     ReliabilityPolicy,
 )
-from sensor_msgs.msg import CompressedImage, Image
+from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 from std_msgs.msg import Header, String
-from vision_msgs.msg import Detection2DArray, LabelInfo
+from vision_msgs.msg import Detection2DArray, Detection3DArray, LabelInfo
+from visualization_msgs.msg import MarkerArray
 
 from probench.detections import Detections
 from probench.errors import ProbenchError
@@ -58,12 +60,23 @@ from probench.realtime.node_spec import (
     GROUNDING_PARAMS,
     NODE_NAME,
     GroundingConfig,
+    camera_info_beside,
     compressed_topic,
     diagnostic_status_name,
     prompts_from_message,
 )
+from probench.realtime.spatial_stage import (
+    DEPTH_STAGE,
+    DepthFields,
+    SpatialSettings,
+    SpatialStage,
+    spatial_labels,
+)
 from probench.ros import convert
+from probench.ros.convert import spatial as convert_3d
 from probench.ros.errors import RosError
+from probench.spatial.depth import Detections3D
+from probench.spatial.messages import detections_3d_cdr, target_pose_cdr
 
 _THROTTLE_S = 5.0
 # On SIGINT/SIGTERM: how long the frame in flight may take to finish. ros2 launch sends
@@ -100,6 +113,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         self._active_since = time.monotonic()
         self._processed_reported = 0
         self._image_topics = ("image", "image/compressed")  # resolved at configure
+        self._spatial: SpatialStage | None = None  # tracking and 3D (configure: tracking / depth_topic)
 
         # Values given at startup (-p, params file) bypass the set-parameters callback: same checks.
         for spec in GROUNDING_PARAMS:
@@ -257,14 +271,64 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
                                       "parameter)", throttle_duration_sec=_THROTTLE_S)
         # serialized directly: the bytes of the Detection2DArray, a fraction of rclpy's cost
         limit = cfg.max_detections
-        self._pub_dets.publish(convert.detections_to_cdr(dets, header, prompts, max_detections=limit))
+        spatial, ids, est = self._spatial, None, None
+        if spatial is not None:  # ids and 3D for exactly the detections published
+            dets, ids = spatial.track(dets.filter(convert.top_order(dets, limit)), prompts,
+                                      convert.stamp_ns(header.stamp))
+        self._pub_dets.publish(convert.detections_to_cdr(dets, header, prompts, max_detections=limit,
+                                                         track_ids=ids))
+        latency_ms = (time.perf_counter() - t_arrival) * 1000.0
         stages = {DECODE_STAGE: decode_ms, **{k: v for k, v in dets.timings_ms.items() if k != "total"}}
-        self.stats.record_frame((time.perf_counter() - t_arrival) * 1000.0, stages_ms=stages)
+        if spatial is not None and ids is not None and spatial.settings.depth:
+            stages[DEPTH_STAGE], est = self._publish_3d(spatial, dets, ids, header, prompts, rgb.shape[:2])
+        self.stats.record_frame(latency_ms, stages_ms=stages)
         if self._pub_debug.get_subscription_count() > 0:  # drawing costs: only for a viewer
             from probench.viz import draw_detections
 
-            drawn = draw_detections(rgb, dets.filter(convert.top_order(dets, limit)), prompts)
+            if ids is None:
+                drawn = draw_detections(rgb, dets.filter(convert.top_order(dets, limit)), prompts)
+            else:  # already the published set, in order: with ids and distances
+                drawn = draw_detections(rgb, dets, prompts, extras=spatial_labels(len(dets), ids, est))
             self._pub_debug.publish(convert.rgb_to_image_msg(drawn, header))
+
+    def _publish_3d(self, spatial: SpatialStage, dets: Detections, ids: Any, header: Any, prompts: Prompts,
+                    image_hw: tuple[int, int]) -> tuple[float, Detections3D | None]:
+        """Worker thread, after the 2D answer: pair the frame's depth, publish the 3D outputs."""
+        est, ms, problem = spatial.locate(dets, ids, convert.stamp_ns(header.stamp), image_hw)
+        if problem:
+            self.get_logger().warning(f"no 3D output: {problem} (2D detections go on)")
+        if est is None:
+            return ms, None
+        self._pub_3d.publish(detections_3d_cdr(est, dets, header, prompts))  # serialized, as detections
+        pose = target_pose_cdr(est, dets, header)
+        if pose is not None:
+            self._pub_pose.publish(pose)
+        if self._pub_markers.get_subscription_count() > 0:  # built only for a viewer
+            markers = convert_3d.markers_to_msg(est, dets, convert.to_header(header), prompts)
+            self._pub_markers.publish(markers)
+        return ms, est
+
+    # -- depth ---------------------------------------------------------------------------
+    def _on_depth(self, data: bytes) -> None:
+        """Raw subscription: only the header is read here; the pixels stay in the message
+        bytes until the worker pairs them with their colour frame."""
+        spatial = self._spatial
+        if spatial is None:
+            return
+        try:
+            img = convert.image_from_cdr(data)
+        except ProbenchError as exc:
+            self.get_logger().warning(f"depth image dropped: {exc}", throttle_duration_sec=_THROTTLE_S)
+            return
+        spatial.put_depth(DepthFields(convert.stamp_ns(img.header.stamp), img.height, img.width, img.encoding,
+                                      img.is_bigendian, img.step, img.data))
+
+    def _on_camera_info(self, msg: CameraInfo) -> None:
+        spatial = self._spatial
+        if spatial is not None:
+            problem = spatial.put_camera_info(list(msg.k), int(msg.width), int(msg.height))
+            if problem:
+                self.get_logger().warning(f"no 3D output: {problem} (2D detections go on)")
 
     def _on_worker_error(self, exc: BaseException) -> None:
         self.last_frame_error = f"frame failed: {type(exc).__name__}: {exc}"
@@ -348,6 +412,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
                                    sub_events("image/compressed")),
         ]
         self._entities = [self._pub_dets, self._pub_debug, self._pub_labels, *subs]
+        self._create_spatial(camera_qos, pub_events, sub_events)
         self.destroy_timer(self._diag_timer)
         self._diag_timer = self.create_timer(self.config.diagnostics_period, self._publish_diagnostics)
 
@@ -363,6 +428,36 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         except UnsupportedEventTypeError:
             events.message_lost = None
             return self.create_subscription(msg_type, topic, callback, qos, raw=True, event_callbacks=events)
+
+    def _create_spatial(self, camera_qos: QoSProfile, pub_events: Any, sub_events: Any) -> None:
+        """Tracking (``tracking``) and the depth input and 3D outputs (``depth_topic``)."""
+        cfg = self.config
+        depth_topic = cfg.depth_topic.strip()
+        self._spatial = None
+        if not depth_topic and not cfg.tracking:
+            return
+        self._spatial = SpatialStage(SpatialSettings(depth=bool(depth_topic), tracking=cfg.tracking,
+                                                     tolerance_s=cfg.depth_tolerance,
+                                                     min_depth_pixels=cfg.min_depth_pixels))
+        if not depth_topic:
+            return
+        info_topic = cfg.camera_info_topic.strip() or camera_info_beside(depth_topic)
+        reliable10 = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        self._pub_3d = self.create_lifecycle_publisher(Detection3DArray, "detections_3d", reliable10,
+                                                       event_callbacks=pub_events("detections_3d"))
+        self._pub_pose = self.create_lifecycle_publisher(PoseStamped, "target_pose", reliable10,
+                                                         event_callbacks=pub_events("target_pose"))
+        self._pub_markers = self.create_lifecycle_publisher(MarkerArray, "markers", reliable10,
+                                                            event_callbacks=pub_events("markers"))
+        self._entities += [
+            self._pub_3d, self._pub_pose, self._pub_markers,
+            self.create_subscription(Image, depth_topic, self._on_depth, camera_qos, raw=True,
+                                     event_callbacks=sub_events(depth_topic)),
+            self.create_subscription(CameraInfo, info_topic, self._on_camera_info, camera_qos,
+                                     event_callbacks=sub_events(info_topic)),
+        ]
+        self.get_logger().info(f"3D input: {self.resolve_topic_name(depth_topic)} (depth), "
+                               f"{self.resolve_topic_name(info_topic)} (CameraInfo)")
 
     def _resolve_image_topics(self) -> tuple[str, str]:
         """The camera topics after remapping: one remap of ``image`` moves ``image/compressed``
@@ -442,6 +537,8 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
 
             values["transport_hint"] = hint = loss_hint(fast_dds_profile_hint())
             self.get_logger().warning(f"{transport}: {hint}", throttle_duration_sec=30.0)
+        if self._spatial is not None:
+            values.update(self._spatial.diagnostics())
         new_errors = int(snap["errors"]) - self._errors_reported
         new_processed = int(snap["frames_processed"]) - self._processed_reported
         self._errors_reported, self._processed_reported = int(snap["errors"]), int(snap["frames_processed"])

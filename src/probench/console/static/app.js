@@ -159,6 +159,8 @@
     $("detections").tBodies[0].replaceChildren(...s.detections.map((d) => {
       const tr = el("tr");
       tr.append(el("td", d.label, "label"), el("td", num(d.score, 2)),
+        el("td", d.track_id ? `#${d.track_id}` : ""),
+        el("td", d.distance_m === null ? "" : `${num(d.distance_m, 2)} m`),
         el("td", d.box.map((v) => num(v, 0)).join(", ")));
       return tr;
     }));

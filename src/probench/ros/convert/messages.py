@@ -88,12 +88,14 @@ def detections_to_msg(
     prompts: Sequence[str],
     *,
     max_detections: int | None = None,
+    track_ids: np.ndarray | None = None,
 ) -> Any:
     """:func:`probench.msgs.wire.detections_to_cdr` as a ``vision_msgs/Detection2DArray``
-    message object (the one encoder's bytes, deserialized: no second builder)."""
+    message object (the one encoder's bytes, deserialized: no second builder); ``track_ids``
+    go into each Detection2D.id."""
     from rclpy.serialization import deserialize_message
 
-    data = detections_to_cdr(detections, header, prompts, max_detections=max_detections)
+    data = detections_to_cdr(detections, header, prompts, max_detections=max_detections, track_ids=track_ids)
     return deserialize_message(data, _msgs().Detection2DArray)
 
 

@@ -1,0 +1,15 @@
+"""Errors of the spatial room: depth or camera data that cannot give 3D positions."""
+
+from probench.errors import CheckFailed
+
+
+class SpatialError(CheckFailed):
+    """Depth or camera data cannot be used for 3D estimates; the message names the problem."""
+
+
+class DepthEncodingError(SpatialError):
+    """The depth image's encoding is not 16UC1 (millimetres) or 32FC1 (metres)."""
+
+
+class IntrinsicsError(SpatialError):
+    """The CameraInfo's K cannot back-project (zero or non-finite focal length, zero size)."""
