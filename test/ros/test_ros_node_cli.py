@@ -113,3 +113,5 @@ def test_status_text_and_record() -> None:
     assert record["prompts"] == ["a cup", "a door"]
     bare = status_text(NodeView(node="/n", present=True, lifecycle="unconfigured"))
     assert bare.splitlines()[-1] == "diagnostics  (none received yet)" and "prompts      (none)" in bare
+    busy = status_text(NodeView(node="/n", present=True, lifecycle="unknown"))
+    assert "lifecycle    unknown (no answer to get_state: busy in a transition" in busy

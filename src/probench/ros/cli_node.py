@@ -103,10 +103,14 @@ def _wait(what: Any, timeout: float) -> Any:
 
 
 def _present(bridge: RosConsoleBridge, timeout: float) -> NodeView:
-    view = _wait(lambda: (v := bridge.view()).present and v.lifecycle != "unknown" and v, timeout)
-    if not view:
+    """The node's view once its lifecycle services are on the graph and its state is known
+    (a node busy in a transition, loading a model, answers get_state only afterwards: then
+    the state stays "unknown" and the caller goes on)."""
+    deadline = time.monotonic() + timeout
+    if not _wait(lambda: bridge.view().present, timeout):
         raise NodeCliError(_absent(bridge))
-    return view  # type: ignore[no-any-return]
+    _wait(lambda: bridge.view().lifecycle != "unknown", max(0.0, deadline - time.monotonic()))
+    return bridge.view()
 
 
 def _absent(bridge: RosConsoleBridge) -> str:
@@ -132,7 +136,10 @@ def status_record(view: NodeView) -> dict[str, Any]:
 
 def status_text(view: NodeView) -> str:
     """The human-readable report of one view."""
-    lines = [f"node         {view.node}", f"lifecycle    {view.lifecycle}"]
+    state = view.lifecycle
+    if state == "unknown" and view.present:
+        state = "unknown (no answer to get_state: busy in a transition, loading a model?)"
+    lines = [f"node         {view.node}", f"lifecycle    {state}"]
     diag = view.diagnostics
     values = dict(diag.values) if diag else {}
     if values.get("model"):
