@@ -225,13 +225,13 @@ def test_bad_model_exits_with_one_line(tmp_path, ros_env, requires_vision_msgs) 
     assert "unknown model 'no-such-model'" in out and "Traceback" not in out
 
 
-def test_send_prompt_script(shared, ros_env, repo_root) -> None:
+def test_node_prompt_command(shared, ros_env) -> None:
     import subprocess
     import sys
 
     _, t = shared
     env = {**ros_env, "ROS_DOMAIN_ID": str(t.ctx.get_domain_id())}
-    r = subprocess.run([sys.executable, str(repo_root / "scripts" / "send_prompt.py"), "a kettle; a spoon"],
+    r = subprocess.run([sys.executable, "-m", "probench", "node", "prompt", "a kettle; a spoon"],
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "active prompts: a kettle ; a spoon"

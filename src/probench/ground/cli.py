@@ -79,6 +79,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from probench.prompting.options import add_policy_arguments
 
     add_policy_arguments(md, default="as_typed")  # what the model gets, as the node's prompt_policy
+
+    md.add_argument("--max-pixels", type=int, metavar="N",
+                    default=int(PARAMETER_DEFAULTS["max_image_pixels"]),
+                    help="refuse a compressed frame whose header gives more pixels (width x height), "
+                         "before decoding it (default %(default)s; the node's max_image_pixels)")
     mode = parser.add_argument_group("mode")
     mode.add_argument("--realtime", action="store_true",
                     help="the bag's own timing through the node's newest-frame policy: frames arriving "
@@ -121,10 +126,13 @@ def plan_from_args(args: argparse.Namespace) -> GroundPlan:
     from probench.models.zoo import check_model_name
     from probench.realtime.node_spec import GROUNDING_PARAMS
 
-    for flag, name in (("--score-threshold", "score_threshold"), ("--max-detections", "max_detections"),
-                       ("--depth-tolerance", "depth_tolerance"), ("--min-depth-pixels", "min_depth_pixels")):
+    for flag, name, value in (("--score-threshold", "score_threshold", args.score_threshold),
+                              ("--max-detections", "max_detections", args.max_detections),
+                              ("--depth-tolerance", "depth_tolerance", args.depth_tolerance),
+                              ("--min-depth-pixels", "min_depth_pixels", args.min_depth_pixels),
+                              ("--max-pixels", "max_image_pixels", args.max_pixels)):
         try:  # the node's own parameter table: the same ranges as grounding_node
-            GROUNDING_PARAMS.check(name, getattr(args, name))
+            GROUNDING_PARAMS.check(name, value)
         except ValueError as exc:
             raise GroundUsageError(f"{flag}: {exc}") from exc
     if not 1 <= args.jpeg_quality <= 100:
@@ -145,6 +153,7 @@ def plan_from_args(args: argparse.Namespace) -> GroundPlan:
         score_threshold=args.score_threshold, max_detections=args.max_detections,
         progress=not args.no_progress, depth_topic=args.depth_topic, camera_info_topic=args.camera_info_topic,
         track=args.track, depth_tolerance=args.depth_tolerance, min_depth_pixels=args.min_depth_pixels,
+        max_pixels=args.max_pixels,
     )
 
 

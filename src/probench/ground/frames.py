@@ -13,6 +13,7 @@ from probench.bags.layout import COMPRESSED_MSGTYPE
 from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.ground.errors import GroundError
+from probench.msgs.images import DEFAULT_MAX_PIXELS
 from probench.realtime.grounding_worker import Prompts
 from probench.spatial.depth import Detections3D
 
@@ -49,23 +50,25 @@ class Grounded:
     d3: Detections3D | None = None  # 3D estimates (RGB-D bags)
 
 
-def decode(frame: Frame) -> tuple[Any, np.ndarray]:
+def decode(frame: Frame, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> tuple[Any, np.ndarray]:
     """``(header, rgb)`` of a frame (rgb may be a read-only view of the message bytes), or a
-    one-line :class:`GroundError` naming the frame."""
+    one-line :class:`GroundError` naming the frame (also for a compressed frame whose header
+    gives more than ``max_pixels`` pixels: refused before decoding, as the node does)."""
     from probench.msgs.wire import rgb_from_cdr
 
     try:
-        return rgb_from_cdr(frame.raw, compressed=frame.msgtype == COMPRESSED_MSGTYPE)
+        return rgb_from_cdr(frame.raw, compressed=frame.msgtype == COMPRESSED_MSGTYPE, max_pixels=max_pixels)
     except ProbenchError as exc:
         raise GroundError(f"{frame.topic} frame {frame.index} (t={frame.t_ns} ns): {exc}") from exc
 
 
-def ground(frame: Frame, detector: Detector, prompts: Prompts, max_detections: int) -> Grounded:
+def ground(frame: Frame, detector: Detector, prompts: Prompts, max_detections: int,
+           max_pixels: int | None = DEFAULT_MAX_PIXELS) -> Grounded:
     """Decode, detect (nothing without prompts, as the node) and serialize one frame."""
     from probench.msgs.wire import detections_to_cdr, top_order
 
     t0 = time.perf_counter()
-    header, rgb = decode(frame)
+    header, rgb = decode(frame, max_pixels)
     if prompts:
         if not rgb.flags.writeable:  # a view of the message bytes: models may write
             rgb = rgb.copy()
@@ -88,10 +91,10 @@ def class_names(detector: object, prompts: Prompts) -> Prompts:
     return detector.operator_prompts(prompts) if isinstance(detector, PolicyDetector) else prompts
 
 
-def dropped(frame: Frame, reason: str) -> Grounded:
+def dropped(frame: Frame, reason: str, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> Grounded:
     """A frame the node would never have processed: an empty answer, marked."""
     from probench.msgs.wire import detections_to_cdr
 
-    header, rgb = decode(frame)
+    header, rgb = decode(frame, max_pixels)
     empty = Detections.empty()
     return Grounded(frame, header, rgb, (), empty, detections_to_cdr(empty, header, ()), dropped=reason)

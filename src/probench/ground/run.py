@@ -24,6 +24,7 @@ from probench.ground.prompts import PromptEvent, read_schedule, recorded_event
 from probench.ground.replay import MailboxReplay
 from probench.ground.spatial import GroundSpatial, SpatialTopics, choose_topics, depth_topics, spatial_events
 from probench.ground.summary import GroundSummary
+from probench.msgs.images import DEFAULT_MAX_PIXELS
 from probench.realtime.grounding_worker import Prompts
 
 
@@ -51,6 +52,7 @@ class GroundPlan:
     track: bool = False
     depth_tolerance: float = 0.02
     min_depth_pixels: int = 50
+    max_pixels: int = DEFAULT_MAX_PIXELS  # compressed frames over it are refused from their header
 
 
 class _Grounder:
@@ -64,7 +66,7 @@ class _Grounder:
         self.spatial = spatial
 
     def ground(self, frame: Frame, prompts: Prompts, wait_s: float) -> float:
-        item = ground(frame, self.detector, prompts, self.plan.max_detections)
+        item = ground(frame, self.detector, prompts, self.plan.max_detections, self.plan.max_pixels)
         if self.spatial is not None and prompts:
             self._spatial(item)
         busy_ms = item.processing_ms or 0.0
@@ -122,7 +124,7 @@ class _Grounder:
 
     def dropped(self, frame: Frame, reason: str) -> None:
         self.summary.dropped += 1
-        self.outputs.frame(dropped(frame, reason))
+        self.outputs.frame(dropped(frame, reason, self.plan.max_pixels))
 
 
 def _warn(text: str) -> None:
@@ -150,7 +152,8 @@ def check_plan(source: BagSource,
     first = source.first(image.name)
     if first is None:
         raise BagError(f"{source.path}: {image.name} holds no message")
-    decode(Frame(0, first[0], image.msgtype, first[1], image.name))  # the encoding, before the model
+    # the encoding and the pixel budget, before the model
+    decode(Frame(0, first[0], image.msgtype, first[1], image.name), plan.max_pixels)
     if plan.keep_images:
         kept = {image.name} | ({prompt_topic.name} if prompt_topic else set())
         clash = sorted(kept & set(output_topics(plan.prefix, plan.realtime, spatial.depth is not None)))

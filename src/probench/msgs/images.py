@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from types import SimpleNamespace
 from typing import Any
 
@@ -30,6 +31,13 @@ ENCODINGS: dict[str, tuple[int, int, str]] = {
 }
 MAX_SIDE = 1 << 15  # 32768 px: larger is a corrupt header, not a camera
 COMPRESSED_FORMATS = ("jpeg", "jpg", "png")
+# Pixel budget of a compressed frame, checked from its header before decoding (the node's
+# ``max_image_pixels`` parameter, ``probench ground --max-pixels``): a 1 MB PNG can decode to
+# 30000x30000 (2.7 GB of RGB). 50 MP is 6x a 4K frame.
+DEFAULT_MAX_PIXELS = 50_000_000
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# JPEG start-of-frame markers (baseline, progressive, lossless, ...): not DHT C4, JPG C8, DAC CC
+_JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 
 
 # -- images: message -> RGB uint8 ---------------------------------------------------------
@@ -128,7 +136,65 @@ def _undecodable(buf: np.ndarray, fmt: str) -> CompressedImageError:
     return CompressedImageError(f"compressed image ({buf.size} bytes, format {fmt!r}) does not decode")
 
 
-def compressed_to_rgb(msg: CompressedFields) -> np.ndarray:
+def compressed_size(buf: np.ndarray) -> tuple[int, int] | None:
+    """``(width, height)`` of a PNG or JPEG from its header alone (the PNG's IHDR chunk, the
+    JPEG's start-of-frame segment), without decoding; None when the bytes are neither or the
+    header does not read."""
+    mv = np.ascontiguousarray(buf, dtype=np.uint8).data.cast("B")
+    n = len(mv)
+    if n >= 24 and bytes(mv[:8]) == _PNG_SIGNATURE and bytes(mv[12:16]) == b"IHDR":
+        width, height = struct.unpack_from(">II", mv, 16)
+        return int(width), int(height)
+    if n < 4 or mv[0] != 0xFF or mv[1] != 0xD8:
+        return None
+    i = 2
+    while i + 1 < n:
+        if mv[i] != 0xFF:
+            return None  # not at a marker: a broken header
+        while i < n and mv[i] == 0xFF:  # fill bytes
+            i += 1
+        if i >= n:
+            return None
+        marker = mv[i]
+        i += 1
+        if marker == 0x01 or 0xD0 <= marker <= 0xD8:  # standalone markers
+            continue
+        if marker in (0xD9, 0xDA) or i + 2 > n:  # image end / scan data before any frame header
+            return None
+        (length,) = struct.unpack_from(">H", mv, i)
+        if marker in _JPEG_SOF:
+            if i + 7 > n:
+                return None
+            height, width = struct.unpack_from(">HH", mv, i + 3)
+            return (int(width), int(height)) if height else None  # height 0: defined later (DNL)
+        if length < 2:
+            return None
+        i += length
+    return None
+
+
+def check_pixel_budget(buf: np.ndarray, fmt: str, max_pixels: int | None) -> None:
+    """Refuse a compressed frame from its header when it would decode to more than
+    ``max_pixels`` pixels (or more than :data:`MAX_SIDE` per side); None: no budget. A
+    header that does not read is refused too: the budget cannot be checked."""
+    if max_pixels is None:
+        return
+    size = compressed_size(buf)
+    if size is None:
+        raise CompressedImageError(
+            f"compressed image ({buf.size} bytes, format {fmt!r}) does not decode: no readable PNG or JPEG "
+            "header")
+    width, height = size
+    if width <= 0 or height <= 0:
+        raise ImageSizeError(f"compressed image header says {width}x{height}")
+    if width > MAX_SIDE or height > MAX_SIDE or width * height > max_pixels:
+        raise ImageSizeError(
+            f"compressed image of {buf.size} bytes would decode to {width}x{height} = "
+            f"{width * height / 1e6:.1f} MP, over the budget of {max_pixels / 1e6:g} MP "
+            f"(max_image_pixels / --max-pixels); refused before decoding")
+
+
+def compressed_to_rgb(msg: CompressedFields, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> np.ndarray:
     """A ``sensor_msgs/CompressedImage``-like message (jpeg or png) as RGB uint8.
 
     ``format`` may be plain (``"jpeg"``) or image_transport's (``"rgb8; jpeg compressed
@@ -138,8 +204,12 @@ def compressed_to_rgb(msg: CompressedFields) -> np.ndarray:
     alternatives installed here (OpenCV to BGR + ``cvtColor``, PIL, torchvision's
     ``decode_image``), it is the fastest or tied (libjpeg-turbo) for JPEG and the fastest
     for PNG, and gives the same pixels (``bench/bench_decode.py``, docs/ACCELERATION.md).
+
+    A frame whose header gives more than ``max_pixels`` pixels is refused before decoding
+    (:func:`check_pixel_budget`, an :class:`ImageSizeError`).
     """
     buf, _fmt = _compressed_payload(msg)
+    check_pixel_budget(buf, msg.format, max_pixels)
     import cv2
 
     rgb_flag = getattr(cv2, "IMREAD_COLOR_RGB", None)  # OpenCV >= 4.10
@@ -159,14 +229,16 @@ def is_jpeg(buf: np.ndarray) -> bool:
     return buf.size > 3 and bool(buf[0] == 0xFF and buf[1] == 0xD8 and buf[2] == 0xFF)
 
 
-def compressed_to_device(msg: CompressedFields, device: str) -> Any:
+def compressed_to_device(msg: CompressedFields, device: str,
+                         max_pixels: int | None = DEFAULT_MAX_PIXELS) -> Any:
     """The frame of a CompressedImage-like message for a model on ``device``: on CUDA a JPEG
     is decoded by the GPU (``torchvision.io.decode_jpeg``, nvJPEG) into an RGB uint8
     ``(H, W, 3)`` tensor there, which the detectors' device preprocessing takes as is;
     anything else is :func:`compressed_to_rgb` (a numpy array). UNTESTED on a GPU here."""
     buf, fmt = _compressed_payload(msg)
     if not str(device).startswith("cuda") or not is_jpeg(buf):
-        return compressed_to_rgb(msg)
+        return compressed_to_rgb(msg, max_pixels)
+    check_pixel_budget(buf, fmt, max_pixels)
     import torch
     from torchvision.io import ImageReadMode, decode_jpeg
 

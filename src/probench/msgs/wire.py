@@ -16,7 +16,7 @@ import numpy as np
 
 from probench.detections import Detections
 from probench.msgs.errors import MessageConversionError, PromptMessageError
-from probench.msgs.images import compressed_to_rgb, image_to_rgb
+from probench.msgs.images import DEFAULT_MAX_PIXELS, compressed_to_rgb, image_to_rgb
 from probench.msgs.shapes import CompressedMessage, Header, ImageMessage
 
 
@@ -109,13 +109,25 @@ def compressed_from_cdr(data: bytes) -> CompressedMessage:
     return SimpleNamespace(header=header, format=fmt, data=r.octets())
 
 
-def rgb_from_cdr(data: bytes, *, compressed: bool) -> tuple[Header, np.ndarray]:
+def header_stamp_ns(data: bytes) -> int | None:
+    """The header stamp (ns) of a serialized message that begins with a ``std_msgs/Header``
+    (Image, CompressedImage): 8 bytes read, nothing else parsed; None when not CDR."""
+    try:
+        sec, nanosec = _Cdr(data)._take("iI", 4)
+    except MessageConversionError:
+        return None
+    return sec * 1_000_000_000 + nanosec
+
+
+def rgb_from_cdr(data: bytes, *, compressed: bool,
+                 max_pixels: int | None = DEFAULT_MAX_PIXELS) -> tuple[Header, np.ndarray]:
     """``(header, rgb)`` of a serialized ``sensor_msgs/CompressedImage`` (``compressed``)
     or ``sensor_msgs/Image``. The RGB array of a raw image may be a read-only view of
-    ``data``: copy it before writing."""
+    ``data``: copy it before writing. A compressed frame over ``max_pixels`` is refused
+    from its header, before decoding."""
     if compressed:
         packed = compressed_from_cdr(data)
-        return packed.header, compressed_to_rgb(packed)
+        return packed.header, compressed_to_rgb(packed, max_pixels)
     image = image_from_cdr(data)
     return image.header, image_to_rgb(image)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from probench.msgs.images import DEFAULT_MAX_PIXELS
 from probench.prompting.messages import check_prompt_specs, split_prompts
 from probench.prompting.messages import prompt_message_limit as prompt_message_limit  # re-exported
 from probench.prompting.messages import prompts_from_message as prompts_from_message  # re-exported
@@ -97,6 +98,9 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
           low=1, high=10_000_000),
     Param("tracking", "bool", False, "stable track ids per prompt (ByteTrack) in Detection2D/3D.id",
           "configure"),
+    Param("max_image_pixels", "integer", DEFAULT_MAX_PIXELS,
+          "a CompressedImage whose header gives more pixels (width x height) is refused before decoding",
+          "configure", low=1, high=1 << 30),
 ))
 
 
@@ -123,6 +127,7 @@ class GroundingConfig:
     depth_tolerance: float
     min_depth_pixels: int
     tracking: bool
+    max_image_pixels: int
     trace_file: str = ""
     prompt_policy: str = DEFAULT_POLICY
     prompt_profile: str = ""

@@ -39,6 +39,8 @@ from probench.console.errors import BridgeError, ConsoleUsageError
 from probench.errors import ProbenchError
 from probench.ros import convert
 
+# The page may ask TRANSITIONS only; `probench node` (which shares this bridge) cleanup too.
+LIFECYCLE_TRANSITIONS = (*TRANSITIONS, "cleanup")
 _RECENT_IMAGES = 60  # camera frames kept to meet their detections (stream_source="image")
 _STATE_POLL_S = 1.0  # get_state while the state is known (transition events update it at once)
 _STATE_POLL_UNKNOWN_S = 0.2  # until the first answer: the page shows the node sooner
@@ -46,10 +48,13 @@ _STATE_POLL_UNKNOWN_S = 0.2  # until the first answer: the page shows the node s
 
 class RosConsoleBridge:
     """See the module docstring. ``node``: the grounding node's name (``/grounding_node``);
-    ``domain_id``: the ROS domain (default: ``ROS_DOMAIN_ID`` of the environment)."""
+    ``domain_id``: the ROS domain (default: ``ROS_DOMAIN_ID`` of the environment);
+    ``transitions``: the lifecycle transitions :meth:`change_state` accepts (the page's
+    by default; one of :data:`LIFECYCLE_TRANSITIONS`)."""
 
     def __init__(self, node: str = "/grounding_node", *, stream_source: str = "debug_image",
-                 image_topic: str | None = None, domain_id: int | None = None) -> None:
+                 image_topic: str | None = None, domain_id: int | None = None,
+                 transitions: tuple[str, ...] = TRANSITIONS) -> None:
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from lifecycle_msgs.msg import TransitionEvent
@@ -67,6 +72,7 @@ class RosConsoleBridge:
         self._diag_name = diagnostic_status_name(self.names["node"])
         self.node_ns, self.node_name = split_node_name(node)
         self._explicit_image_topic = image_topic is not None
+        self._transitions = tuple(t for t in transitions if t in LIFECYCLE_TRANSITIONS)
         self._stream_topic = self.names["debug_image" if stream_source == "debug_image" else "image"]
         self.stream_source = stream_source
         self._lock = threading.Lock()
@@ -148,6 +154,10 @@ class RosConsoleBridge:
     def want_frames(self, wanted: bool) -> None:
         self._want = bool(wanted)
 
+    def node_listens(self) -> bool:
+        """Whether a node subscribes the prompt topic (discovery takes a moment after start)."""
+        return bool(self._pub_prompt.get_subscription_count() > 0)
+
     def send_prompts(self, prompts: tuple[str, ...]) -> None:
         if self._pub_prompt.get_subscription_count() == 0:
             raise BridgeError(f"no grounding node subscribes {self.names['prompt']} (is it running, "
@@ -157,7 +167,7 @@ class RosConsoleBridge:
     def change_state(self, transition: str, timeout_s: float) -> str:
         from lifecycle_msgs.msg import Transition
 
-        ids = {name: getattr(Transition, f"TRANSITION_{name.upper()}") for name in TRANSITIONS}
+        ids = {name: getattr(Transition, f"TRANSITION_{name.upper()}") for name in self._transitions}
         if transition not in ids:
             raise BridgeError(f"unknown transition {transition!r}", 400)
         if not self._change_state.service_is_ready():

@@ -60,3 +60,13 @@ def apply_profile(environ: MutableMapping[str, str] | None = None) -> str | None
     added = profile_environment(target)
     target.update(added)
     return added.get(PROFILE_VAR)
+
+
+def fast_dds_profile_hint(env: Mapping[str, str] | None = None) -> str | None:
+    """The profile path to give a camera driver (whose frames arrive incomplete) in its
+    ``FASTDDS_DEFAULT_PROFILES_FILE``: probench's ``config/fastdds.xml``; None when this
+    process's middleware is not Fast DDS (the advice would not apply)."""
+    rmw = (os.environ if env is None else env).get("RMW_IMPLEMENTATION", "")
+    if rmw and rmw not in _FAST_DDS_RMWS:
+        return None
+    return str(profile_path())

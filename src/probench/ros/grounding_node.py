@@ -27,7 +27,7 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
+from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks, UnsupportedEventTypeError
 from rclpy.exceptions import ParameterException, ParameterUninitializedException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
@@ -49,7 +49,15 @@ from probench.models.base import BaseDetector, check_prompts
 from probench.prompting.messages import prompts_from_message
 from probench.prompting.policy import PromptPlan, PromptPolicy, resolve_policy
 from probench.realtime.errors import ParameterValueError
-from probench.realtime.grounding_stats import DECODE_STAGE, GroundingStats, Health, diagnostic_level
+from probench.realtime.grounding_stats import (
+    DECODE_STAGE,
+    GroundingStats,
+    Health,
+    TransportLoss,
+    diagnostic_level,
+    loss_hint,
+    loss_warning,
+)
 from probench.realtime.grounding_trace import NodeTrace
 from probench.realtime.grounding_worker import FrameWorker, ImageKind, Prompts, StampedPromptSets
 from probench.realtime.node_spec import (
@@ -94,6 +102,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             self.declare_parameter(spec.name, *convert.param_declaration(spec))
 
         self.stats = GroundingStats()
+        self.transport = TransportLoss()  # frames lost between the camera and this node
         self.worker = FrameWorker(self.stats, self._process, self._apply_prompts, self._on_worker_error)
         self.frame_sets = StampedPromptSets()  # per-frame prompt sets (frame_prompts), by stamp; built once
         self._detector: BaseDetector | None = None  # loaded at configure, released at cleanup
@@ -269,14 +278,19 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
     # Raw subscriptions: the callback keeps the serialized bytes (no rclpy conversion, which
     # would copy the pixels); the worker parses them into a zero-copy view (convert.*_from_cdr).
     def _on_image(self, data: bytes) -> None:
+        self.transport.arrived("raw", convert.header_stamp_ns(data))
         self._replaced(self.worker.put_frame("raw", data))
 
     def _on_compressed(self, data: bytes) -> None:
+        self.transport.arrived("compressed", convert.header_stamp_ns(data))
         self._replaced(self.worker.put_frame("compressed", data))
 
     def _replaced(self, data: bytes | None) -> None:
         if data is not None and self._trace is not None:
             self._trace.replaced(data)
+
+    def _on_message_lost(self, info: Any) -> None:
+        self.transport.lost(int(info.total_count_change))
 
     def _process(self, kind: ImageKind, data: bytes, t_arrival: float, prompts: Prompts) -> None:
         """Worker thread: one frame, answered with the prompt set stamped for it, else with
@@ -288,7 +302,8 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             trace.begin()
         t_decode = time.perf_counter()
         try:
-            header, rgb = convert.rgb_from_cdr(data, compressed=kind == "compressed")
+            header, rgb = convert.rgb_from_cdr(data, compressed=kind == "compressed",
+                                               max_pixels=cfg.max_image_pixels)
         except ProbenchError as exc:
             self.stats.count("errors")
             self.last_frame_error = f"image dropped: {exc}"
@@ -484,15 +499,27 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             # in creation order, so a set that arrived with its frame is handed over first
             self.create_subscription(LabelInfo, "frame_prompts", self._on_frame_prompts, frame_sets_qos,
                                      event_callbacks=sub_events("frame_prompts")),
-            self.create_subscription(Image, image_topic, self._on_image, camera_qos, raw=True,
-                                     event_callbacks=sub_events("image")),
-            self.create_subscription(CompressedImage, compressed, self._on_compressed,
-                                     camera_qos, raw=True, event_callbacks=sub_events("image/compressed")),
+            self._subscribe_camera(Image, image_topic, self._on_image, camera_qos, sub_events("image")),
+            self._subscribe_camera(CompressedImage, compressed, self._on_compressed, camera_qos,
+                                   sub_events("image/compressed")),
         ]
         self._entities = [self._pub_dets, self._pub_debug, self._pub_labels, *subs]
         self._create_spatial(camera_qos, pub_events, sub_events)
         self.destroy_timer(self._diag_timer)
         self._diag_timer = self.create_timer(self.config.diagnostics_period, self._publish_diagnostics)
+
+    def _subscribe_camera(self, msg_type: Any, topic: str, callback: Any, qos: QoSProfile,
+                          events: SubscriptionEventCallbacks) -> Any:
+        """A raw camera subscription that also counts the messages the middleware reports
+        lost (where it does: else stamp gaps alone tell the loss)."""
+        events.message_lost = self._on_message_lost
+        try:
+            sub = self.create_subscription(msg_type, topic, callback, qos, raw=True, event_callbacks=events)
+            self.transport.events_reported = True
+            return sub
+        except UnsupportedEventTypeError:
+            events.message_lost = None
+            return self.create_subscription(msg_type, topic, callback, qos, raw=True, event_callbacks=events)
 
     def _create_spatial(self, camera_qos: QoSProfile, pub_events: Any, sub_events: Any) -> None:
         """Tracking (``tracking``) and the depth input and 3D outputs (``depth_topic``)."""
@@ -598,6 +625,14 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         values.update(self.frame_sets.counters())
         values.update(self._policy_diagnostics(active))
         values.update(image_topic=self._image_topics[0], compressed_topic=self._image_topics[1])
+        loss = self.transport.snapshot()
+        values.update(loss)
+        transport = loss_warning(loss, " or ".join(self._image_topics)) if state == "active" else ""
+        if transport:
+            from probench.ros.dds_profile import fast_dds_profile_hint
+
+            values["transport_hint"] = hint = loss_hint(fast_dds_profile_hint())
+            self.get_logger().warning(f"{transport}: {hint}", throttle_duration_sec=30.0)
         if self._spatial is not None:
             values.update(self._spatial.diagnostics())
         new_errors = int(snap["errors"]) - self._errors_reported
@@ -609,7 +644,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         level, message = diagnostic_level(Health(
             state=state, n_prompts=len(active), new_processed=new_processed, new_errors=new_errors,
             rate_hz=float(snap["rate_hz"]), silent_s=time.monotonic() - since, camera_timeout=camera_timeout,
-            topics=" or ".join(self._image_topics), last_error=self.last_frame_error))
+            topics=" or ".join(self._image_topics), last_error=self.last_frame_error, transport=transport))
         self._diag_pub.publish(convert.stats_to_diagnostics(
             diagnostic_status_name(self.get_fully_qualified_name()), str(self._param("device")), level,
             message, values, self.get_clock().now().to_msg(),

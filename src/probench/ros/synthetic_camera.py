@@ -7,6 +7,11 @@ the grounding node and ``probench console`` without a camera, and for their test
 Each frame is the picture (or a colour gradient) slowly panning, with a bar that moves
 across and the frame number in a corner, so a viewer can see that the stream is live.
 Stamps are the ROS clock's time of publication. Runs until Ctrl-C (or ``--frames N``).
+
+It uses probench's Fast DDS profile (``config/fastdds.xml``), as the grounding node does,
+unless you chose your own; ``--no-fastdds-profile`` publishes as a camera driver started
+without it would, whose 640x480 frames mostly never arrive (the node's /diagnostics then
+warns about transport loss).
 """
 
 from __future__ import annotations
@@ -60,17 +65,25 @@ def frame_at(scene: np.ndarray, width: int, i: int) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> int:
+    first_paragraph = (__doc__ or "").split("\n\n")[0]
     ap = argparse.ArgumentParser(prog="python -m probench.ros.synthetic_camera",
-                                 description=(__doc__ or "").split("\n")[0])
+                                 description=" ".join(first_paragraph.replace("``", "").split()))
     ap.add_argument("--topic", default="image", help="image topic (default: image)")
     ap.add_argument("--rate", type=float, default=15.0, help="frames per second (default 15)")
     ap.add_argument("--size", type=_size, default=(640, 480), help="WIDTHxHEIGHT (default 640x480)")
     ap.add_argument("--picture", type=Path, default=None, help="image file to pan over (default: gradient)")
     ap.add_argument("--frames", type=int, default=0, help="stop after N frames (default: run until Ctrl-C)")
     ap.add_argument("--reliable", action="store_true", help="reliable QoS (default: best effort, as cameras)")
+    ap.add_argument("--no-fastdds-profile", action="store_true",
+                    help="do not apply probench's Fast DDS profile: publish as a camera driver started "
+                         "without it (large best-effort frames are then mostly lost on the way)")
     args = ap.parse_args(argv)
     if args.rate <= 0:
         ap.error("--rate must be > 0")
+    if not args.no_fastdds_profile:
+        from probench.ros.dds_profile import apply_profile
+
+        apply_profile()  # before the participant exists
 
     import rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy

@@ -24,6 +24,7 @@ from probench.msgs.images import (
 from probench.msgs.wire import (
     compressed_from_cdr,
     detections_to_cdr,
+    header_stamp_ns,
     image_from_cdr,
     label_info_to_cdr,
     prompt_text,
@@ -57,6 +58,7 @@ __all__ = [
     "detections_to_cdr",
     "detections_to_msg",
     "diagnostics_to_statuses",
+    "header_stamp_ns",
     "image_from_cdr",
     "image_to_rgb",
     "label_info_to_cdr",

@@ -1,0 +1,234 @@
+"""``probench node``: the terminal counterpart of ``probench console``, with no ros2cli.
+
+    probench node status                         # lifecycle, model, prompts, /diagnostics
+    probench node status --watch                 # follow them (Ctrl-C stops)
+    probench node prompt "a red backpack; a door handle"   # waits for the node's ack
+    probench node prompt "a mug" --watch 10      # then prints detections for 10 s
+    probench node deactivate                     # configure | activate | deactivate | cleanup
+    probench node status --node /robot1/grounding_node
+
+It talks to the grounding node through the console's ROS bridge
+(:mod:`probench.ros.console_bridge`): the same topics and services, the same ROS
+environment (``ROS_DOMAIN_ID``, ``ROS_AUTOMATIC_DISCOVERY_RANGE``). Exit 0 when done, 1 when
+no node answered or it refused (one line on stderr), 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from probench.console.bridge import split_node_name
+from probench.console.errors import BridgeError, ConsoleUsageError
+from probench.errors import CheckFailed
+
+if TYPE_CHECKING:
+    from probench.console.bridge import NodeView
+    from probench.ros.console_bridge import RosConsoleBridge
+
+LIFECYCLE_ACTIONS = ("configure", "activate", "deactivate", "cleanup")
+_POLL_S = 0.05
+# Diagnostics values shown first (the rest follow in the node's order).
+_HEADLINE = ("state", "model", "device", "precision", "rate_hz", "latency_p50_ms", "latency_p95_ms",
+             "frames_received", "frames_processed", "frames_skipped", "errors", "prompts_rejected")
+
+
+class NodeCliError(CheckFailed):
+    """The node is not there, did not answer in time, or refused."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--node", default="/grounding_node",
+                        help="the grounding node (default /grounding_node; its topics are found in its "
+                             "namespace)")
+    common.add_argument("--timeout", type=float, default=None, metavar="S",
+                        help="seconds to wait for the node and its answer (default: 10; 60 for "
+                             "configure, which loads the model)")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    status = actions.add_parser("status", parents=[common],
+                                help="lifecycle state, model, active prompts, /diagnostics key/values, "
+                                     "transport loss")
+    status.add_argument("--watch", action="store_true", help="print again at every /diagnostics message "
+                                                             "until Ctrl-C")
+    status.add_argument("--json", action="store_true", help="one JSON object per report instead of text")
+    prompt = actions.add_parser("prompt", parents=[common],
+                                help="send a prompt set (';'-separated) and wait for the node's ack")
+    prompt.add_argument("text", metavar="TEXT", help="one or more target descriptions, ';'-separated")
+    prompt.add_argument("--watch", type=float, default=0.0, metavar="S",
+                        help="then print the detections for S seconds")
+    for action in LIFECYCLE_ACTIONS:
+        actions.add_parser(action, parents=[common], help=f"lifecycle transition: {action}")
+
+
+def run(args: argparse.Namespace) -> int:
+    split_node_name(args.node)  # a usage error before anything starts
+    timeout = args.timeout if args.timeout is not None else (60.0 if args.action == "configure" else 10.0)
+    if timeout <= 0:
+        raise ConsoleUsageError(f"--timeout must be > 0, got {timeout:g}")
+    prompts: tuple[str, ...] = ()
+    if args.action == "prompt":
+        from probench.realtime.node_spec import prompts_from_message
+
+        prompts = prompts_from_message(args.text)  # checked as the node checks it
+        if args.watch < 0:
+            raise ConsoleUsageError(f"--watch must be >= 0, got {args.watch:g}")
+
+    from probench.ros.console_bridge import LIFECYCLE_TRANSITIONS, RosConsoleBridge
+    from probench.ros.dds_profile import apply_profile
+
+    apply_profile()  # before the bridge's participant exists, as the console does
+    bridge = RosConsoleBridge(args.node, transitions=LIFECYCLE_TRANSITIONS)
+    try:
+        if args.action == "status":
+            return _status(bridge, timeout, watch=args.watch, as_json=args.json)
+        if args.action == "prompt":
+            return _prompt(bridge, prompts, timeout, args.watch)
+        return _transition(bridge, args.action, timeout)
+    finally:
+        bridge.close()
+
+
+# -- waiting ---------------------------------------------------------------------------------
+def _wait(what: Any, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = what()
+        if got or time.monotonic() >= deadline:
+            return got
+        time.sleep(_POLL_S)
+
+
+def _present(bridge: RosConsoleBridge, timeout: float) -> NodeView:
+    """The node's view once its lifecycle services are on the graph and its state is known
+    (a node busy in a transition, loading a model, answers get_state only afterwards: then
+    the state stays "unknown" and the caller goes on)."""
+    deadline = time.monotonic() + timeout
+    if not _wait(lambda: bridge.view().present, timeout):
+        raise NodeCliError(_absent(bridge))
+    _wait(lambda: bridge.view().lifecycle != "unknown", max(0.0, deadline - time.monotonic()))
+    return bridge.view()
+
+
+def _absent(bridge: RosConsoleBridge) -> str:
+    import os
+
+    domain = os.environ.get("ROS_DOMAIN_ID", "0")
+    return (f"no grounding node {bridge.names['node']} answered (is it running, with the same "
+            f"ROS_DOMAIN_ID={domain} and ROS_AUTOMATIC_DISCOVERY_RANGE?)")
+
+
+# -- status ----------------------------------------------------------------------------------
+def status_record(view: NodeView) -> dict[str, Any]:
+    """What ``status`` prints, as data (``--json``)."""
+    diag = view.diagnostics
+    return {
+        "node": view.node, "present": view.present, "lifecycle": view.lifecycle,
+        "prompts": list(view.prompts),
+        "diagnostics": None if diag is None else {
+            "level": diag.level, "message": diag.message, "age_s": round(diag.age_s, 2),
+            "values": dict(diag.values)},
+    }
+
+
+def status_text(view: NodeView) -> str:
+    """The human-readable report of one view."""
+    state = view.lifecycle
+    if state == "unknown" and view.present:
+        state = "unknown (no answer to get_state: busy in a transition, loading a model?)"
+    lines = [f"node         {view.node}", f"lifecycle    {state}"]
+    diag = view.diagnostics
+    values = dict(diag.values) if diag else {}
+    if values.get("model"):
+        lines.append(f"model        {values['model']} on {values.get('device', '?')} "
+                     f"({values.get('precision', '?')})")
+    lines.append("prompts      " + (" ; ".join(view.prompts) if view.prompts else "(none)"))
+    if "transport_loss" in values:
+        share = float(values["transport_loss"])
+        lines.append(f"transport    {share:.1%} of camera frames lost in the last 10 s "
+                     f"({values.get('transport_lost', '?')} lost, {values.get('transport_received', '?')} "
+                     f"received)" + (f": {values['transport_hint']}" if values.get("transport_hint") else ""))
+    if diag is None:
+        lines.append("diagnostics  (none received yet)")
+        return "\n".join(lines)
+    lines.append(f"diagnostics  {diag.level}: {diag.message} ({diag.age_s:.1f} s ago)")
+    keys = [k for k in _HEADLINE if k in values] + [k for k in values if k not in _HEADLINE]
+    width = max(len(k) for k in keys) if keys else 0
+    lines += [f"  {k.ljust(width)}  {values[k]}" for k in keys]
+    return "\n".join(lines)
+
+
+def _status(bridge: RosConsoleBridge, timeout: float, *, watch: bool, as_json: bool) -> int:
+    _present(bridge, timeout)
+    view = _wait(lambda: (v := bridge.view()).diagnostics is not None and v, timeout) or bridge.view()
+    shown: float | None = None  # when the diagnostics last printed arrived (monotonic)
+    try:
+        while True:
+            arrived = None if view.diagnostics is None else time.monotonic() - view.diagnostics.age_s
+            if shown is None or (arrived is not None and arrived > shown + 0.05):
+                out = json.dumps(status_record(view)) if as_json else status_text(view)
+                print(out + ("" if as_json or not watch else "\n"), flush=True)
+                shown = -float("inf") if arrived is None else arrived
+            if not watch:
+                return 0
+            time.sleep(0.1)
+            view = bridge.view()
+            if not view.present:
+                raise NodeCliError(f"{view.node} left the graph")
+    except KeyboardInterrupt:  # how --watch ends
+        return 0
+
+
+# -- prompt ----------------------------------------------------------------------------------
+def _prompt(bridge: RosConsoleBridge, prompts: tuple[str, ...], timeout: float, watch_s: float) -> int:
+    deadline = time.monotonic() + timeout
+    if not _wait(bridge.node_listens, timeout):
+        raise NodeCliError(f"no grounding node subscribes {bridge.names['prompt']} ({_absent(bridge)})")
+    _wait(lambda: bridge.view().prompts_age_s is not None, 0.3)  # the latched ack of the old set first
+    sent = time.monotonic()
+    try:
+        bridge.send_prompts(prompts)
+    except BridgeError as exc:
+        raise NodeCliError(str(exc)) from exc
+
+    def acked() -> bool:  # a LabelInfo with exactly this set, received after it was sent
+        v = bridge.view()
+        age = v.prompts_age_s
+        return v.prompts == prompts and age is not None and time.monotonic() - age > sent
+
+    if not _wait(acked, max(0.0, deadline - time.monotonic())):
+        raise NodeCliError(f"no acknowledgement from {bridge.names['node']} within {timeout:g} s (prompt "
+                           "refused, or the node is not active? `probench node status` shows "
+                           "prompts_rejected and the state)")
+    print("active prompts: " + " ; ".join(prompts), flush=True)
+    if watch_s > 0:
+        _print_detections(bridge, watch_s)
+    return 0
+
+
+def _print_detections(bridge: RosConsoleBridge, seconds: float) -> None:
+    end = time.monotonic() + seconds
+    last = None
+    while time.monotonic() < end:
+        view = bridge.view()
+        if view.detections_stamp is not None and view.detections_stamp != last:
+            last = view.detections_stamp
+            items = ", ".join(f"{d.label} {d.score:.2f} @({(d.box[0] + d.box[2]) / 2:.0f},"
+                              f"{(d.box[1] + d.box[3]) / 2:.0f})" for d in view.detections[:5])
+            print(f"{last:.9f}: {len(view.detections)} detections {items}".rstrip(), flush=True)
+        time.sleep(_POLL_S)
+
+
+# -- lifecycle -------------------------------------------------------------------------------
+def _transition(bridge: RosConsoleBridge, action: str, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    before = _present(bridge, timeout).lifecycle
+    try:
+        state = bridge.change_state(action, max(1.0, deadline - time.monotonic()))
+    except BridgeError as exc:
+        raise NodeCliError(str(exc)) from exc
+    print(f"{bridge.names['node']}: {before} -> {state}", file=sys.stdout, flush=True)
+    return 0
