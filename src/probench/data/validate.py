@@ -15,7 +15,7 @@ the lines, in exactly the order, of checking every record (``screen=False``; tes
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path, PurePosixPath
@@ -285,25 +285,27 @@ def _check_query(name: str, c: dict[str, Any], problems: list[str]) -> None:
             elif not v.strip():
                 problems.append(f"{name}: prompt {k!r} is empty")
     types = c.get("prompt_types")
-    if types is not None:
-        if not isinstance(types, list):
-            problems.append(f"{name}: 'prompt_types' must be a list, not {_type_name(types)}")
-        else:
-            for t in types:
-                if t not in PROMPT_TYPES:
-                    problems.append(f"{name}: unknown prompt type {t!r} (expected one of {_TYPES})")
-            if len(set(map(str, types))) != len(types):
-                problems.append(f"{name}: 'prompt_types' lists a type twice")
+    if types is not None and not isinstance(types, list):
+        problems.append(f"{name}: 'prompt_types' must be a list, not {_type_name(types)}")
+    elif types is not None:
+        _check_names(types, PROMPT_TYPES,
+                     lambda t: f"{name}: unknown prompt type {t!r} (expected one of {_TYPES})",
+                     f"{name}: 'prompt_types' lists a type twice", problems)
     coref = c.get("coref")
-    if coref is not None:
-        if not isinstance(coref, list) or not coref:
-            problems.append(f"{name}: 'coref' must be a non-empty list of formulations, not {coref!r}")
-        else:
-            for k in coref:
-                if k not in FORMULATIONS:
-                    problems.append(f"{name}: unknown formulation {k!r} in 'coref' (expected {_FORMS})")
-            if len(set(map(str, coref))) != len(coref):
-                problems.append(f"{name}: 'coref' lists a formulation twice")
+    if coref is not None and (not isinstance(coref, list) or not coref):
+        problems.append(f"{name}: 'coref' must be a non-empty list of formulations, not {coref!r}")
+    elif coref is not None:
+        _check_names(coref, FORMULATIONS,
+                     lambda k: f"{name}: unknown formulation {k!r} in 'coref' (expected {_FORMS})",
+                     f"{name}: 'coref' lists a formulation twice", problems)
+
+
+def _check_names(values: list[object], allowed: Collection[str], unknown: Callable[[object], str], twice: str,
+                 problems: list[str]) -> None:
+    """A list of names from ``allowed`` (prompt types, formulations), none twice."""
+    problems.extend(unknown(v) for v in values if v not in allowed)
+    if len(set(map(str, values))) != len(values):
+        problems.append(twice)
 
 
 def _check_image(

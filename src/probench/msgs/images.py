@@ -54,6 +54,11 @@ def _buffer(data: Any) -> np.ndarray:
             raise ImageDataError(f"image data is not a byte buffer ({type(data).__name__})") from exc
 
 
+# cv2 conversions per colour kind (ENCODINGS' third field), by the name of cv2's constant
+_TO_RGB = {"bgr": "COLOR_BGR2RGB", "rgba": "COLOR_RGBA2RGB", "bgra": "COLOR_BGRA2RGB"}
+_FROM_RGB = {"bgr": "COLOR_RGB2BGR", "rgba": "COLOR_RGB2RGBA", "bgra": "COLOR_RGB2BGRA"}
+
+
 def image_to_rgb(msg: ImageFields) -> np.ndarray:
     """A ``sensor_msgs/Image``-like message as an RGB uint8 ``(H, W, 3)`` array.
 
@@ -102,12 +107,8 @@ def image_to_rgb(msg: ImageFields) -> np.ndarray:
     import cv2
 
     rgb: np.ndarray  # (cv2 is untyped here)
-    if kind == "bgr":
-        rgb = cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB)
-    elif kind == "rgba":
-        rgb = cv2.cvtColor(pixels, cv2.COLOR_RGBA2RGB)
-    elif kind == "bgra":
-        rgb = cv2.cvtColor(pixels, cv2.COLOR_BGRA2RGB)
+    if kind in _TO_RGB:
+        rgb = cv2.cvtColor(pixels, getattr(cv2, _TO_RGB[kind]))
     else:
         gray = pixels[:, :, 0]
         if kind == "mono16":
@@ -265,12 +266,8 @@ def rgb_to_fields(rgb: np.ndarray, encoding: str = "rgb8") -> ImageFields:
     kind = ENCODINGS[encoding][2]
     if kind == "none":
         out = np.ascontiguousarray(rgb)
-    elif kind == "bgr":
-        out = cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
-    elif kind == "rgba":
-        out = cv2.cvtColor(rgb, cv2.COLOR_RGB2RGBA)
-    elif kind == "bgra":
-        out = cv2.cvtColor(rgb, cv2.COLOR_RGB2BGRA)
+    elif kind in _FROM_RGB:
+        out = cv2.cvtColor(rgb, getattr(cv2, _FROM_RGB[kind]))
     else:
         out = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
         if kind == "mono16":
