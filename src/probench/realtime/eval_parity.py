@@ -29,7 +29,7 @@ from probench.realtime.eval_plan import FramePlan, plan_formulation
 
 if TYPE_CHECKING:
     from probench.data.dataset import Dataset
-    from probench.models.base import BaseDetector
+    from probench.models.base import Detector
 
 PARITY_FILE = "parity.json"
 IOU_MIN = 0.99
@@ -75,7 +75,7 @@ def match_boxes(a: Iterable[Mapping[str, Any]], b: Iterable[Mapping[str, Any]]) 
     return {"matched": matched, "n_a": len(a), "n_b": n_b, "share": share}
 
 
-def offline_results(detector: BaseDetector, frames: Sequence[FramePlan], images: Mapping[int, np.ndarray],
+def offline_results(detector: Detector, frames: Sequence[FramePlan], images: Mapping[int, np.ndarray],
                     max_detections: int | None) -> list[dict[str, Any]]:
     """The detector's COCO results on ``images`` (image id -> RGB), each frame asked its own
     prompt set as the node is, kept to the node's ``max_detections`` (highest scores)."""

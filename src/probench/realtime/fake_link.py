@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from probench.models.base import BaseDetector
+from probench.models.base import Detector
 from probench.models.testing import ScriptedDetector
 from probench.msgs.wire import rgb_from_cdr
 from probench.realtime.eval_stream import Answer
@@ -135,7 +135,7 @@ class FakeGroundingLink:
         stop_after: int | None = None,
         frame_prompts_wait: float = 0.5,
         clock: FakeClock | None = None,
-        detector: BaseDetector | None = None,
+        detector: Detector | None = None,
     ) -> None:
         self.model_s = model_s
         self.wrong_class, self.duplicate = set(wrong_class), set(duplicate)

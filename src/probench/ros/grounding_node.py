@@ -45,7 +45,7 @@ from visualization_msgs.msg import MarkerArray
 
 from probench.detections import Detections
 from probench.errors import ProbenchError
-from probench.models.base import BaseDetector, check_prompts
+from probench.models.base import Detector, check_prompts
 from probench.prompting.messages import prompts_from_message
 from probench.prompting.policy import PromptPlan, PromptPolicy, resolve_policy
 from probench.realtime.errors import ParameterValueError
@@ -105,7 +105,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         self.transport = TransportLoss()  # frames lost between the camera and this node
         self.worker = FrameWorker(self.stats, self._process, self._apply_prompts, self._on_worker_error)
         self.frame_sets = StampedPromptSets()  # per-frame prompt sets (frame_prompts), by stamp; built once
-        self._detector: BaseDetector | None = None  # loaded at configure, released at cleanup
+        self._detector: Detector | None = None  # loaded at configure, released at cleanup
         self._cfg: GroundingConfig | None = None  # parameter values taken at configure
         self._entities: list[Any] = []  # created at configure, destroyed at cleanup
         self._syncing_param = False
@@ -154,7 +154,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         return self._cfg
 
     @property
-    def detector(self) -> BaseDetector:
+    def detector(self) -> Detector:
         """The model (only between configure and cleanup)."""
         if self._detector is None:
             raise RosError("grounding_node is not configured")
