@@ -124,13 +124,13 @@ def diagnostic_level(h: Health) -> tuple[str, str]:
     if h.silent_s >= h.camera_timeout:
         return "WARN", (f"no image for {h.silent_s:.1f} s on {h.topics} "
                         f"(camera_timeout {h.camera_timeout:g} s)")
+    why = f": {h.last_error}" if h.last_error else ""
     if h.new_errors and not h.new_processed:
-        why = f": {h.last_error}" if h.last_error else ""
         return "ERROR", f"every frame fails ({h.new_errors} since last report){why}"
     if not h.n_prompts:
         return "WARN", "active, no prompts"
     if h.new_errors:
-        return "WARN", f"{h.new_errors} frame errors since last report"
+        return "WARN", f"{h.new_errors} frame errors since last report{why}"
     return "OK", f"{h.rate_hz:.1f} Hz"
 
 
