@@ -49,8 +49,8 @@ import json, sys
 rt = json.load(open(sys.argv[1]))
 fmt = lambda v, d=1: "-" if v is None else f"{v:.{d}f}"
 print(f"demo: stream {rt['frames_sent']} frames at {fmt(rt.get('achieved_send_rate_hz'))} Hz "
-      f"(asked {rt['rate_hz']:g} Hz): {rt['frames_missed']} missed, {rt['frames_received']} answered at "
-      f"{fmt(rt.get('output_rate_hz'))} Hz; latency p50 {fmt(rt['latency_ms']['p50'])} ms; "
-      f"the first {rt['warmup']['frames']} frame(s) were the warm-up, left out of the latency figures")
+      f"(asked {rt['rate_hz']:g} Hz): {rt['frames_missed']} missed, {rt['frames_received']} answered, "
+      f"delivered {fmt(rt.get('delivered_rate_hz'))} Hz; latency p50 {fmt(rt['latency_ms']['p50'])} ms; "
+      f"{rt['warmup']['frames']} warm-up frame(s) sent before, scored nowhere")
 PY
 echo "demo: done; open $OUT/report/report.md (latency timeline: $OUT/report/fig_latency_timeline.png; metrics: $RUN/metrics.json)" >&2
