@@ -312,11 +312,11 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         if not rgb.flags.writeable:  # a view of the immutable wire bytes: models may write
             rgb = rgb.copy()
         decode_ms = (time.perf_counter() - t_decode) * 1000.0
+        stamp = convert.stamp_ns(header.stamp)
         t_sets = time.perf_counter()
-        own = self.frame_sets.take(convert.stamp_ns(header.stamp), cfg.frame_prompts_wait)
+        own = self.frame_sets.take(stamp, cfg.frame_prompts_wait)
         if trace is not None:  # the frame is done when this returns (answered or given up)
             wait_ms = (time.perf_counter() - t_sets) * 1000.0
-            stamp = convert.stamp_ns(header.stamp)
             done = functools.partial(trace.end, stamp, prompt_wait_ms=wait_ms, bound=own is not None)
         if own is not None:
             prompts = own
@@ -345,8 +345,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         limit = cfg.max_detections
         spatial, ids, est = self._spatial, None, None
         if spatial is not None:  # ids and 3D for exactly the detections published
-            dets, ids = spatial.track(dets.filter(convert.top_order(dets, limit)), prompts,
-                                      convert.stamp_ns(header.stamp))
+            dets, ids = spatial.track(dets.filter(convert.top_order(dets, limit)), prompts, stamp)
         self._pub_dets.publish(convert.detections_to_cdr(dets, header, prompts, max_detections=limit,
                                                          track_ids=ids))
         latency_ms = (time.perf_counter() - t_arrival) * 1000.0
