@@ -189,18 +189,15 @@ def run(args: argparse.Namespace) -> int:
 
     from probench.models.zoo import model_record
     from probench.prompting.options import policy_from_args
-    from probench.prompting.policy import PolicyDetector
 
     policy = policy_from_args(args, model_record(args.model, weights=args.weights), "ground")
-    assert policy is not None  # --prompt-policy defaults to as_typed here
 
     def load() -> object:
         from probench.models.zoo import load_detector
 
-        detector = load_detector(args.model, device=args.device, precision=args.precision,
-                                 score_threshold=args.score_threshold, weights=args.weights)
-        return PolicyDetector(detector, policy)
+        return load_detector(args.model, device=args.device, precision=args.precision,
+                             score_threshold=args.score_threshold, weights=args.weights)
 
-    summary = ground_bag(plan, load)
+    summary = ground_bag(plan, load, policy)
     print("probench ground: " + "\n".join(summary.lines()))
     return 0

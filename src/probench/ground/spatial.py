@@ -25,7 +25,7 @@ import numpy as np
 from probench.bags.source import BagSource, Topic
 from probench.detections import Detections
 from probench.ground.errors import GroundUsageError
-from probench.realtime.spatial_stage import DepthFields, SpatialSettings, SpatialStage
+from probench.realtime.spatial_stage import SpatialSettings, SpatialStage
 from probench.spatial.depth import DEPTH_ENCODINGS, Detections3D
 
 CAMERA_INFO_MSGTYPE = "sensor_msgs/msg/CameraInfo"
@@ -174,21 +174,10 @@ class GroundSpatial:
         self.figures = TrackFigures(depth_on=self.depth_on)
         self.tracking = tracking
 
-    def put(self, kind: str, raw: bytes) -> str | None:
-        """A recorded depth image or CameraInfo; a problem to warn about (once) or None."""
-        from probench.errors import ProbenchError
-        from probench.msgs.wire import image_from_cdr
+    @staticmethod
+    def camera_info(raw: bytes) -> tuple[list[float], int, int]:
+        """A recorded CameraInfo's ``(K, width, height)``."""
+        from probench.bags.typestore import typestore
 
-        if kind == "info":
-            from probench.bags.typestore import typestore
-
-            msg = typestore().deserialize_cdr(raw, CAMERA_INFO_MSGTYPE)
-            return self.stage.put_camera_info(list(msg.k), int(msg.width), int(msg.height))
-        try:
-            img = image_from_cdr(raw)
-        except ProbenchError as exc:
-            return self.stage.once(f"depth image dropped: {exc}")
-        stamp = int(img.header.stamp.sec) * 1_000_000_000 + int(img.header.stamp.nanosec)
-        self.stage.put_depth(DepthFields(stamp, img.height, img.width, img.encoding, img.is_bigendian,
-                                         img.step, img.data))
-        return None
+        msg = typestore().deserialize_cdr(raw, CAMERA_INFO_MSGTYPE)
+        return list(msg.k), int(msg.width), int(msg.height)

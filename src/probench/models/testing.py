@@ -1,8 +1,10 @@
 """Scripted detectors for tests and benchmarks of the layers around the models.
 
 ``test-instant`` returns at once; ``test-slow-<N>ms`` sleeps N ms per frame (a model that
-cannot keep up with the camera). Both answer every prompt with one deterministic box
-derived from the prompt text and the image size, so outputs can be checked end to end.
+cannot keep up with the camera); ``test-masks`` is ``test-instant`` with an instance mask per
+box (the ellipse inscribed in it), for the segmentation outputs. All answer every prompt
+with one deterministic box derived from the prompt text and the image size, so outputs can
+be checked end to end.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ def _unit(text: str, salt: str) -> float:
 class ScriptedDetector(BaseDetector):
     def __init__(
         self, name: str = "test-instant", delay_s: float = 0.0, *, device: str = "cpu",
-        score_threshold: float = 0.0,
+        score_threshold: float = 0.0, masks: bool = False,
     ) -> None:
         super().__init__(device=device, score_threshold=score_threshold)
         self.name = name
         self.delay_s = float(delay_s)
+        # test-masks: each box's mask is the ellipse inscribed in it (known, pixel-exact masks)
+        self.return_masks: bool | None = True if masks else None
 
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
         t0 = time.perf_counter()
@@ -44,21 +48,34 @@ class ScriptedDetector(BaseDetector):
             bw, bh = (0.1 + 0.4 * _unit(p, "w")) * w, (0.1 + 0.4 * _unit(p, "h")) * h
             boxes.append([cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2])
             scores.append(0.05 + 0.9 * _unit(p, "s"))
+        masks = ellipse_masks(np.asarray(boxes).reshape(-1, 4), (h, w)) if self.return_masks else None
         ms = (time.perf_counter() - t0) * 1000.0
         return Detections.from_arrays(
-            boxes, scores, np.arange(len(boxes)), image_size=(h, w),
+            boxes, scores, np.arange(len(boxes)), image_size=(h, w), masks=masks,
             timings_ms={"preprocess": 0.0, "forward": ms, "postprocess": 0.0},
         )
+
+
+def ellipse_masks(xyxy: np.ndarray, image_hw: tuple[int, int]) -> np.ndarray:
+    """``(N, H, W)`` bool: pixel centres inside the ellipse inscribed in each box."""
+    h, w = image_hw
+    yy, xx = np.mgrid[0:h, 0:w] + 0.5
+    out = np.zeros((len(xyxy), h, w), dtype=bool)
+    for i, (x1, y1, x2, y2) in enumerate(np.asarray(xyxy, np.float64).tolist()):
+        rx, ry = max((x2 - x1) / 2, 1e-9), max((y2 - y1) / 2, 1e-9)
+        out[i] = ((xx - (x1 + x2) / 2) / rx) ** 2 + ((yy - (y1 + y2) / 2) / ry) ** 2 <= 1.0
+    return out
 
 
 def scripted_detector(
     name: str, *, device: str = "cpu", score_threshold: float = 0.0
 ) -> ScriptedDetector | None:
     """The scripted detector a ``test-*`` name denotes, or None."""
-    if name == "test-instant":
+    if name in ("test-instant", "test-masks"):
         delay_s = 0.0
     elif m := _SLOW.match(name):
         delay_s = int(m.group(1)) / 1000.0
     else:
         return None
-    return ScriptedDetector(name, delay_s, device=device, score_threshold=score_threshold)
+    return ScriptedDetector(name, delay_s, device=device, score_threshold=score_threshold,
+                            masks=name == "test-masks")

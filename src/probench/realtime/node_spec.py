@@ -98,6 +98,9 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
           low=1, high=10_000_000),
     Param("tracking", "bool", False, "stable track ids per prompt (ByteTrack) in Detection2D/3D.id",
           "configure"),
+    Param("masks", "bool", True,
+          "ask a mask-capable model (SAM3, YOLOE, ...) for instance masks: the segmentation/* outputs and "
+          "mask-based 3D depth; false: boxes only (faster)", "configure"),
     Param("max_image_pixels", "integer", DEFAULT_MAX_PIXELS,
           "a CompressedImage whose header gives more pixels (width x height) is refused before decoding",
           "configure", low=1, high=1 << 30),
@@ -128,6 +131,7 @@ class GroundingConfig:
     min_depth_pixels: int
     tracking: bool
     max_image_pixels: int
+    masks: bool = True
     trace_file: str = ""
     prompt_policy: str = DEFAULT_POLICY
     prompt_profile: str = ""
@@ -213,6 +217,10 @@ def budget_ms(given: float, rate_hz: float) -> float:
 
 PARAMETER_DEFAULTS: dict[str, Any] = GROUNDING_PARAMS.defaults()
 
+# The segmentation images of a model that gives instance masks (docs/GROUNDING_NODE.md,
+# "Instance masks"): registered to the colour frame, built only while subscribed.
+MASK_TOPICS = ("segmentation/instances", "segmentation/semantic", "segmentation/confidence")
+
 # Relative names (remappable) except /diagnostics, which is global by convention.
 TOPICS: dict[str, tuple[str, str, str]] = {
     # name -> (direction, type, QoS)
@@ -237,6 +245,22 @@ TOPICS: dict[str, tuple[str, str, str]] = {
                     "only when depth_topic is set; the best 3D detection of the first prompt"),
     "markers": ("pub", "visualization_msgs/msg/MarkerArray",
                 "only when depth_topic is set; built only when subscribed"),
+    "segmentation/instances": ("pub", "sensor_msgs/msg/Image",
+                               "only for a model that gives masks (`masks`); mono16, 0 = background, k = the "
+                               "k-th Detection2D of the same stamp; reliable, keep last 1, built only when "
+                               "subscribed"),
+    "segmentation/semantic": ("pub", "sensor_msgs/msg/Image",
+                              "as segmentation/instances; mono8, 0 = background, c = class c of "
+                              "segmentation/label_info (prompt c-1)"),
+    "segmentation/confidence": ("pub", "sensor_msgs/msg/Image",
+                                "as segmentation/instances; mono8, round(255 x score) of the pixel's "
+                                "detection"),
+    "segmentation/label_info": ("pub", "vision_msgs/msg/LabelInfo",
+                                "only for a model that gives masks; reliable, transient_local, keep last 1: "
+                                "0 = background, c = prompt c-1"),
+    "target_points": ("pub", "sensor_msgs/msg/PointCloud2",
+                      "only with depth_topic and masks; the first prompt's best detection's mask pixels "
+                      "in 3D (x, y, z float32, m); built only when subscribed"),
 }
 
 # Launch arguments of launch/grounding.launch.py: name -> (default, description).
