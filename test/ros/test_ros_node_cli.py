@@ -59,7 +59,8 @@ def test_status_prompt_and_lifecycle(tmp_path, ros_env, requires_vision_msgs) ->
         out = _cli(env, "prompt", "red fire extinguisher by the door => fire extinguisher; a red cup; a door",
                    "--timeout", "20")
         assert out.returncode == 0, out
-        assert out.stdout.strip() == "active prompts: red fire extinguisher by the door ; a red cup ; a door", out
+        want = "active prompts: red fire extinguisher by the door ; a red cup ; a door"
+        assert out.stdout.strip() == want, out
         assert peer.label_after(0, ["red fire extinguisher by the door", "a red cup", "a door"], timeout=5)
         out = _cli(env, "prompt", "a red cup; a door")
         assert out.returncode == 0, out

@@ -14,6 +14,7 @@ from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.ground.errors import GroundError
 from probench.msgs.images import DEFAULT_MAX_PIXELS
+from probench.prompting.policy import PromptPolicy
 from probench.realtime.frame_core import FrameAnswer, FrameCore, Wanted, decode_frame
 from probench.realtime.grounding_worker import Prompts
 from probench.spatial.depth import Detections3D
@@ -74,11 +75,12 @@ def decode(frame: Frame, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> tuple[A
         raise GroundError(f"{frame.where()}: {exc}") from exc
 
 
-def ground(frame: Frame, core: FrameCore, prompts: Prompts, wanted: Wanted | None = None
-           ) -> tuple[Grounded, list[str]]:
+def ground(frame: Frame, core: FrameCore, prompts: Prompts, policy: PromptPolicy | None = None,
+           wanted: Wanted | None = None) -> tuple[Grounded, list[str]]:
     """The core's answer to one frame, and the lines it asks to log. A frame that cannot be
     decoded ends the run (one line naming it)."""
-    answer = core.answer(frame.raw, compressed=frame.compressed, prompts=prompts, wanted=wanted or Wanted())
+    answer = core.answer(frame.raw, compressed=frame.compressed, prompts=prompts, policy=policy,
+                         wanted=wanted or Wanted())
     if answer.error:
         raise GroundError(f"{frame.where()}: {answer.error}")
     if not answer.answered:  # no stamped set and no operator prompts: the node publishes nothing

@@ -71,8 +71,8 @@ class _Grounder:
         self.wanted = Wanted(masks=outputs.masks)
         self._said: set[str] = set()
 
-    def ground(self, frame: Frame, prompts: Prompts, wait_s: float) -> float:
-        item, problems = ground(frame, self.core, prompts, self.wanted)
+    def ground(self, frame: Frame, prompts: Prompts, wait_s: float, policy: PromptPolicy | None) -> float:
+        item, problems = ground(frame, self.core, prompts, policy, self.wanted)
         for line in problems:
             if line not in self._said:  # each kind of problem once (the node throttles its logs)
                 self._said.add(line)
@@ -99,13 +99,13 @@ class _Grounder:
         if problem:
             _warn(f"no 3D output: {problem}")
 
-    def apply(self, prompts: Prompts, t_ns: int) -> tuple[bool, float]:
+    def apply(self, prompts: Prompts, t_ns: int, policy: PromptPolicy | None) -> tuple[bool, float]:
         from probench.errors import ProbenchError
 
         t0 = time.perf_counter()
         stamp = SimpleNamespace(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000)
         try:
-            ready = self.core.make_ready(prompts, stamp)
+            ready = self.core.make_ready(prompts, stamp, policy)
         except ProbenchError as exc:  # the node keeps its previous prompts, and so do we
             self.summary.prompts_rejected += 1
             _warn(f"model refused prompts at t={t_ns} ns, previous stay active: {exc}")
@@ -206,9 +206,10 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any], policy: Promp
         core = FrameCore(detector, settings=CoreSettings(
             max_detections=plan.max_detections, max_pixels=plan.max_pixels,
             score_threshold=plan.score_threshold),
-            policy=policy, spatial=spatial.stage if spatial is not None else None)
+            spatial=spatial.stage if spatial is not None else None)
         grounder = _Grounder(core, outputs, summary, plan, spatial)
         replay = MailboxReplay(grounder.ground, grounder.apply, grounder.dropped, realtime=plan.realtime)
+        replay.worker.policy = policy
         start = source.start_ns
         # on a terminal only (like eval), and never with --no-progress
         bar = tqdm(total=image.count, desc="ground", unit="frame", disable=None if plan.progress else True)

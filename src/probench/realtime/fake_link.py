@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from probench.models.base import Detector
@@ -122,6 +123,7 @@ class _InFlight:
 
 
 _NEVER = 2**63 - 1
+_ZERO_STAMP = SimpleNamespace(sec=0, nanosec=0)
 
 
 class _WorkerClock:
@@ -183,7 +185,8 @@ class FakeGroundingLink:
                                 frame_prompts_wait=frame_prompts_wait)
         self.core = FrameCore(self.detector, settings=settings, frame_sets=self.sets)
         self.stats = GroundingStats()
-        self.worker = FrameWorker(self.stats, self._handle_frame, lambda prompts, stamp: True, self._on_error)
+        self.worker = FrameWorker(self.stats, self._handle_frame, self._apply_prompts, self._on_error)
+        self.acks: list[bytes] = []  # the acknowledgements (LabelInfo) of operator prompt sets
         self.compressed = False
         self._lock = threading.RLock()
         self._handler: Callable[[Answer], object] | None = None
@@ -238,12 +241,14 @@ class FakeGroundingLink:
         from probench.prompting.policy import resolve_policy
 
         self.policies.append(policy)
-        self.core.policy = resolve_policy(policy, model="test-instant", profile=profile or None)
+        # as the node: the worker holds the policy; the operator's prompts are made ready again
+        self.worker.put_policy(resolve_policy(policy, model="test-instant", profile=profile or None), None)
+        self.advance(self._now())
 
     @property
     def policy(self) -> Any:
-        """The prompt policy in force (the core's)."""
-        return self.core.policy
+        """The prompt policy in force (the worker's, as in the node)."""
+        return self.worker.policy
 
     def info(self, text: str) -> None:
         self.logs.append(text)
@@ -322,7 +327,8 @@ class FakeGroundingLink:
         self._in_flight = _InFlight(frame, [], _NEVER)  # its answers are due once it is done
         self.worker_clock.local_ns = start if self.clock is not None else None  # the frame's own time
         try:
-            answer = self.core.answer(raw, compressed=kind != "raw", prompts=prompts)
+            answer = self.core.answer(raw, compressed=kind != "raw", prompts=prompts,
+                                      policy=self.worker.policy)
         finally:
             self.worker_clock.local_ns = None
         if self.clock is None and self.model_s:
@@ -369,6 +375,26 @@ class FakeGroundingLink:
 
     def _put_set(self, stamp: int, texts: Prompts) -> None:
         self.sets.put(stamp, texts)
+
+    def put_prompts(self, prompts: Sequence[str]) -> None:
+        """Operator prompts, as the node's ``prompt`` topic gives them (checked as it checks them)."""
+        from probench.prompting.messages import check_prompt_specs
+
+        with self._lock:
+            self.worker.put_prompts(check_prompt_specs(list(prompts)), None)
+        self.advance(self._now())
+
+    def _apply_prompts(self, prompts: Prompts, stamp: Any) -> bool:
+        """The worker's prompt job, as the node's: the core makes the set ready, then the ack."""
+        from probench.errors import ProbenchError
+
+        try:
+            ready = self.core.make_ready(prompts, stamp or _ZERO_STAMP, self.worker.policy)
+        except ProbenchError as exc:
+            self.logs.append(f"ERROR model refused prompts, previous stay active: {exc}")
+            return False
+        self.acks.append(ready.label_info_cdr)
+        return True
 
     def _on_error(self, exc: BaseException) -> None:
         self.errors.append(exc)

@@ -112,13 +112,12 @@ class FrameCore:
     put from another thread."""
 
     def __init__(self, detector: Detector, *, settings: CoreSettings | None = None,
-                 policy: PromptPolicy | None = None, spatial: SpatialStage | None = None,
-                 frame_sets: StampedPromptSets | None = None) -> None:
+                 spatial: SpatialStage | None = None, frame_sets: StampedPromptSets | None = None) -> None:
         from probench.prompting.policy import resolve_policy
 
         self.detector = detector
         self.settings = settings or CoreSettings()
-        self.policy: PromptPolicy = policy if policy is not None else resolve_policy("as_typed")
+        self.as_typed: PromptPolicy = resolve_policy("as_typed")  # without a policy: prompts as typed
         self.spatial = spatial
         self.frame_sets = frame_sets if frame_sets is not None else StampedPromptSets()
         self._mask_problem_said: set[str] = set()
@@ -151,22 +150,24 @@ class FrameCore:
         return None if self.spatial is None else self.spatial.put_camera_info(k, width, height)
 
     # -- operator prompts -------------------------------------------------------------------
-    def make_ready(self, prompts: Prompts, stamp: Any) -> ReadyPrompts:
-        """Plan ``prompts`` under the policy in force and make the model's text side ready;
-        raises the model's :class:`ProbenchError` when it refuses them (the previous stay)."""
+    def make_ready(self, prompts: Prompts, stamp: Any, policy: PromptPolicy | None = None) -> ReadyPrompts:
+        """Plan ``prompts`` under ``policy`` (the one in force: the caller's worker holds it;
+        None: as typed) and make the model's text side ready; raises the model's
+        :class:`ProbenchError` when it refuses them (the previous stay)."""
         from probench.msgs.wire import label_info_to_cdr
 
-        plan = self.policy.plan(prompts)
+        plan = (policy or self.as_typed).plan(prompts)
         self.detector.set_prompts(list(plan.model_texts))
         header = _Header(stamp, "")
         # the acknowledgement lists the operator's prompts (the class ids), whatever the model gets
         return ReadyPrompts(plan, label_info_to_cdr(plan.operator, header, self.settings.score_threshold))
 
     # -- the frame -----------------------------------------------------------------------------
-    def answer(self, data: bytes, *, compressed: bool, prompts: Prompts, wanted: Wanted = Wanted(),
-               on_2d: Callable[[FrameAnswer], None] | None = None) -> FrameAnswer:
+    def answer(self, data: bytes, *, compressed: bool, prompts: Prompts, policy: PromptPolicy | None = None,
+               wanted: Wanted = Wanted(), on_2d: Callable[[FrameAnswer], None] | None = None) -> FrameAnswer:
         """Answer one serialized image message with the operator's ``prompts`` (the set active
-        when the frame started), or with the set stamped for it (module doc). ``on_2d`` is
+        when the frame started), or with the set stamped for it, under ``policy`` (the one in
+        force; None: as typed) (module doc). ``on_2d`` is
         called with the answer the moment its Detection2DArray is encoded, before 3D (which
         may wait for the frame's depth image), masks and drawing: a node publishes it there."""
         t0 = time.perf_counter()
@@ -182,7 +183,7 @@ class FrameCore:
         if not self._take_prompts(out, prompts):
             out.processing_ms = (time.perf_counter() - t0) * 1000.0
             return out
-        self._detect(out)
+        self._detect(out, policy or self.as_typed)
         self._encode(out, wanted, on_2d)
         out.processing_ms = (time.perf_counter() - t0) * 1000.0
         return out
@@ -210,14 +211,14 @@ class FrameCore:
             out.problems.append(NO_PROMPTS)
         return True
 
-    def _detect(self, out: FrameAnswer) -> None:
+    def _detect(self, out: FrameAnswer, policy: PromptPolicy) -> None:
         from probench.msgs.wire import top_order
 
         assert out.rgb is not None  # decoded by answer()
         if out.prompts:
             # the text side is made ready here (LRU-cached), so it counts in this frame's latency;
             # the policy's texts go to the model, the boxes come back under the operator's prompts
-            plan = self.policy.plan(out.prompts)
+            plan = policy.plan(out.prompts)
             dets = plan.detect(self.detector, out.rgb)
             out.prompts = plan.operator
         else:
@@ -290,7 +291,7 @@ class FrameCore:
         return {"masks_seen": self.masks_seen}
 
 
-def node_core(detector: Detector, cfg: GroundingConfig, policy: PromptPolicy) -> FrameCore:
+def node_core(detector: Detector, cfg: GroundingConfig) -> FrameCore:
     """The core of a grounding node configured with ``cfg`` (its spatial stage with tracking
     or a depth topic)."""
     depth = bool(cfg.depth_topic.strip())
@@ -301,7 +302,7 @@ def node_core(detector: Detector, cfg: GroundingConfig, policy: PromptPolicy) ->
                                                min_depth_pixels=cfg.min_depth_pixels))
     settings = CoreSettings(max_detections=cfg.max_detections, max_pixels=cfg.max_image_pixels,
                             frame_prompts_wait=cfg.frame_prompts_wait, score_threshold=cfg.score_threshold)
-    return FrameCore(detector, settings=settings, policy=policy, spatial=spatial)
+    return FrameCore(detector, settings=settings, spatial=spatial)
 
 
 def free_model_memory() -> None:

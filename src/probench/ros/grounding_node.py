@@ -173,9 +173,8 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         core, outputs = self.core, self.outputs
         if core is None or outputs is None:
             return False
-        core.policy = self.worker.policy
         try:
-            ready = core.make_ready(prompts, stamp)
+            ready = core.make_ready(prompts, stamp, self.worker.policy)
         except ProbenchError as exc:
             self.stats.count("prompts_rejected")
             self.get_logger().error(f"model refused prompts, previous stay active: {exc}")
@@ -197,10 +196,10 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             return
         if trace is not None:
             trace.begin()
-        core.policy = self.worker.policy
         # the detections are published the moment they are encoded, before 3D, masks and drawing
-        answer = core.answer(data, compressed=kind == "compressed", prompts=prompts, wanted=outputs.wanted(),
-                             on_2d=outputs.publish_detections)
+        policy, wanted = self.worker.policy, outputs.wanted()
+        answer = core.answer(data, compressed=kind == "compressed", prompts=prompts, policy=policy,
+                             wanted=wanted, on_2d=outputs.publish_detections)
         for line in [*answer.problems, answer.error]:
             self._warn(line)
         if answer.error:
@@ -249,7 +248,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         masks = enable_masks(detector, cfg.masks)
         if not masks:
             self.get_logger().info(f"model {cfg.model} gives no instance masks here: no segmentation topics")
-        self.core = node_core(detector, cfg, self.worker.policy)
+        self.core = node_core(detector, cfg)
         self.outputs = GroundingOutputs(self, cfg, masks=masks)
         self.inputs = GroundingInputs(self, cfg, self)
         self.destroy_timer(self._diag_timer)
