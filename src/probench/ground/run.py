@@ -20,13 +20,28 @@ from probench.bags.errors import BagError
 from probench.bags.source import BagSource, Topic
 from probench.ground.errors import GroundUsageError
 from probench.ground.frames import Frame, decode, dropped, ground
-from probench.ground.outputs import GroundOutputs, output_topics
-from probench.ground.prompts import PromptEvent, read_schedule, recorded_event
+from probench.ground.outputs import LABEL_INFO_MSGTYPE, GroundOutputs, output_topics
+from probench.ground.prompts import (
+    FramePromptSet,
+    PolicyEvent,
+    PromptEvent,
+    read_schedule,
+    recorded_event,
+    recorded_frame_prompts,
+)
 from probench.ground.replay import MailboxReplay
-from probench.ground.spatial import GroundSpatial, SpatialTopics, choose_topics, depth_topics, spatial_events
+from probench.ground.spatial import (
+    LOOKAHEAD_S,
+    GroundSpatial,
+    SpatialTopics,
+    choose_topics,
+    depth_topics,
+    read_ahead,
+    spatial_events,
+)
 from probench.ground.summary import GroundSummary
 from probench.msgs.images import DEFAULT_MAX_PIXELS
-from probench.prompting.policy import PromptPolicy
+from probench.prompting.policy import PromptPolicy, resolve_policy
 from probench.realtime.frame_core import CoreSettings, FrameCore, Wanted, enable_masks
 from probench.realtime.grounding_worker import Prompts
 
@@ -40,6 +55,8 @@ class GroundPlan:
     schedule: Path | None = None
     image_topic: str | None = None  # None: the bag's only camera
     prompt_topic: str | None = None  # None: auto (".../prompt"), "none": ignore recorded prompts
+    frame_prompts_topic: str | None = None  # None: auto (".../frame_prompts" LabelInfo), "none": ignore
+    profile: str | None = None  # the formulation profile for a scheduled `--policy best`
     realtime: bool = False
     prefix: str = "/ground"
     keep_images: bool = False
@@ -115,6 +132,15 @@ class _Grounder:
         self.outputs.label_info(t_ns, ready.label_info_cdr)
         return True, busy
 
+    def put_frame_prompts(self, item: FramePromptSet) -> None:
+        """A recorded per-frame prompt set, taken as the node takes one off ``frame_prompts``."""
+        if item.prompts is None:
+            self.summary.prompts_rejected += 1
+            _warn(f"frame prompt set rejected ({item.source}), its frame gets the operator's prompts: "
+                  f"{item.problem}")
+            return
+        self.core.put_frame_prompts(item.stamp_ns, item.prompts)
+
     def dropped(self, frame: Frame, reason: str) -> None:
         self.summary.dropped += 1
         self.outputs.frame(dropped(frame, reason, self.plan.max_pixels))
@@ -126,8 +152,27 @@ def _warn(text: str) -> None:
     tqdm.write(f"probench ground: warning: {text}", file=sys.stderr)
 
 
-def check_plan(source: BagSource,
-               plan: GroundPlan) -> tuple[Topic, Topic | None, list[PromptEvent], SpatialTopics]:
+def frame_prompts_topic(source: BagSource, requested: str | None) -> Topic | None:
+    """The recorded per-frame prompt sets: ``requested``, "none", or (None) the bag's only
+    vision_msgs/LabelInfo topic named ``.../frame_prompts``."""
+    labels = [t for t in source.topics.values() if t.msgtype == LABEL_INFO_MSGTYPE]
+    if requested == "none":
+        return None
+    if requested is not None:
+        topic = source.topics.get(requested)
+        if topic is None or topic.msgtype != LABEL_INFO_MSGTYPE:
+            names = ", ".join(t.name for t in labels) or "none"
+            raise GroundUsageError(f"--frame-prompts-topic {requested}: not a vision_msgs/msg/LabelInfo "
+                                   f"topic in {source.path}; LabelInfo topics: {names}")
+        return topic
+    named = [t for t in labels if t.name.rsplit("/", 1)[-1] == "frame_prompts"]
+    return named[0] if len(named) == 1 else None
+
+
+Schedule = list[PromptEvent | PolicyEvent]
+
+
+def check_plan(source: BagSource, plan: GroundPlan) -> tuple[Topic, Topic | None, Schedule, SpatialTopics]:
     """The camera topic, the recorded prompt topic, the scheduled prompts and the depth and
     CameraInfo topics, or a one-line error."""
     spatial = choose_topics(source, plan.depth_topic, plan.camera_info_topic)
@@ -157,7 +202,7 @@ def check_plan(source: BagSource,
 
 
 def _events(source: BagSource, image: Topic, prompt_topic: Topic | None,
-            schedule: list[PromptEvent], spatial: Iterator[tuple[int, str, Any]] | None = None
+            schedule: Schedule, *ahead: Iterator[tuple[int, str, Any]]
             ) -> Iterator[tuple[int, str, Any]]:
     """``(t_ns, kind, item)`` in time order: kind "frame" (a Frame), "prompts" (a PromptEvent),
     "copy" ((topic, raw), a recorded prompt message kept with --keep-images), "depth"/"info"
@@ -175,8 +220,8 @@ def _events(source: BagSource, image: Topic, prompt_topic: Topic | None,
                 yield t, "copy", (topic, raw)
                 yield t, "prompts", recorded_event(t, raw, topic)
 
-    scheduled = ((e.t_ns, "prompts", e) for e in schedule)
-    yield from heapq.merge(scheduled, spatial or iter(()), recorded(), key=lambda e: e[0])
+    scheduled = ((e.t_ns, "policy" if isinstance(e, PolicyEvent) else "prompts", e) for e in schedule)
+    yield from heapq.merge(scheduled, *ahead, recorded(), key=lambda e: e[0])
 
 
 def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any], policy: PromptPolicy | None = None
@@ -203,9 +248,10 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any], policy: Promp
             jsonl=plan.jsonl, overwrite=plan.overwrite, jpeg_quality=plan.jpeg_quality,
             depth=topics.depth is not None, masks=masks,
         )
+        # frame_prompts are read ahead of their frames: a set not there by its frame never comes
         core = FrameCore(detector, settings=CoreSettings(
             max_detections=plan.max_detections, max_pixels=plan.max_pixels,
-            score_threshold=plan.score_threshold),
+            score_threshold=plan.score_threshold, frame_prompts_wait=0.0),
             spatial=spatial.stage if spatial is not None else None)
         grounder = _Grounder(core, outputs, summary, plan, spatial)
         replay = MailboxReplay(grounder.ground, grounder.apply, grounder.dropped, realtime=plan.realtime)
@@ -217,8 +263,11 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any], policy: Promp
         try:
             if plan.prompts:  # active before the first frame, as a node configured with them
                 replay.prompts(float("-inf"), plan.prompts, start)
-            extra = spatial_events(plan.bag, topics, plan.depth_tolerance) if topics.depth else None
-            for t, kind, item in _events(source, image, prompt_topic, schedule, extra):
+            ahead = [spatial_events(plan.bag, topics, plan.depth_tolerance)] if topics.depth else []
+            sets_topic = frame_prompts_topic(source, plan.frame_prompts_topic)
+            if sets_topic is not None:
+                ahead.append(read_ahead(plan.bag, {sets_topic.name: "frame_prompts"}, LOOKAHEAD_S))
+            for t, kind, item in _events(source, image, prompt_topic, schedule, *ahead):
                 t_s = (t - start) / 1e9
                 if kind == "frame":
                     summary.frames += 1
@@ -232,6 +281,10 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any], policy: Promp
                     outputs.copy(item[0], t, item[1])
                 elif kind in ("depth", "info"):
                     grounder.put_spatial(kind, item)
+                elif kind == "frame_prompts":
+                    grounder.put_frame_prompts(recorded_frame_prompts(item, sets_topic.name, t))
+                elif kind == "policy":
+                    replay.policy(t_s, resolve_policy(item.policy, model=plan.model, profile=plan.profile), t)
                 elif item.prompts is None:
                     summary.prompts_rejected += 1
                     _warn(f"prompt rejected ({item.source}), previous prompts stay active: {item.problem}")

@@ -37,9 +37,10 @@ from probench.models.base import Detector
 from probench.models.testing import ScriptedDetector
 from probench.msgs.wire import restamp_cdr
 from probench.realtime.eval_stream import Answer
-from probench.realtime.frame_core import CoreSettings, FrameCore
+from probench.realtime.frame_core import enable_masks, node_core
 from probench.realtime.grounding_stats import GroundingStats
 from probench.realtime.grounding_worker import FrameWorker, ImageKind, Prompts, StampedPromptSets
+from probench.realtime.node_spec import GROUNDING_PARAMS, GroundingConfig
 
 __all__ = ["GROUNDING", "FakeClock", "FakeGroundingLink", "NodeFrame"]
 
@@ -168,6 +169,7 @@ class FakeGroundingLink:
         frame_prompts_wait: float = 0.5,
         clock: FakeClock | None = None,
         detector: Detector | None = None,
+        grounding: dict[str, Any] | None = None,
     ) -> None:
         self.model_s = model_s
         self.wrong_class, self.duplicate = set(wrong_class), set(duplicate)
@@ -181,9 +183,12 @@ class FakeGroundingLink:
         self.worker_clock = _WorkerClock(self)
         self.sets = StampedPromptSets(clock=self.worker_clock if clock is not None else None)
         # the node's own core: every frame is answered exactly as the grounding node answers it
-        settings = CoreSettings(max_detections=int(GROUNDING["max_detections"]),
-                                frame_prompts_wait=frame_prompts_wait)
-        self.core = FrameCore(self.detector, settings=settings, frame_sets=self.sets)
+        # the node's parameters (``grounding``: overrides, e.g. tracking, depth_topic) and its own core
+        self.parameters = {**GROUNDING, "frame_prompts_wait": frame_prompts_wait, **(grounding or {})}
+        cfg = GROUNDING_PARAMS.to_config(GroundingConfig, {
+            **GROUNDING_PARAMS.defaults(), **{k: v for k, v in self.parameters.items() if k != "prompts"}})
+        enable_masks(self.detector, cfg.masks)
+        self.core = node_core(self.detector, cfg, frame_sets=self.sets)
         self.stats = GroundingStats()
         self.worker = FrameWorker(self.stats, self._handle_frame, self._apply_prompts, self._on_error)
         self.acks: list[bytes] = []  # the acknowledgements (LabelInfo) of operator prompt sets
@@ -219,7 +224,7 @@ class FakeGroundingLink:
     # -- EvaluatorLink ----------------------------------------------------------------------
     def grounding_parameters(self, timeout: float) -> dict[str, Any]:
         info = getattr(self.detector, "model_info", None) or {}
-        return {**GROUNDING, "model": info.get("name", GROUNDING["model"])}
+        return {**self.parameters, "model": info.get("name", self.parameters["model"])}
 
     def wait_ready(self, compressed: bool, timeout: float) -> None:
         self.compressed = compressed
@@ -375,6 +380,17 @@ class FakeGroundingLink:
 
     def _put_set(self, stamp: int, texts: Prompts) -> None:
         self.sets.put(stamp, texts)
+
+    def send_depth(self, raw: bytes) -> None:
+        """A serialized depth Image, delivered at once (the node's depth subscription)."""
+        problem = self.core.put_depth_cdr(raw)
+        if problem:
+            self.logs.append("WARNING " + problem)
+
+    def send_camera_info(self, k: Sequence[float], width: int, height: int) -> None:
+        problem = self.core.put_camera_info(list(k), width, height)
+        if problem:
+            self.logs.append("WARNING no 3D output: " + problem)
 
     def put_prompts(self, prompts: Sequence[str]) -> None:
         """Operator prompts, as the node's ``prompt`` topic gives them (checked as it checks them)."""

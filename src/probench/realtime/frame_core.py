@@ -291,9 +291,10 @@ class FrameCore:
         return {"masks_seen": self.masks_seen}
 
 
-def node_core(detector: Detector, cfg: GroundingConfig) -> FrameCore:
+def node_core(detector: Detector, cfg: GroundingConfig, frame_sets: StampedPromptSets | None = None
+              ) -> FrameCore:
     """The core of a grounding node configured with ``cfg`` (its spatial stage with tracking
-    or a depth topic)."""
+    or a depth topic); ``frame_sets``: the stamped-set map (a simulated clock's)."""
     depth = bool(cfg.depth_topic.strip())
     spatial = None
     if depth or cfg.tracking:
@@ -302,7 +303,7 @@ def node_core(detector: Detector, cfg: GroundingConfig) -> FrameCore:
                                                min_depth_pixels=cfg.min_depth_pixels))
     settings = CoreSettings(max_detections=cfg.max_detections, max_pixels=cfg.max_image_pixels,
                             frame_prompts_wait=cfg.frame_prompts_wait, score_threshold=cfg.score_threshold)
-    return FrameCore(detector, settings=settings, spatial=spatial)
+    return FrameCore(detector, settings=settings, spatial=spatial, frame_sets=frame_sets)
 
 
 def free_model_memory() -> None:
