@@ -55,8 +55,8 @@ def _run(tmp_path: Path, bag: Path, out: str, env: dict[str, str],
     return proc.returncode, err_path.read_text(), time.perf_counter() - t0, usage.ru_maxrss
 
 
-def test_bomb_mid_bag_is_one_line_under_200_mb_and_no_slower_than_a_good_bag(tmp_path: Path, ros_env: dict[str, str],
-                                                              repo_root: Path) -> None:
+def test_bomb_mid_bag_is_one_line_under_200_mb_and_no_slower_than_a_good_bag(
+        tmp_path: Path, ros_env: dict[str, str], repo_root: Path) -> None:
     env = dict(ros_env, PYTHONPATH=str(repo_root / "src"))
     good = _run(tmp_path, _bag(tmp_path / "good", None), "o_good", env)
     assert good[0] == 0, good[1]

@@ -37,7 +37,7 @@ from probench.models.base import Detector
 from probench.models.testing import ScriptedDetector
 from probench.msgs.wire import restamp_cdr
 from probench.realtime.eval_stream import Answer
-from probench.realtime.frame_core import enable_masks, node_core
+from probench.realtime.frame_core import FrameAnswer, Wanted, enable_masks, node_core
 from probench.realtime.grounding_stats import GroundingStats
 from probench.realtime.grounding_worker import FrameWorker, ImageKind, Prompts, StampedPromptSets
 from probench.realtime.node_spec import GROUNDING_PARAMS, GroundingConfig
@@ -192,6 +192,8 @@ class FakeGroundingLink:
         self.stats = GroundingStats()
         self.worker = FrameWorker(self.stats, self._handle_frame, self._apply_prompts, self._on_error)
         self.acks: list[bytes] = []  # the acknowledgements (LabelInfo) of operator prompt sets
+        self.wanted = Wanted()  # the optional outputs a subscriber would want (masks, debug image)
+        self.answers: list[FrameAnswer] = []  # the core's answers, in order (its encoded messages)
         self.compressed = False
         self._lock = threading.RLock()
         self._handler: Callable[[Answer], object] | None = None
@@ -247,7 +249,8 @@ class FakeGroundingLink:
 
         self.policies.append(policy)
         # as the node: the worker holds the policy; the operator's prompts are made ready again
-        self.worker.put_policy(resolve_policy(policy, model="test-instant", profile=profile or None), None)
+        model = str((getattr(self.detector, "model_info", None) or {}).get("name", GROUNDING["model"]))
+        self.worker.put_policy(resolve_policy(policy, model=model, profile=profile or None), None)
         self.advance(self._now())
 
     @property
@@ -333,12 +336,15 @@ class FakeGroundingLink:
         self.worker_clock.local_ns = start if self.clock is not None else None  # the frame's own time
         try:
             answer = self.core.answer(raw, compressed=kind != "raw", prompts=prompts,
-                                      policy=self.worker.policy)
+                                      policy=self.worker.policy, wanted=self.wanted)
         finally:
             self.worker_clock.local_ns = None
         if self.clock is None and self.model_s:
             time.sleep(self.model_s)
         frame.prompt_wait_ms, frame.bound = answer.prompt_wait_ms, answer.bound
+        if answer.answered:
+            with self._lock:
+                self.answers.append(answer)
         wait_ns = round(answer.prompt_wait_ms * 1e6)
         model_ns = round(self.model_s * 1e9) if answer.answered else 0  # no set: no inference, no answer
         answers: list[Answer] = []
