@@ -86,7 +86,8 @@ def annotate(item: Grounded) -> np.ndarray:
 
     bgr = cv2.cvtColor(np.ascontiguousarray(item.rgb), cv2.COLOR_RGB2BGR)
     extras = spatial_labels(len(item.detections), item.track_ids, item.d3)  # ids and distances
-    out = draw_detections(bgr, item.detections, item.prompts, bgr=True, extras=extras)
+    out = draw_detections(bgr, item.detections, item.prompts, bgr=True, extras=extras,
+                          masks=item.detections.masks)
     if item.dropped:
         h, w = out.shape[:2]
         scale = max(0.35, min(h, w) / 700)
@@ -209,11 +210,11 @@ class GroundOutputs:
     def _write_masks(self, item: Grounded, t: int) -> None:
         """The segmentation images, and their class map whenever the frame's prompts change."""
         if item.prompts != self._mask_prompts:
-            from probench.msgs.masks import segmentation_label_info_cdr
+            from probench.msgs.masks import semantic_label_info_to_cdr
 
             self._mask_prompts = item.prompts
             self._bag.write(self._conn["/segmentation/label_info"], t,
-                            segmentation_label_info_cdr(item.prompts, item.header))
+                            semantic_label_info_to_cdr(item.prompts, item.header))
         for topic, data in item.mask_cdr.items():
             self._bag.write(self._conn[f"/{topic}"], t, data)
 

@@ -163,12 +163,12 @@ def recorded_event(t_ns: int, raw: bytes, topic: str) -> PromptEvent:
 def recorded_frame_prompts(raw: bytes, topic: str, t_ns: int) -> FramePromptSet:
     """A recorded ``frame_prompts`` LabelInfo, accepted or rejected exactly as the node would."""
     from probench.bags.source import one_line
-    from probench.bags.typestore import typestore
+    from probench.bags.typestore import vision_typestore
     from probench.models.base import check_prompts
 
     source = f"{topic} at t={t_ns} ns"
     try:
-        msg = typestore().deserialize_cdr(raw, "vision_msgs/msg/LabelInfo")
+        msg = vision_typestore().deserialize_cdr(raw, "vision_msgs/msg/LabelInfo")
     except Exception as exc:  # noqa: BLE001 - any decoding failure is a malformed message
         return FramePromptSet(-1, None, source, f"undecodable message ({one_line(exc)})")
     stamp = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from probench.realtime.node_spec import GroundingConfig
     from probench.spatial.depth import Detections3D
 
+MASKS_STAGE = "masks"  # building the segmentation images (only while subscribed)
 NO_PROMPTS = "no prompts yet: publish one on 'prompt' (or set the prompts parameter)"
 
 
@@ -234,14 +235,22 @@ class FrameCore:
     def _checked_masks(self, dets: Detections, image_hw: tuple[int, int]) -> Detections:
         """Masks of another size than the image (a plugin's bug) are dropped with one logged
         problem: the frame is still answered with its boxes."""
-        if dets.masks is None or dets.masks.shape[1:] == tuple(image_hw):
+        from probench.spatial.errors import MaskShapeError
+        from probench.spatial.masks import checked_masks
+
+        if dets.masks is None:
             return dets
-        why = (f"the model's masks are {dets.masks.shape[2]}x{dets.masks.shape[1]}, the image "
-               f"{image_hw[1]}x{image_hw[0]}: masks dropped, boxes published")
+        try:
+            checked_masks(dets, image_hw)
+            return dets
+        except MaskShapeError as exc:
+            self._say_once(f"{exc}: masks dropped, boxes published")
+        return Detections(dets.xyxy, dets.scores, dets.prompt_index, None, dets.timings_ms)
+
+    def _say_once(self, why: str) -> None:
         if why not in self._mask_problem_said:
             self._mask_problem_said.add(why)
             self._mask_problems.append(why)
-        return Detections(dets.xyxy, dets.scores, dets.prompt_index, None, dets.timings_ms)
 
     def _encode(self, out: FrameAnswer, wanted: Wanted, on_2d: Callable[[FrameAnswer], None] | None) -> None:
         from probench.msgs.wire import detections_to_cdr
@@ -258,17 +267,40 @@ class FrameCore:
         spatial = self.spatial
         if spatial is not None and spatial.settings.depth:
             self._locate(out, spatial)
-        if wanted.masks and dets.masks is not None:
-            from probench.msgs.masks import segmentation_cdr
-
-            out.mask_cdr = segmentation_cdr(dets, out.header)
+        if (wanted.masks or wanted.points) and dets.masks is not None:
+            self._masks(out, wanted)
         if wanted.debug_image:
             from probench.realtime.spatial_stage import spatial_labels
             from probench.viz import draw_detections
 
             assert out.rgb is not None
             extras = spatial_labels(len(dets), out.track_ids, out.d3)
-            out.debug_rgb = draw_detections(out.rgb, dets, out.prompts, extras=extras)
+            out.debug_rgb = draw_detections(out.rgb, dets, out.prompts, extras=extras, masks=dets.masks)
+
+    def _masks(self, out: FrameAnswer, wanted: Wanted) -> None:
+        """The segmentation images (and the target's points) of the published detections."""
+        from probench.msgs.masks import mono_image_to_cdr, points_to_cdr
+        from probench.realtime.node_spec import MASK_TOPICS
+        from probench.spatial.masks import compose_masks, target_detection, target_points
+
+        dets, header = out.detections, out.header
+        assert out.rgb is not None and dets.masks is not None
+        t0 = time.perf_counter()
+        try:
+            if wanted.masks:
+                images = compose_masks(dets, np.arange(len(dets)), out.rgb.shape[:2])
+                out.mask_cdr = {topic: mono_image_to_cdr(image, header) for topic, image in zip(
+                    MASK_TOPICS, (images.instances, images.semantic, images.confidence), strict=True)}
+            depth = self.spatial.last_depth if self.spatial is not None and out.d3 is not None else None
+            target = target_detection(dets, 0)
+            if wanted.points and depth is not None and target is not None:
+                points = target_points(depth[0], dets.masks[target], depth[1])
+                out.points_cdr = points_to_cdr(points, header)
+        except ProbenchError as exc:  # e.g. more prompts than the semantic image holds
+            self._say_once(f"no mask images: {exc}")
+            out.problems.extend(self._mask_problems)
+            self._mask_problems.clear()
+        out.stages_ms[MASKS_STAGE] = (time.perf_counter() - t0) * 1000.0
 
     def _locate(self, out: FrameAnswer, spatial: SpatialStage) -> None:
         """After the 2D answer: the frame's depth paired, the 3D outputs encoded."""

@@ -160,7 +160,7 @@ class GroundingOutputs:
         """The semantic image's class map, latched, again whenever the frame's prompts change."""
         if self.mask_labels is None or answer.prompts == self._mask_prompts:
             return
-        from probench.msgs.masks import segmentation_label_info_cdr
+        from probench.msgs.masks import semantic_label_info_to_cdr
 
         self._mask_prompts = answer.prompts
-        self.mask_labels.publish(segmentation_label_info_cdr(answer.prompts, answer.header))
+        self.mask_labels.publish(semantic_label_info_to_cdr(answer.prompts, answer.header))
