@@ -155,18 +155,7 @@ def _warn(text: str) -> None:
 def frame_prompts_topic(source: BagSource, requested: str | None) -> Topic | None:
     """The recorded per-frame prompt sets: ``requested``, "none", or (None) the bag's only
     vision_msgs/LabelInfo topic named ``.../frame_prompts``."""
-    labels = [t for t in source.topics.values() if t.msgtype == LABEL_INFO_MSGTYPE]
-    if requested == "none":
-        return None
-    if requested is not None:
-        topic = source.topics.get(requested)
-        if topic is None or topic.msgtype != LABEL_INFO_MSGTYPE:
-            names = ", ".join(t.name for t in labels) or "none"
-            raise GroundUsageError(f"--frame-prompts-topic {requested}: not a vision_msgs/msg/LabelInfo "
-                                   f"topic in {source.path}; LabelInfo topics: {names}")
-        return topic
-    named = [t for t in labels if t.name.rsplit("/", 1)[-1] == "frame_prompts"]
-    return named[0] if len(named) == 1 else None
+    return source.named_topic(requested, LABEL_INFO_MSGTYPE, "frame_prompts", "--frame-prompts-topic")
 
 
 Schedule = list[PromptEvent | PolicyEvent]
