@@ -1,6 +1,6 @@
 """Synthetic sequence datasets (docs/FORMATS.md, "Sequences"), deterministic from a seed.
 
-Each video is a small scene: a smooth background, a static grey pillar in front of
+Each video is a small scene: a grey gradient, a static grey pillar in front of
 everything, and three coloured shapes (two targets and a distractor that shares a
 target's shape, so that the target's ``cat`` form names two objects: its coref set is
 ``[orig, tmpl]``). Every shape moves back and forth along a straight line whose range
@@ -40,16 +40,9 @@ __all__ = [
 
 VISIBLE_SHARE = 0.5  # of a shape's area, in the image and not behind the pillar
 GREY = (128, 128, 128)
-_COLOURS = {
-    "red": (220, 40, 40),
-    "blue": (40, 70, 220),
-    "green": (40, 170, 60),
-    "yellow": (230, 200, 40),
-    "purple": (150, 50, 180),
-    "orange": (240, 130, 30),
-    "cyan": (40, 200, 210),
-    "pink": (240, 120, 180),
-}
+# saturated colours far (RGB distance > 80) from each other and from every grey of the background, so
+# that a colour rule finds each shape (the example plugin's detector: examples/, docs/MODELS.md)
+_COLOURS = {"red": (200, 30, 30), "green": (30, 160, 50), "blue": (30, 60, 200), "yellow": (220, 210, 40)}
 _SHAPES = ("square", "disk", "triangle")
 
 
@@ -118,8 +111,8 @@ def sequence_scene(
             )
         )
     px = int(width * rng.uniform(0.4, 0.55))
-    top = tuple(int(v) for v in rng.integers(170, 230, 3))
-    bottom = tuple(int(v) for v in rng.integers(60, 120, 3))
+    top = (int(rng.integers(170, 215)),) * 3  # a grey gradient
+    bottom = (int(rng.integers(70, 110)),) * 3
     return SequenceScene(
         video,
         tuple(objs),

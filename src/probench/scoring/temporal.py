@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = ["IOU", "TEMPORAL_PCR_SHARE", "Target", "TrackedTop1", "temporal_metrics", "top1_by_pair"]
 
+PROMPT_KIND = "prompt"  # the trace records of operator prompts (realtime/eval_sequence.py)
 IOU = PCR_IOU  # a target is found when its top-1 overlaps it this much
 TEMPORAL_PCR_SHARE = 0.8  # of a target's visible frames, under every formulation of its coref set
 FOUND, LOST, HIDDEN, INACTIVE = "1", "0", "-", " "
@@ -243,37 +244,48 @@ def _share(num: int, den: int, per: float = 1.0) -> float | None:
 FrameTimes = Mapping[int, Mapping[str, Any]]  # image id -> its trace record (stamp_ns, sent_ns, received_ns)
 
 
-def _prompt_changes(
-    dataset: Dataset, lines: Mapping[str, str], times: FrameTimes | None
-) -> list[dict[str, Any]]:
+PromptEvents = Mapping[tuple[int, int], Mapping[str, Any]]  # (video, frame index) -> its prompt record
+
+
+def _ros_latency(start: Mapping[str, Any] | None, end: Mapping[str, Any] | None,
+                 event: Mapping[str, Any] | None) -> float | None:
+    """ms from the new prompt to the arrival of the answer that found the target: from the
+    operator prompt's send (same session: one monotonic clock), else from the changed frame's
+    stamp (a replay with stamped sets: the stamps' grid plus that answer's own latency)."""
+    if end is None or end.get("received_ns") is None:
+        return None
+    if event is not None:
+        if event.get("sent_ns") is None or event.get("session") != end.get("session"):
+            return None
+        return round((end["received_ns"] - event["sent_ns"]) / 1e6, 3)
+    if start is None:
+        return None
+    return round((end["stamp_ns"] - start["stamp_ns"] + end["received_ns"] - end["sent_ns"]) / 1e6, 3)
+
+
+def _prompt_changes(dataset: Dataset, lines: Mapping[str, str], times: FrameTimes | None,
+                    events: PromptEvents | None) -> list[dict[str, Any]]:
     out = []
     for vid, video in dataset.videos.items():
         previous = set(dataset.label_space(video.image_ids[0]))
         for ch in video.prompt_changes:
             new = [q for q in ch.query_ids if q not in previous] or list(ch.query_ids)
             previous = set(ch.query_ids)
+            event = (events or {}).get((vid, ch.frame_index))
             for q in new:
                 line = lines.get(f"{vid}:{q}", "")
                 hit = next((k for k in range(ch.frame_index, len(line)) if line[k] == FOUND), None)
-                rec: dict[str, Any] = {
-                    "video_id": vid,
-                    "frame_index": ch.frame_index,
-                    "query_id": q,
-                    "found_frame": hit,
-                    "latency_frames": None if hit is None else hit - ch.frame_index,
-                    "latency_ms_data": None,
-                    "latency_ms_ros": None,
-                }
+                rec: dict[str, Any] = {"video_id": vid, "frame_index": ch.frame_index, "query_id": q,
+                                       "found_frame": hit,
+                                       "latency_frames": None if hit is None else hit - ch.frame_index,
+                                       "latency_ms_data": None, "latency_ms_ros": None,
+                                       "ack_ms": None if event is None else event.get("ack_ms")}
                 if hit is not None and video.timestamps is not None:
-                    rec["latency_ms_data"] = round(
-                        1000 * (video.timestamps[hit] - video.timestamps[ch.frame_index]), 3
-                    )
+                    dt = video.timestamps[hit] - video.timestamps[ch.frame_index]
+                    rec["latency_ms_data"] = round(1000 * dt, 3)
                 if hit is not None and times is not None:
-                    start, end = times.get(video.image_ids[ch.frame_index]), times.get(video.image_ids[hit])
-                    if start and end and end.get("received_ns") is not None:
-                        # stamps: the replay grid (wall clock); the answer's own latency: monotonic
-                        ms = (end["stamp_ns"] - start["stamp_ns"] + end["received_ns"] - end["sent_ns"]) / 1e6
-                        rec["latency_ms_ros"] = round(ms, 3)
+                    rec["latency_ms_ros"] = _ros_latency(times.get(video.image_ids[ch.frame_index]),
+                                                         times.get(video.image_ids[hit]), event)
                 out.append(rec)
     return out
 
@@ -283,6 +295,7 @@ def _formulation(
     targets: Sequence[Target],
     records: Sequence[Mapping[str, Any]],
     times: FrameTimes | None,
+    events: PromptEvents | None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     top1 = top1_by_pair(records)
     by_track = any(r.get("track_id") is not None for r in records)
@@ -292,7 +305,7 @@ def _formulation(
     active = sum(len(t.frames) for t in targets)
     flicker = sum(flicker_count(line) for line in lines.values())
     mot = _mot(targets, top1, by_track) | _hota(targets, top1, by_track)
-    changes = _prompt_changes(dataset, lines, times)
+    changes = _prompt_changes(dataset, lines, times, events)
     out: dict[str, Any] = {
         "continuity": _share(found, visible),
         "flicker_per_100_frames": _share(flicker, visible, 100.0),
@@ -313,6 +326,7 @@ def _formulation(
         "prompt_change_latency_ms_ros": _mean(
             [c["latency_ms_ros"] for c in changes if c["latency_ms_ros"] is not None]
         ),
+        "prompt_change_ack_ms": _mean([c["ack_ms"] for c in changes if c["ack_ms"] is not None]),
         "prompt_changes_never_found": sum(1 for c in changes if c["found_frame"] is None),
     }
     return out, lines
@@ -367,18 +381,22 @@ def temporal_metrics(
     dataset: Dataset,
     predictions: Mapping[str, Sequence[Mapping[str, Any]]],
     frame_times: Mapping[str, FrameTimes] | None = None,
+    prompt_events: Mapping[str, PromptEvents] | None = None,
 ) -> dict[str, Any] | None:
     """The temporal metrics (module doc) of ``predictions`` (formulation -> COCO results,
     optionally with ``track_id``) on a sequence dataset; None for a dataset without videos.
-    ``frame_times``: per formulation, each image's trace record of a ROS run (for the
-    prompt-change latency through ROS 2)."""
+    ``frame_times``: per formulation, each image's trace record of a ROS run, and
+    ``prompt_events``: its operator prompts' records by (video, frame index) (a sequence
+    bag's replay, realtime/eval_sequence.py): the prompt-change latency through ROS 2."""
     if not dataset.videos:
         return None
     targets = _targets(dataset)
     by_f: dict[str, Any] = {}
     lines: dict[str, dict[str, str]] = {}
     for f, records in predictions.items():
-        by_f[f], lines[f] = _formulation(dataset, targets, records, (frame_times or {}).get(f))
+        by_f[f], lines[f] = _formulation(
+            dataset, targets, records, (frame_times or {}).get(f), (prompt_events or {}).get(f)
+        )
     out: dict[str, Any] = {
         "iou_threshold": IOU,
         "temporal_pcr_share": TEMPORAL_PCR_SHARE,
@@ -410,12 +428,15 @@ def run_temporal(dataset: Dataset, run_dir: Any, formulations: Sequence[str]) ->
     run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     preds = {f: run.predictions(f) for f in formulations}
     times: dict[str, dict[int, Mapping[str, Any]]] = {}
-    trace = run.path / TRACE_FILE
-    if trace.exists():
-        for r in latest_frames(read_trace(trace)):
-            if r.get("stamp_ns") is not None and r.get("sent_ns") is not None:
-                times.setdefault(str(r["formulation"]), {})[int(r["image_id"])] = r
-    return temporal_metrics(dataset, preds, times or None)
+    events: dict[str, dict[tuple[int, int], Mapping[str, Any]]] = {}
+    records = read_trace(run.path / TRACE_FILE)
+    for r in latest_frames(records):
+        if r.get("stamp_ns") is not None and r.get("sent_ns") is not None:
+            times.setdefault(str(r["formulation"]), {})[int(r["image_id"])] = r
+    for r in records:  # operator prompts (a sequence bag's replay): the last sent for each change
+        if r.get("kind") == PROMPT_KIND:
+            events.setdefault(str(r["formulation"]), {})[(int(r["video_id"]), int(r["frame_index"]))] = r
+    return temporal_metrics(dataset, preds, times or None, events or None)
 
 
 def _fmt(v: object) -> str:
