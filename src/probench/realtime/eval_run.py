@@ -240,7 +240,8 @@ def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag, clock: Clo
     with tqdm(total=todo, desc="eval", unit="frame", disable=None) as bar, session.recording(), recorder:
         recorder.on_frame = lambda: bar.update(1)  # the bar on stderr, only on a terminal
         crash_point("eval.started")
-        collector = Collector(recorder.put, answer_timeout_s=cfg.answer_timeout,
+        emit = _with_video(recorder.put, bag.dataset) if bag.dataset.videos else recorder.put
+        collector = Collector(emit, answer_timeout_s=cfg.answer_timeout,
                               session=int(session.info.get("resumed", 0)), ok=link.ok, clock=clock)
         link.set_answer_handler(collector.collect)
         for f in run_plan.skipped:
@@ -273,6 +274,20 @@ def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag, clock: Clo
             crash_point("eval.formulation_done")
         recorder.check()
     return finish(session, bag.dataset, cfg)
+
+
+def _with_video(put: Callable[[FramePlan | None, dict[str, Any] | None, list[CocoResult]], None],
+                dataset: Dataset) -> Callable[[FramePlan | None, dict[str, Any], list[CocoResult]], None]:
+    """The recorder's ``put`` adding each frame record's ``video_id``: a video is streamed on
+    its own, and the real-time figures take each as a stream (eval_realtime._streams)."""
+    video_of = {i: vid for vid, v in dataset.videos.items() for i in v.image_ids}
+
+    def emit(frame: FramePlan | None, record: dict[str, Any], results: list[CocoResult]) -> None:
+        if "image_id" in record and int(record["image_id"]) in video_of:
+            record["video_id"] = video_of[int(record["image_id"])]
+        put(frame, record, results)
+
+    return emit
 
 
 def _run_sequences(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag, run_plan: RunPlan,

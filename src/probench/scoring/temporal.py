@@ -451,22 +451,23 @@ def temporal_lines(m: Mapping[str, Any]) -> list[str]:
         return []
     rows = [
         "",
-        f"temporal ({t['n_videos']} videos, {t['n_targets']} targets, "
-        f"found = top-1 IoU>={t['iou_threshold']}):",
-        "formulation  continuity flicker/100 IDF1   MOTA   IDsw/100 "
-        "change-latency frames / ms (data) / ms (ROS)",
+        f"temporal: {t['n_videos']} videos, {t['n_targets']} targets, {t['n_prompt_changes']} prompt "
+        f"change(s); found = top-1 IoU >= {t['iou_threshold']}",
+        "formulation  continuity flicker/100 HOTA   IDF1   MOTA   IDsw/100 | prompt change: frames  "
+        "ms (data)  ms (ROS 2)  ack ms",
     ]
     for f, s in t["by_formulation"].items():
         rows.append(
             f"{f:<12} {_fmt(s['continuity']):<10} {_fmt(s['flicker_per_100_frames']):<11} "
-            f"{_fmt(s.get('idf1')):<6} {_fmt(s.get('mota')):<6} {_fmt(s['id_switches_per_100_frames']):<8} "
-            f"{_fmt(s['prompt_change_latency_frames'])} / {_fmt(s['prompt_change_latency_ms_data'])} / "
-            f"{_fmt(s['prompt_change_latency_ms_ros'])}  (identity: {s['identity']})"
+            f"{_fmt(s.get('hota')):<6} {_fmt(s.get('idf1')):<6} {_fmt(s.get('mota')):<6} "
+            f"{_fmt(s['id_switches_per_100_frames']):<8} | {_fmt(s['prompt_change_latency_frames']):<21} "
+            f"{_fmt(s['prompt_change_latency_ms_data']):<10} {_fmt(s['prompt_change_latency_ms_ros']):<11} "
+            f"{_fmt(s.get('prompt_change_ack_ms'))}  (identity: {s['identity']})"
         )
     share = t["temporal_pcr_share"]
+    null = t.get("temporal_pcr_null_reason")
     rows.append(
-        f"temporal PCR (found in >= {share:g} of visible frames under every coref formulation) "
-        f"{_fmt(t['temporal_pcr'])}"
-        + (f"  null: {t['temporal_pcr_null_reason']}" if t.get("temporal_pcr_null_reason") else "")
+        f"temporal PCR (found on >= {share:g} of the visible frames under every coref formulation) "
+        f"{_fmt(t['temporal_pcr'])}" + (f"  null: {null}" if null else "")
     )
     return rows
