@@ -54,3 +54,12 @@ class OperatorFakeLink(FakeGroundingLink):
         if self.operator is not None and self.announced == 0:  # no stamped sets: the operator's
             return self.operator, 0
         return super()._stamped_set(stamp, start)
+
+
+def build(spec: Any, *, preprocess: str = "device", **_options: Any) -> Any:
+    """A one-off plugin model (``--model helpers.sequence_link:build``; the zoo's factory
+    arguments, of which it needs only ``preprocess``): the colour detector."""
+    det = colour_detector()
+    det.preprocess = preprocess
+    det.weights_source = "none (numpy colour rule)"
+    return det

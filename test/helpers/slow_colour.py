@@ -7,15 +7,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from helpers.sequence_link import colour_detector
+from helpers.sequence_link import build as colour
 
 DELAY_S = 0.15
 
 
-def build(spec: Any, *, device: str, precision: str, score_threshold: float, weights: str | None,
-          random_weights: bool, preprocess: str) -> Any:
+def build(spec: Any, **options: Any) -> Any:
     """The zoo's factory signature (docs/MODELS.md, "Plugin models")."""
-    det = colour_detector()
+    det = colour(spec, **options)
     run = det._run
 
     def slow_run(image: Any, text_state: object) -> Any:
@@ -23,6 +22,5 @@ def build(spec: Any, *, device: str, precision: str, score_threshold: float, wei
         return run(image, text_state)
 
     det._run = slow_run
-    det.preprocess = preprocess
     det.weights_source = "none (numpy colour rule, 150 ms sleep)"
     return det
