@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
+from typing import Any, TypeGuard
 
 __all__ = ["PromptChange", "Video", "build_videos", "check_sequences", "is_sequence_dataset"]
 
@@ -49,7 +49,7 @@ class Video:
         return len(self.image_ids)
 
 
-def _is_int(v: object) -> bool:
+def _is_int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -319,6 +319,6 @@ def build_videos(images: Mapping[int, Any], raw: Mapping[str, Any]) -> dict[int,
             str(meta.get("name", f"video {vid}")),
             tuple(i for _, i, _ in entries),
             changes,
-            None if any(t is None for t in stamps) else tuple(float(t) for t in stamps),
-        )  # type: ignore[arg-type]
+            None if any(t is None for t in stamps) else tuple(float(t or 0.0) for t in stamps),
+        )
     return out

@@ -117,7 +117,7 @@ def sequence_scene(
         video,
         tuple(objs),
         (px, px + max(6, width // 12)),
-        (top, bottom),  # type: ignore[arg-type]
+        (top, bottom),
         width,
         height,
         n_frames,
@@ -134,7 +134,7 @@ def _mask(obj: SceneObject, frame: int, width: int, height: int) -> np.ndarray:
         inside &= (u - 0.5) ** 2 + (v - 0.5) ** 2 <= 0.25
     elif obj.shape == "triangle":
         inside &= np.abs(u - 0.5) <= v / 2
-    return inside
+    return np.asarray(inside, dtype=bool)
 
 
 def _area(obj: SceneObject) -> float:

@@ -103,11 +103,8 @@ def top1_by_pair(records: Iterable[Mapping[str, Any]]) -> dict[tuple[int, int], 
         best = out.get(key)
         if best is None or score > best.score:
             tid = r.get("track_id")
-            out[key] = TrackedTop1(
-                tuple(float(v) for v in r["bbox"]),
-                score,  # type: ignore[arg-type]
-                None if tid is None else int(tid),
-            )
+            x, y, w, h = (float(v) for v in r["bbox"])
+            out[key] = TrackedTop1((x, y, w, h), score, None if tid is None else int(tid))
     return out
 
 
@@ -257,10 +254,10 @@ def _ros_latency(start: Mapping[str, Any] | None, end: Mapping[str, Any] | None,
     if event is not None:
         if event.get("sent_ns") is None or event.get("session") != end.get("session"):
             return None
-        return round((end["received_ns"] - event["sent_ns"]) / 1e6, 3)
+        return round(float(end["received_ns"] - event["sent_ns"]) / 1e6, 3)
     if start is None:
         return None
-    return round((end["stamp_ns"] - start["stamp_ns"] + end["received_ns"] - end["sent_ns"]) / 1e6, 3)
+    return round(float(end["stamp_ns"] - start["stamp_ns"] + end["received_ns"] - end["sent_ns"]) / 1e6, 3)
 
 
 def _prompt_changes(dataset: Dataset, lines: Mapping[str, str], times: FrameTimes | None,
