@@ -18,9 +18,20 @@ from probench.bags.writer import write_bag
 from probench.data.dataset import load_dataset
 from probench.data.synthetic_sequences import write_sequence_dataset
 
-pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.usefixtures("requires_vision_msgs")]
+
+def test_a_sequence_bag_is_replayed_at_its_own_rate(repo_root: Path) -> None:
+    from probench.bags.reader import ProbenchBag
+    from probench.ros.cli_eval import bag_rate_hz
+
+    with ProbenchBag(repo_root / "bags" / "probench-sequences") as bag:
+        assert bag_rate_hz(bag) == 10.0
+    with ProbenchBag(repo_root / "bags" / "probench-sample") as bag:
+        assert bag_rate_hz(bag) == 30.0
 
 
+@pytest.mark.ros
+@pytest.mark.slow
+@pytest.mark.usefixtures("requires_vision_msgs")
 def test_sequence_bag_through_ros(repo_root: Path, tmp_path: Path, ros_env: dict) -> None:
     ds = write_sequence_dataset(tmp_path / "ds", 2, 20)
     write_bag(load_dataset(ds), tmp_path / "bag", compressed=True, rate_hz=10.0, progress=False)
@@ -28,7 +39,7 @@ def test_sequence_bag_through_ros(repo_root: Path, tmp_path: Path, ros_env: dict
     out = tmp_path / "run"
     r = subprocess.run(
         [sys.executable, "-m", "probench", "eval", "--model", "helpers.slow_colour:build", "--bag",
-         str(tmp_path / "bag"), "--out", str(out), "--formulations", "orig", "--rate", "10",
+         str(tmp_path / "bag"), "--out", str(out), "--formulations", "orig",  # at the bag's 10 Hz
          "--domain-id", str(fresh_domain())],
         env=env, capture_output=True, text=True, timeout=240,
     )

@@ -43,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="zoo model name (`probench models`), e.g. tiny-owlv2")
     parser.add_argument("--bag", required=True, help="probench bag (`probench bag`)")
     parser.add_argument("--out", required=True, help="run folder (resumed if it holds a partial run)")
-    parser.add_argument("--rate", type=float, default=None, help="camera-rate replay rate in Hz (default 30)")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="camera-rate replay rate in Hz (default 30; a sequence bag: its own frame rate)")
     parser.add_argument("--mode", choices=MODES, default=None,
                         help="camera-rate (default: frames the model cannot keep up with are missed) or "
                              "as-fast-as-answered (every frame answered: for accuracy)")
@@ -216,6 +217,8 @@ def run(args: argparse.Namespace) -> int:
     with ProbenchBag(args.bag) as bag:  # a bad bag fails here, in one line, before any node starts
         n_frames = bag.n_frames
         sequence = bool(bag.dataset.videos)  # a sequence bag: the node tracks (docs/EVALUATION.md)
+        if sequence and args.rate is None:  # replayed at the rate it was recorded at
+            args.rate = bag_rate_hz(bag)
         graph = eval_graph(
             bag=args.bag, out=args.out, model=args.model, device=args.device,
             mode="as-fast-as-answered" if args.parity else args.mode, rate=args.rate,
@@ -300,6 +303,16 @@ def _fmt(v: Any, pct: bool = False) -> str:
     if pct:
         return f"{100 * float(v):.1f}%"
     return f"{float(v):.3f}" if isinstance(v, float) else str(v)
+
+
+def bag_rate_hz(bag: ProbenchBag) -> float | None:
+    """The bag's frame rate: its median frame spacing (None for a single frame)."""
+    import numpy as np
+
+    times = [t for t, _ in bag.frame_infos()]
+    gaps = np.diff(times)
+    gaps = gaps[gaps > 0]
+    return round(1e9 / float(np.median(gaps)), 6) if len(gaps) else None
 
 
 def summary_table(metrics: dict[str, Any], info: dict[str, Any]) -> str:
