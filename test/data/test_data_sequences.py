@@ -13,7 +13,7 @@ import pytest
 
 from probench.data.dataset import Dataset, load_dataset
 from probench.data.sequences import PromptChange
-from probench.data.synthetic_sequences import render_frame, sequence_coco, sequence_scene
+from probench.data.synthetic_sequences import render_frame, sequence_coco, sequence_scene, visible_box
 from probench.data.validate import validate_coco
 
 
@@ -191,6 +191,18 @@ def test_the_generator_is_deterministic_and_has_what_it_promises() -> None:
         for frames in tracks.values():  # each target is lost for a while (occluded or out of the image)
             assert len(frames) < max(frames) - min(frames) + 1, (vid, sorted(frames))
     assert {q.coref for q in ds.queries.values()} == {("orig", "tmpl"), ("orig", "cat", "tmpl")}
+    # why a target is not visible: behind the pillar (inside the image) or out of the image
+    hidden, left = 0, 0
+    for v in (0, 1):
+        scene = sequence_scene(v, n_frames=40)
+        for obj in scene.objects[:2]:
+            for f in range(40):
+                if visible_box(scene, obj, f) is None:
+                    x, _ = obj.corner(f)
+                    inside = x >= 0 and x + obj.size <= scene.width
+                    hidden += inside
+                    left += x + obj.size <= 0 or x >= scene.width
+    assert hidden > 0 and left > 0
 
 
 def test_the_committed_sample_is_up_to_date(repo_root: Path) -> None:

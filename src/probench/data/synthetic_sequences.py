@@ -35,6 +35,7 @@ __all__ = [
     "render_frame",
     "sequence_coco",
     "sequence_scene",
+    "visible_box",
     "write_sequence_dataset",
 ]
 
@@ -141,7 +142,7 @@ def _area(obj: SceneObject) -> float:
     return obj.size * obj.size * {"square": 1.0, "disk": np.pi / 4, "triangle": 0.5}[obj.shape]
 
 
-def _visible_box(scene: SequenceScene, obj: SceneObject, frame: int) -> list[float] | None:
+def visible_box(scene: SequenceScene, obj: SceneObject, frame: int) -> list[float] | None:
     """``[x, y, w, h]`` of the shape (its whole extent, clipped to the image) when visible."""
     mask = _mask(obj, frame, scene.width, scene.height)
     mask[:, scene.pillar[0] : scene.pillar[1]] = False
@@ -180,7 +181,7 @@ def _switch_frame(scene: SequenceScene) -> int:
     """The first video's prompt change: the first frame from the middle on where its second
     target is visible (so that the latency measures the detector, not the scene)."""
     mid = scene.n_frames // 2
-    return next((f for f in range(mid, scene.n_frames - 1) if _visible_box(scene, scene.objects[1], f)), mid)
+    return next((f for f in range(mid, scene.n_frames - 1) if visible_box(scene, scene.objects[1], f)), mid)
 
 
 def sequence_coco(n_videos: int = 4, n_frames: int = 60, *, width: int = 160, height: int = 120,
@@ -222,7 +223,7 @@ def sequence_coco(n_videos: int = 4, n_frames: int = 60, *, width: int = 160, he
                 }
             )
             for k in (0, 1):
-                box = _visible_box(scene, scene.objects[k], f)
+                box = visible_box(scene, scene.objects[k], f)
                 if qids[k] in active and box is not None:
                     annotations.append(
                         {
