@@ -4,8 +4,9 @@ Meanings follow NVIDIA ros2_benchmark's basic performance calculator; docs/EVALU
 "Real-time figures", puts each formula next to its ros2_benchmark counterpart. Times are
 the evaluator's monotonic clock: a frame's latency is the arrival of its Detection2DArray
 (taken on the raw bytes) minus the moment its image was published. A *stream* is one
-formulation within one session, sent without a pause; rates and spans are pooled over
-streams (intervals over summed spans), never over the gaps between them.
+formulation within one session (and one video, on a sequence bag), sent without a pause;
+rates and spans are pooled over streams (intervals over summed spans), never over the gaps
+between them.
 
 - ``frames_sent`` / ``frames_received`` / ``frames_missed`` / ``missed_share``: measured
   frames published; answered and credited; the rest (dropped by the node's newest-frame
@@ -53,10 +54,12 @@ def _round(v: float | None, nd: int = 4) -> float | None:
 
 
 def _streams(recs: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
-    """Uninterrupted streams: one formulation within one session, in send order."""
-    by: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
+    """Uninterrupted streams: one formulation within one session (and one video, on a
+    sequence bag: each is streamed on its own), in send order."""
+    by: dict[tuple[str, int, int], list[Mapping[str, Any]]] = {}
     for r in recs:
-        by.setdefault((str(r["formulation"]), int(r.get("session", 0))), []).append(r)
+        key = (str(r["formulation"]), int(r.get("session", 0)), int(r.get("video_id", -1)))
+        by.setdefault(key, []).append(r)
     return list(by.values())
 
 

@@ -77,6 +77,10 @@ def build_report(
         notes.append(
             f"{len(refs)} published row(s): not in Figs. 3-4 (the paper publishes no per-IoU values)"
         )
-    write_text_atomic(out / "report.md", document.render(entries, table_md, names, notes))
+    from probench.report.temporal import write_temporal  # runs on sequence datasets only
+
+    temporal_files, temporal_md = write_temporal(entries, out)
+    written.update(temporal_files)
+    write_text_atomic(out / "report.md", document.render(entries, table_md, names, notes) + temporal_md)
     written["report.md"] = out / "report.md"
     return written

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from probench.scoring.temporal import temporal_lines
+
 
 def _fmt(v: object) -> str:
     return "-" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v)
@@ -29,6 +31,7 @@ def summary_table(m: Mapping[str, Any]) -> str:
     if "delta_policy_orig" in m:
         rows.append(f"delta_policy_orig {_fmt(m['delta_policy_orig'])}  (prompt policy vs as typed)")
     rows += pcr_lines(m)
+    rows += temporal_lines(m)  # a sequence dataset's run only
     if m["formulations_missing"]:
         rows.append(f"missing formulations: {', '.join(m['formulations_missing'])}")
     if "latency_ms" in m:

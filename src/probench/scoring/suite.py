@@ -374,6 +374,10 @@ def score_run(
         dataset, preds, latency=summary, realtime=rt, pcr_score_threshold=pcr_score_threshold,
         progress=progress,
     )  # fmt: skip
+    if dataset.videos:  # a sequence dataset: the temporal metrics (scoring/temporal.py)
+        from probench.scoring.temporal import run_temporal
+
+        out["temporal"] = run_temporal(dataset, run, forms)
     model = info.get("model")
     out["model"] = model.get("name") if isinstance(model, dict) else None
     out["dataset_hash"] = dataset.content_hash
