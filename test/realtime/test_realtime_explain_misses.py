@@ -36,3 +36,21 @@ def test_a_wait_that_made_the_frame_outlast_a_period_is_a_late_prompt_set() -> N
 
 def test_a_frame_slower_than_a_period_by_itself_is_the_mailbox_whatever_it_waited() -> None:
     assert _causes(busy_ms=100.0, wait_ms=50.0) == {MAILBOX}
+
+
+def test_a_frame_replaced_while_the_worker_was_idle_is_the_mailbox_while_idle(tmp_path) -> None:
+    """The trace's idle replacements (NodeTrace.read(idle=True)) are the node's evidence too."""
+    from probench.realtime.eval_realtime import MAILBOX_IDLE
+    from probench.realtime.grounding_trace import NodeTrace, header_stamp_ns
+
+    trace = NodeTrace(tmp_path / "node.jsonl")
+    image = b"\x00\x01\x00\x00" + (7).to_bytes(4, "little") + (25).to_bytes(4, "little") + b"\x00" * 8
+    stamp = header_stamp_ns(image)
+    trace.replaced(image)  # no frame in flight
+    trace.close()
+    missed = [frame_record("orig", 1, sent_ns=1, received_ns=None, status="missed", stamp_ns=stamp)]
+    assert NodeTrace.read(tmp_path / "node.jsonl") == []  # frame records only, by default
+    node = NodeTrace.read(tmp_path / "node.jsonl", idle=True)
+    assert node == [{"replaced_idle": stamp}]
+    assert [c for c, _ in explain_misses(missed, node, period_ms=PERIOD_MS).values()] == [MAILBOX_IDLE]
+    assert [c for c, _ in explain_misses(missed, [], period_ms=PERIOD_MS).values()] == ["no evidence"]

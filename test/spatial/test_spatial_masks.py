@@ -196,3 +196,23 @@ def test_tiny_segmentation_models_masks_encode_at_the_image_size(name: str) -> N
         pixels = np.frombuffer(msg.data, arr.dtype.newbyteorder("<")).reshape(96, 160)
         np.testing.assert_array_equal(pixels, arr)
     assert int(images.instances.max()) <= len(order) and int(images.semantic.max()) <= 2
+
+
+def test_masks_follow_the_detections_through_the_ensemble_policy() -> None:
+    """The prompt policy answers under the operator's prompts (model texts fused back): each
+    kept detection keeps its own mask, so the mask images of the answer hold."""
+    from probench.models.zoo import load_detector
+    from probench.prompting.policy import resolve_policy
+
+    det = load_detector("test-masks")
+    rgb = np.zeros((48, 64, 3), np.uint8)
+    plan = resolve_policy("ensemble").plan(["the red mug on the desk => mug", "a door"])
+    dets = plan.detect(det, rgb)
+    assert len(dets) and dets.masks is not None and dets.masks.shape == (len(dets), 48, 64)
+    raw = det.detect(rgb, list(plan.model_texts))
+    assert raw.masks is not None
+    for box, mask in zip(dets.xyxy, dets.masks, strict=True):  # each fused box with its own mask
+        (same,) = np.flatnonzero((raw.xyxy == box).all(axis=1))[:1]
+        np.testing.assert_array_equal(mask, raw.masks[same])
+    inst, sem, _ = compose_masks(dets, top_order(dets), (48, 64))
+    assert int(sem.max()) <= len(plan.operator) and int(inst.max()) <= len(dets)

@@ -169,6 +169,7 @@ def _without_warmup(fig: dict[str, Any]) -> dict[str, Any]:
 
 # -- why a frame was missed: the node's own evidence ----------------------------------------
 MAILBOX = "mailbox"  # the one excuse: dropped by the newest-frame mailbox behind a long frame
+MAILBOX_IDLE = "mailbox while idle"  # replaced before the worker took it: the worker had no CPU
 
 
 def explain_misses(
@@ -178,7 +179,8 @@ def explain_misses(
     node's own trace, never from the evaluator's latencies. ``node_frames``: one record per
     frame the node processed, with ``stamp_ns``, ``start_ns``, ``end_ns``,
     ``prompt_wait_ms`` (waiting for its stamped prompt set), ``bound`` (answered with its
-    own set) and ``replaced`` (the stamps replaced in its mailbox meanwhile).
+    own set) and ``replaced`` (the stamps replaced in its mailbox meanwhile); records
+    ``{"replaced_idle": stamp}`` (replaced while no frame was in flight) may be among them.
 
     Causes: ``mailbox`` (replaced while the node processed a frame that took longer than a
     period, not counting any wait for a prompt set: the only miss a correct pipeline makes
@@ -186,8 +188,13 @@ def explain_misses(
     waited for a frame's stamped prompt set, a wait that made that frame outlast a period,
     or processed without its own set),
     ``mailbox within a period`` (replaced although the frame in flight took no longer than
-    a period) and ``no evidence`` (the node never saw it, or did not say)."""
-    by_stamp = {int(f["stamp_ns"]): f for f in node_frames}
+    a period: the frames reached the node less than a period apart, a burst from the
+    transport, the executor or the sender), ``mailbox while idle`` (replaced in the mailbox
+    before the worker, idle, took it: its thread did not get the CPU) and ``no evidence``
+    (the node never saw it, or did not say)."""
+    node_frames = list(node_frames)
+    idle = {int(f["replaced_idle"]) for f in node_frames if "replaced_idle" in f}
+    by_stamp = {int(f["stamp_ns"]): f for f in node_frames if "stamp_ns" in f}
     replaced_by = {int(s): f for f in by_stamp.values() for s in f.get("replaced", ())}
     out: dict[int, tuple[str, str]] = {}
     for r in latest_frames(records):
@@ -211,7 +218,10 @@ def explain_misses(
                               f"stamped prompt set of frame {flight['stamp_ns']}")
             else:
                 out[stamp] = ("mailbox within a period", f"replaced while the node processed frame "
-                              f"{flight['stamp_ns']} for only {busy:.1f} ms")
+                              f"{flight['stamp_ns']} for only {busy:.1f} ms: frames reached the node "
+                              "less than a period apart")
+        elif stamp in idle:
+            out[stamp] = (MAILBOX_IDLE, "replaced in the node's mailbox before its worker, idle, took it")
         else:
             out[stamp] = ("no evidence", "the node's trace neither processed nor replaced it")
     return out
