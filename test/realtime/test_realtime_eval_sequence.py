@@ -119,7 +119,9 @@ def test_prompt_change_latency_is_at_least_a_slow_models_delay(
     seq_bag: tuple[Path, Path], tmp_path: Path
 ) -> None:
     """A 250 ms node at 10 Hz: from the operator's new prompt to the first answer that finds
-    the new target takes at least the model's 250 ms, and the node's ack 30 ms."""
+    the new target takes at least the model's 250 ms. The ack comes once the node's worker has
+    made the set ready, after the frame in flight (as in the node): at least the link's 30 ms,
+    at most one frame (250 ms) later."""
     _, bag = seq_bag
     clock = FakeClock()
     link = OperatorFakeLink(clock=clock, detector=colour_detector(), model_s=0.25, ack_s=0.03)
@@ -127,7 +129,7 @@ def test_prompt_change_latency_is_at_least_a_slow_models_delay(
     t = metrics["temporal"]["by_formulation"]["orig"]
     (pc,) = t["prompt_change"]
     assert pc["latency_ms_ros"] is not None and pc["latency_ms_ros"] >= 250.0
-    assert pc["ack_ms"] == pytest.approx(30.0)
+    assert 30.0 <= pc["ack_ms"] <= 250.0 + 30.0
     assert (
         metrics["realtime"]["frames_missed"] > 0
     )  # the mailbox dropped what the node could not keep up with

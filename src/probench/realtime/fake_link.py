@@ -170,6 +170,7 @@ class FakeGroundingLink:
         clock: FakeClock | None = None,
         detector: Detector | None = None,
         grounding: dict[str, Any] | None = None,
+        ack_s: float = 0.0,
     ) -> None:
         self.model_s = model_s
         self.wrong_class, self.duplicate = set(wrong_class), set(duplicate)
@@ -192,6 +193,11 @@ class FakeGroundingLink:
         self.stats = GroundingStats()
         self.worker = FrameWorker(self.stats, self._handle_frame, self._apply_prompts, self._on_error)
         self.acks: list[bytes] = []  # the acknowledgements (LabelInfo) of operator prompt sets
+        self.ack_s = ack_s  # an acknowledgement reaches the evaluator this long after the set is ready
+        self._ack: Callable[[tuple[str, ...], int], object] | None = None
+        self.prompts_sent: list[tuple[int, tuple[str, ...]]] = []  # operator prompts: (time, texts)
+        self.ready_calls = 0
+        self._last_announce_ns: int | None = None
         self.wanted = Wanted()  # the optional outputs a subscriber would want (masks, debug image)
         self.answers: list[FrameAnswer] = []  # the core's answers, in order (its encoded messages)
         self.compressed = False
@@ -266,6 +272,7 @@ class FakeGroundingLink:
 
     def announce(self, stamp_ns: int, texts: Sequence[str]) -> None:
         n = self.announced  # the frame this set is for (sets go out in frame order)
+        self._last_announce_ns = self._now()
         self.announced += 1
         delay = self.late_prompts.get(n)
         if delay is None:
@@ -398,6 +405,25 @@ class FakeGroundingLink:
         if problem:
             self.logs.append("WARNING no 3D output: " + problem)
 
+    # -- OperatorLink (a sequence bag's replay: realtime/eval_sequence.py) ---------------------
+    def set_prompts(self, texts: Sequence[str]) -> None:
+        """An operator prompt set, as on the node's ``prompt`` topic."""
+        self.prompts_sent.append((self._now(), tuple(texts)))
+        self.put_prompts(texts)
+
+    def set_ack_handler(self, handler: Callable[[tuple[str, ...], int], object]) -> None:
+        self._ack = handler
+
+    def ready_for_operator_prompts(self, timeout: float) -> None:
+        """As the DDS link: until the stamped sets announced so far are no longer in use (on a
+        fake clock the wait is simulated)."""
+        self.ready_calls += 1
+        if self.clock is None or self._last_announce_ns is None:
+            return
+        left = self._last_announce_ns + round(self.sets.in_use_s * 1e9) - self.clock.now_ns()
+        if left >= 0:
+            self.clock.sleep(left / 1e9 + 0.001)
+
     def put_prompts(self, prompts: Sequence[str]) -> None:
         """Operator prompts, as the node's ``prompt`` topic gives them (checked as it checks them)."""
         from probench.prompting.messages import check_prompt_specs
@@ -416,6 +442,8 @@ class FakeGroundingLink:
             self.logs.append(f"ERROR model refused prompts, previous stay active: {exc}")
             return False
         self.acks.append(ready.label_info_cdr)
+        if self._ack is not None:  # the node's label_info, received by the evaluator
+            self._ack(ready.plan.operator, self._now() + round(self.ack_s * 1e9))
         return True
 
     def _on_error(self, exc: BaseException) -> None:

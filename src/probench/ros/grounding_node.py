@@ -70,6 +70,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         self._trace: NodeTrace | None = None  # trace_file: the node's per-frame evidence
         self._syncing_param = False
         self._policy_rejected = 0
+        self._said: dict[str, float] = {}  # warning line -> when it was last logged
         self.state_label = "unconfigured"
         self.finalized = threading.Event()
         self.last_error = ""  # why configure failed
@@ -220,8 +221,14 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         self._warn(f"no 3D output: {problem} (2D detections go on)" if problem else None)
 
     def _warn(self, line: str | None) -> None:
-        if line:
-            self.get_logger().warning(line, throttle_duration_sec=_THROTTLE_S)
+        """A warning, each distinct line at most once per ``_THROTTLE_S`` (rclpy's throttle
+        is per call site: one site here would let one message hide another)."""
+        now = time.monotonic()
+        if line and now - self._said.get(line, -_THROTTLE_S) >= _THROTTLE_S:
+            self._said[line] = now
+            if len(self._said) > 256:  # bounded: lines may carry varying details
+                self._said.pop(next(iter(self._said)))
+            self.get_logger().warning(line)
 
     def _on_worker_error(self, exc: BaseException) -> None:
         self.last_frame_error = f"frame failed: {type(exc).__name__}: {exc}"
