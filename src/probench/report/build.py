@@ -20,10 +20,12 @@ def build_report(
     dataset: str | Path | None = None,
     allow_dataset_mismatch: bool = False,
     progress: bool = True,
+    bootstrap: int = 1000,
 ) -> dict[str, Path]:
     """Write the report into ``out``; returns {"table2.md", "table2.csv", "report.md", figN: path}.
     Runs of different datasets are refused unless ``allow_dataset_mismatch`` (then marked).
-    ``progress``: a bar while several runs load (never with False: ``sweep --no-progress``)."""
+    ``progress``: a bar while several runs load (never with False: ``sweep --no-progress``).
+    ``bootstrap``: resamples for the intervals of runs scored here (no metrics.json); 0: none."""
     from tqdm import tqdm
 
     from probench.cache.atomic import write_text_atomic
@@ -37,9 +39,9 @@ def build_report(
 
     # fail fast, before scoring
     refs = load_reference(resolve_reference(reference)) if reference is not None else []
-    entries = [load_run(r, dataset) for r in tqdm(runs, desc="report: loading runs", unit="run",
-                                                  file=sys.stderr, disable=not progress or len(runs) < 2,
-                                                  leave=False)]
+    bar = tqdm(runs, desc="report: loading runs", unit="run", file=sys.stderr,
+               disable=not progress or len(runs) < 2, leave=False)
+    entries = [load_run(r, dataset, bootstrap=bootstrap) for r in bar]
     if check_datasets(entries, allow_mismatch=allow_dataset_mismatch):
         print("probench report: warning: the runs were made on different datasets; reported together as "
               "--allow-dataset-mismatch asks, each row marked with its dataset", file=sys.stderr)
@@ -51,7 +53,11 @@ def build_report(
         raise ReportUsageError(f"{out}: cannot create the output folder: {exc.strerror or exc}") from exc
     written: dict[str, Path] = {}
     table_md = table.to_markdown(entries)
-    for name, text in (("table2.md", table_md), ("table2.csv", table.to_csv(entries))):
+    intervals = table.intervals_csv(entries)
+    texts = [("table2.md", table_md), ("table2.csv", table.to_csv(entries))]
+    if intervals is not None:
+        texts.append(("table2_intervals.csv", intervals))
+    for name, text in texts:
         write_text_atomic(out / name, text)
         written[name] = out / name
     plots = {

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from probench.report.build import build_report
+from probench.scoring.cli import resamples
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,9 +29,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+    parser.add_argument(
+        "--bootstrap", type=resamples, default=1000, metavar="N",
+        help="bootstrap resamples for the intervals of runs scored here (no metrics.json; default 1000, "
+             "0: none); a run's metrics.json keeps the intervals `probench score` gave it",
+    )  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> int:
     written = build_report(args.runs, args.out, args.reference, args.dataset,
-                           allow_dataset_mismatch=args.allow_dataset_mismatch)
+                           allow_dataset_mismatch=args.allow_dataset_mismatch, bootstrap=args.bootstrap)
     for path in written.values():
         print(path)
     return 0

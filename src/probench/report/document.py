@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 from probench import __version__
 from probench.report.load import Entry
-from probench.report.table import format_number
+from probench.report.table import format_number, md_text
 from probench.scoring.suite import json_object
 from probench.vocabulary import PROMPT_TYPES
 
@@ -32,8 +32,8 @@ FIGURE_CAPTIONS: dict[str, str] = {
 }  # fmt: skip
 
 
-def _md(text: object) -> str:
-    return str(text).replace("|", "\\|")
+def _md(text: object) -> str:  # a string from a file: inert in Markdown and HTML
+    return md_text(text)
 
 
 def _runs_table(runs: list[Entry]) -> list[str]:
@@ -144,13 +144,14 @@ def _fmt(v: object) -> str:
 
 def _warnings(runs: list[Entry]) -> list[str]:
     out = []
-    hashes = {h for e in runs if (h := json_object(e.info.get("dataset")).get("hash"))}
+    hashes = {h for e in runs if (h := e.dataset_hash())}
     if len(hashes) > 1:
-        out.append("The runs were made on **different datasets** (run.json dataset hashes differ): "
+        out.append("The runs were scored on **different datasets** (their dataset hashes differ): "
                    "their rows are not comparable.")
     stale = [e.label for e in runs if e.metrics.get("dataset_hash_matches") is False]
     if stale:
-        out.append("Scored against a dataset that differs from the one inferred on: " + ", ".join(stale))
+        out.append("Scored against a dataset that differs from the one inferred on: "
+                   + ", ".join(map(_md, stale)))
     models = [e.info.get("model") for e in runs]
     if any(isinstance(m, dict) and m.get("random_weights") is True for m in models):
         out.append("Rows marked *(random weights)* come from models with random weights: they test the "

@@ -136,12 +136,15 @@ def score(
     realtime: Mapping[str, object] | None = None,
     pcr_score_threshold: float | None = None,
     progress: bool = False,
+    bootstrap: int = 0,
+    bootstrap_seed: int = 0,
 ) -> dict[str, Any]:
     """Every metric of docs/METRICS.md for the formulations given (a subset of orig/cat/tmpl,
     and ``policy`` for a prompt policy's run: by_formulation, m_policy, delta_policy_orig).
     ``pcr_score_threshold`` adds pcr50_at / plc_at (recovery by predictions scoring at
     least that). ``progress`` shows a tqdm bar on stderr (one step per formulation, then
-    breakdowns)."""
+    breakdowns). ``bootstrap`` resamples (seeded by ``bootstrap_seed``) add ``intervals``
+    (scoring/bootstrap.py)."""
     unknown = sorted(set(predictions) - set(RUN_FORMULATIONS))
     if unknown:
         raise ScoringUsageError(
@@ -193,6 +196,10 @@ def score(
     # PCR/PLC over the paper's formulations only
     recovery = {f: ev.recovered() for f, ev in evals.items() if f in FORMULATIONS}
     out.update(pcr_plc(gt.query_coref, gt.gt_query, gt.gt_crowd, recovery, pcr_score_threshold))
+    if bootstrap:  # confidence intervals (scoring/bootstrap.py); the point values above are unchanged
+        from probench.scoring.bootstrap import intervals
+
+        out["intervals"] = intervals(gt, evals, out["best_formulation"], bootstrap, bootstrap_seed)
     out["by_prompt_type"], out["by_domain"], out["by_size"] = {}, {}, {}
     if "orig" in evals:
         ev = evals["orig"]
@@ -318,6 +325,8 @@ def score_run(
     dataset_check: str = "record",
     progress: bool = False,
     allow_unknown: bool = False,
+    bootstrap: int = 0,
+    bootstrap_seed: int = 0,
 ) -> dict[str, Any]:
     """Score a run folder (docs/FORMATS.md, "Run folders"): its complete formulations, latency and realtime.
 
@@ -372,7 +381,7 @@ def score_run(
     rt = realtime if isinstance(realtime, dict) else None
     out = score(
         dataset, preds, latency=summary, realtime=rt, pcr_score_threshold=pcr_score_threshold,
-        progress=progress,
+        progress=progress, bootstrap=bootstrap, bootstrap_seed=bootstrap_seed,
     )  # fmt: skip
     model = info.get("model")
     out["model"] = model.get("name") if isinstance(model, dict) else None
