@@ -10,7 +10,8 @@ from pathlib import Path
 from probench.report.errors import ReportUsageError
 
 FIGURE_FILES = {"fig3": "fig3_map_vs_iou.png", "fig4": "fig4_delta_max_vs_iou.png", "fig5": "fig5_pareto.png",
-                "timeline": "fig_latency_timeline.png"}
+                "timeline": "fig_latency_timeline.png", "pr": "fig_pr_curves.png",
+                "f1": "fig_f1_confidence.png", "prompt_types": "fig_prompt_types.png"}
 
 
 def build_report(
@@ -67,6 +68,10 @@ def build_report(
     }
     if any(e.trace or isinstance(e.metrics.get("realtime"), dict) for e in entries):  # ROS replays only
         plots["timeline"] = figures.fig_latency_timeline(entries)
+    if any(isinstance(e.metrics.get("curves"), dict) for e in entries):  # runs scored with curves
+        plots["pr"] = figures.fig_pr_curves(entries)
+        plots["f1"] = figures.fig_f1_curves(entries)
+    plots["prompt_types"] = figures.fig_prompt_types(entries)
     names: dict[str, str | None] = {}
     notes: list[str] = []
     for key, plot in plots.items():

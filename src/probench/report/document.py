@@ -26,6 +26,14 @@ FIGURE_CAPTIONS: dict[str, str] = {
             "end-to-end latency `probench eval` measured through ROS 2 at camera rate (labelled so), "
             "beside the offline protocol's point; hollow grey: random weights (a pipeline test), "
             "never on the Pareto frontier, which is drawn over the offline protocol's points.",
+    "pr": "Precision-recall - per formulation, every query pooled, IoU 0.5: each point one score "
+          "threshold (0 to 1, step 0.01) (docs/METRICS.md, Curves).",
+    "f1": "F1 versus confidence - F1 at each score threshold per formulation (queries pooled, IoU 0.5); "
+          "the dot and its label: the threshold of the best F1, the operating point to give the grounding "
+          "node as score_threshold.",
+    "prompt_types": "Prompt types - mAP.5 (orig) per prompt type, a bar per run; n on each tick: the "
+                    "queries of the type (a query can carry several types, so the n add up to more than "
+                    "the queries).",
     "timeline": "Latency timeline - the latency of every replayed frame over time (one panel per "
                 "formulation and run; hollow: warm-up frames, red crosses along the top: missed "
                 "frames, dashed: the real-time budget).",
@@ -138,6 +146,70 @@ def _latency(runs: list[Entry]) -> list[str]:
     return [*lines, ""]
 
 
+ERROR_TYPES = ("cls", "loc", "both", "dupe", "bkg", "missed")
+ERROR_NAMES = {"cls": "wrong query", "loc": "mislocalised", "both": "wrong query and mislocalised",
+               "dupe": "duplicates", "bkg": "background", "missed": "missed targets"}  # fmt: skip
+
+
+def _errors(runs: list[Entry]) -> list[str]:
+    """The TIDE table (metrics.json ``errors``): per run and formulation, the mAP.5 each
+    error type costs (its count in brackets), and what each reformulation changes."""
+    rows = [(e, json_object(json_object(e.metrics.get("errors")).get("by_formulation"))) for e in runs]
+    rows = [(e, by) for e, by in rows if by]
+    if not rows:
+        return []
+    lines = [
+        "## Error analysis (TIDE)", "",
+        "What each error type costs: the mAP.5 gained if exactly those errors were fixed (TIDE's "
+        "oracles; the count of errors in brackets). cls: a prediction on another query's target "
+        "(IoU >= 0.5); loc: the right query, 0.1 <= IoU < 0.5; both: wrong query and 0.1 <= IoU < 0.5; "
+        "dupe: a second prediction on a target already taken; bkg: IoU < 0.1 with every target; "
+        "missed: a target nothing recovers. Only predictions inside an image's label space are "
+        "counted. Definitions: docs/METRICS.md.", "",
+        "| row | formulation | mAP.5 | " + " | ".join(ERROR_TYPES) + " |",
+        "|---|---|:-:|" + ":-:|" * len(ERROR_TYPES),
+    ]  # fmt: skip
+    changes: list[str] = []
+    for e, by in rows:
+        for f, rec in by.items():
+            rec = json_object(rec)
+            delta, counts = json_object(rec.get("delta_ap")), json_object(rec.get("counts"))
+            cells = [f"{_fmt3(delta.get(t))} ({counts.get(t, '-')})" for t in ERROR_TYPES]
+            lines.append("| " + " | ".join([_md(e.label), _md(f), _fmt3(rec.get("ap50")), *cells]) + " |")
+        changes += _error_changes(e, by)
+    lines.append("")
+    if changes:
+        lines += ["What a reformulation changes (against orig, the largest change of each sign):", "",
+                  *(f"- {c}" for c in changes), ""]  # fmt: skip
+    return lines
+
+
+def _error_changes(e: Entry, by: dict[str, object]) -> list[str]:
+    base = json_object(json_object(by.get("orig")).get("delta_ap"))
+    out = []
+    for f in ("cat", "tmpl", "policy"):
+        other = json_object(json_object(by.get(f)).get("delta_ap"))
+        diffs = {t: float(other[t]) - float(base[t]) for t in ERROR_TYPES
+                 if isinstance(base.get(t), (int, float)) and isinstance(other.get(t), (int, float))}
+        if not diffs:
+            continue
+        parts = []
+        fixed = min(diffs, key=lambda t: diffs[t])
+        if diffs[fixed] < -0.005:
+            parts.append(f"recovers {ERROR_NAMES[fixed]} (their cost {_fmt3(base[fixed])} -> "
+                         f"{_fmt3(other[fixed])})")
+        added = max(diffs, key=lambda t: diffs[t])
+        if diffs[added] > 0.005:
+            parts.append(f"adds {ERROR_NAMES[added]} ({_fmt3(base[added])} -> {_fmt3(other[added])})")
+        said = "; ".join(parts) if parts else "changes no error type's cost by more than 0.005"
+        out.append(f"{_md(e.label)}: {f} {said}")
+    return out
+
+
+def _fmt3(v: object) -> str:
+    return f"{v:.3f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
+
+
 def _fmt(v: object) -> str:
     return f"{v:.1f}" if isinstance(v, (int, float)) else ""
 
@@ -189,6 +261,7 @@ def render(entries: list[Entry], table_md: str, figures: dict[str, str | None], 
         breakdown += _breakdown(runs, key, title)
     if breakdown:
         out += ["## Breakdowns", "", *breakdown]
+    out += _errors(runs)
     out += _latency(runs)
     out += _realtime(runs)
     return "\n".join(out).rstrip("\n") + "\n"

@@ -391,6 +391,125 @@ def fig_latency_timeline(entries: list[Entry]) -> Plot:
     return Plot(fig, notes)
 
 
+FORMULATION_COLOURS = {"orig": "tab:blue", "cat": "tab:orange", "tmpl": "tab:green", "policy": "tab:purple"}
+
+
+def _curves_of(e: Entry) -> dict[str, dict[str, Any]]:
+    """metrics.json ``curves.by_formulation`` of a run ({} when it has none)."""
+    return {f: c for f, c in json_object(json_object(e.metrics.get("curves")).get("by_formulation")).items()
+            if isinstance(c, dict)}
+
+
+def _panels(n: int, width: float = 3.4, height: float = 2.9) -> tuple[Figure, list[Axes]]:
+    cols = min(n, 3)
+    rows = (n + cols - 1) // cols
+    fig = _figure(width * cols + 0.4, height * rows + 0.5)
+    axes = fig.subplots(rows, cols, squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def _curve_plot(entries: list[Entry], what: str) -> Plot:
+    """PR (``what`` "pr") or F1-versus-confidence ("f1") curves, a panel per run, a line per
+    formulation (metrics.json ``curves``)."""
+    notes, rows = [], []
+    name = "the PR curves" if what == "pr" else "the F1 curves"
+    for e in entries:
+        if e.reference:
+            continue
+        curves = _curves_of(e)
+        if not curves:
+            notes.append(f"{e.label}: left out of {name} (no curves in its metrics: score it again)")
+            continue
+        rows.append((e, curves))
+    if not rows:
+        return Plot(None, notes)
+    fig, axes = _panels(len(rows))
+    for ax, (e, curves) in zip(axes, rows, strict=True):
+        for f, c in curves.items():
+            colour = FORMULATION_COLOURS.get(f, "0.3")
+            if what == "pr":
+                pts = [(r, p) for r, p in zip(c.get("recall") or [], c.get("precision") or [], strict=False)
+                       if r is not None and p is not None]
+                ax.plot([r for r, _ in pts], [p for _, p in pts], color=colour, lw=1.4, label=f,
+                        gid=f"pr:{e.label}:{f}")
+            else:
+                thresholds = c.get("score_thresholds") or []
+                pts = [(s, v) for s, v in zip(thresholds, c.get("f1") or [], strict=False) if v is not None]
+                ax.plot([s for s, _ in pts], [v for _, v in pts], color=colour, lw=1.4, label=f,
+                        gid=f"f1:{e.label}:{f}")
+                best, at = c.get("best_f1"), c.get("best_f1_threshold")
+                if isinstance(best, (int, float)) and isinstance(at, (int, float)):
+                    ax.plot([at], [best], marker="o", ms=4, color=colour, gid=f"best:{e.label}:{f}")
+                    ax.annotate(f"{at:.2f}", (at, best), xytext=(3, 3), textcoords="offset points",
+                                fontsize=6.5, color=colour)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("recall (IoU 0.5, queries pooled)" if what == "pr" else "score threshold", fontsize=8)
+        ax.set_ylabel("precision" if what == "pr" else "F1", fontsize=8)
+        ax.set_title(e.label, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="upper right" if what == "pr" else "lower left")
+    title = ("Precision-recall per formulation" if what == "pr"
+             else "F1 versus score threshold (dot: the operating point, the node's score_threshold)")
+    fig.suptitle(title, fontsize=10)
+    return Plot(fig, notes)
+
+
+def fig_pr_curves(entries: list[Entry]) -> Plot:
+    """Precision-recall curves per formulation, a panel per run."""
+    return _curve_plot(entries, "pr")
+
+
+def fig_f1_curves(entries: list[Entry]) -> Plot:
+    """F1 against the score threshold per formulation, its best point marked (the operating point)."""
+    return _curve_plot(entries, "f1")
+
+
+def fig_prompt_types(entries: list[Entry]) -> Plot:
+    """mAP.5 (orig) per prompt type: grouped bars, one bar per run, n queries on each tick."""
+    from probench.vocabulary import PROMPT_TYPES
+
+    runs = [e for e in entries if not e.reference and json_object(e.metrics.get("by_prompt_type"))]
+    notes = [f"{e.label}: left out of the prompt-type bars (no by_prompt_type)"
+             for e in entries if not e.reference and e not in runs]  # fmt: skip
+    if not runs:
+        return Plot(None, notes)
+    types: list[str] = []
+    for e in runs:
+        types += [t for t in json_object(e.metrics.get("by_prompt_type")) if t not in types]
+    types.sort(key=lambda t: (PROMPT_TYPES.index(t) if t in PROMPT_TYPES else len(PROMPT_TYPES), t))
+    fig = _figure(max(5.0, 0.9 * len(types) * max(1, len(runs)) ** 0.5 + 2.5), 3.6)
+    ax = fig.add_subplot()
+    width = 0.8 / len(runs)
+    for k, (e, colour) in enumerate(zip(runs, _colours(len(runs)), strict=True)):
+        by = json_object(e.metrics.get("by_prompt_type"))
+        xs, ys = [], []
+        for i, t in enumerate(types):
+            v = json_object(by.get(t)).get("map50")
+            if isinstance(v, (int, float)):
+                xs.append(i - 0.4 + width * (k + 0.5))
+                ys.append(float(v))
+        ax.bar(xs, ys, width=width * 0.95, color=colour, label=e.label, gid=f"bars:{e.label}")
+    ns = []
+    for t in types:
+        counts = {json_object(json_object(e.metrics.get("by_prompt_type")).get(t)).get("n_queries")
+                  for e in runs}
+        counts.discard(None)
+        ns.append("/".join(str(c) for c in sorted(counts)) or "?")
+    ax.set_xticks(range(len(types)))
+    ax.set_xticklabels([f"{t}\n(n={n})" for t, n in zip(types, ns, strict=True)], fontsize=7)
+    ax.set_ylabel("mAP.5 (orig)")
+    ax.set_ylim(0, 1.02)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.set_title("mAP.5 per prompt type (n: queries of the type; a query can have several types)", fontsize=9)
+    _legend(ax, len(runs))
+    return Plot(fig, notes)
+
+
 def save_png(fig: Figure, path: str | Path) -> Path:
     """Render at 150 dpi and write atomically."""
     buf = io.BytesIO()

@@ -234,7 +234,7 @@ def _score(
         # a DatasetError lists every problem on its own line: keep the headline, name the run
         first = str(exc).splitlines()[0]
         raise ReportError(f"{where}: cannot score it (no metrics.json): {first}") from exc
-    return score_run(data, where, bootstrap=bootstrap)
+    return score_run(data, where, bootstrap=bootstrap, errors=True)
 
 
 def check_datasets(entries: list[Entry], *, allow_mismatch: bool = False) -> bool:

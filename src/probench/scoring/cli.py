@@ -42,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--bootstrap-seed", type=int, default=0, metavar="S",
                         help="the bootstrap's seed (default 0)")
+    parser.add_argument("--no-errors", action="store_true",
+                        help="skip the TIDE error analysis (metrics.json `errors`)")
     parser.add_argument("--quiet", action="store_true", help="do not print the summary table")
 
 
@@ -83,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         ds, run_path, pcr_score_threshold=args.pcr_score_threshold,
         dataset_check="allow" if args.allow_dataset_mismatch else "refuse", progress=not args.quiet,
         allow_unknown=args.allow_unknown, bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed,
+        errors=not args.no_errors,
     )  # fmt: skip
     if metrics.get("n_unknown_predictions"):
         print(f"probench score: warning: {metrics['n_unknown_predictions']} prediction(s) name images or "

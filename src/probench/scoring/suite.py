@@ -200,6 +200,9 @@ def score(
         from probench.scoring.bootstrap import intervals
 
         out["intervals"] = intervals(gt, evals, out["best_formulation"], bootstrap, bootstrap_seed)
+    from probench.scoring.curves import curves  # PR and F1-vs-confidence sweeps (scoring/curves.py)
+
+    out["curves"] = curves(evals, int((~gt.gt_crowd).sum()))
     out["by_prompt_type"], out["by_domain"], out["by_size"] = {}, {}, {}
     if "orig" in evals:
         ev = evals["orig"]
@@ -327,6 +330,7 @@ def score_run(
     allow_unknown: bool = False,
     bootstrap: int = 0,
     bootstrap_seed: int = 0,
+    errors: bool = False,
 ) -> dict[str, Any]:
     """Score a run folder (docs/FORMATS.md, "Run folders"): its complete formulations, latency and realtime.
 
@@ -337,7 +341,8 @@ def score_run(
     ``dataset_check`` decides what a dataset whose content hash differs from run.json's
     ``dataset.hash`` does: "record" (``dataset_hash_matches`` false), "refuse" (a
     :class:`DatasetMismatch` naming both hashes, before any scoring) or "allow" (scored; a
-    mismatch is recorded as ``dataset_mismatch_allowed``, absent when the hashes match)."""
+    mismatch is recorded as ``dataset_mismatch_allowed``, absent when the hashes match).
+    ``bootstrap`` adds ``intervals`` (as :func:`score`), ``errors`` the TIDE error analysis."""
     from probench.cache.run import RunDir
 
     if dataset_check not in DATASET_CHECKS:
@@ -390,6 +395,10 @@ def score_run(
     if dataset_check == "allow" and matches is False:
         out["dataset_mismatch_allowed"] = True
     out["formulations_incomplete"] = run.incomplete_formulations()
+    if errors:  # TIDE's error types per formulation (scoring/errors_tide.py)
+        from probench.scoring.errors_tide import tide_errors
+
+        out["errors"] = tide_errors(dataset, preds)
     if n_unknown:
         out["n_unknown_predictions"] = n_unknown
     return out
