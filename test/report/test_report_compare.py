@@ -9,28 +9,14 @@ import pytest
 
 from probench.cli import main
 from probench.data.dataset import load_dataset
-from probench.data.synthetic import arrays_to_results, synthetic_prediction_arrays
 from probench.scoring.suite import score
 
 SAMPLE = Path(__file__).resolve().parents[2] / "datasets" / "probench-sample"
 
 
-def _sample_run(root: Path, name: str, recall: float, seed: int, dataset_hash: str | None = None) -> Path:
-    ds = load_dataset(SAMPLE, check_files=False)
-    coco = json.loads((SAMPLE / "annotations.json").read_text(encoding="utf-8"))
-    run = root / name
-    (run / "predictions").mkdir(parents=True)
-    info = {"model": {"name": name}, "dataset": {"path": str(SAMPLE), "hash": dataset_hash or ds.content_hash}}
-    (run / "run.json").write_text(json.dumps(info), encoding="utf-8")
-    for f in ("orig", "cat", "tmpl"):
-        preds = arrays_to_results(synthetic_prediction_arrays(coco, f, seed=seed, recall=recall, fp_per_pair=1.0))
-        (run / "predictions" / f"{f}.json").write_text(json.dumps(preds), encoding="utf-8")
-    return run
-
-
-def test_compare_two_sample_runs(tmp_path, capsys):
-    a = _sample_run(tmp_path, "a", 0.4, seed=1)
-    b = _sample_run(tmp_path, "b", 0.9, seed=1)
+def test_compare_two_sample_runs(sample_run, tmp_path, capsys):
+    a = sample_run("a", 0.4, seed=1)
+    b = sample_run("b", 0.9, seed=1)
     out = tmp_path / "cmp.json"
     assert main(["compare", str(a), str(b), "--bootstrap", "200", "--out", str(out), "--top", "0"]) == 0
     text = capsys.readouterr().out
@@ -39,7 +25,8 @@ def test_compare_two_sample_runs(tmp_path, capsys):
     ds = load_dataset(SAMPLE, check_files=False)
     point = {}
     for run in (a, b):
-        preds = {f: json.loads((run / "predictions" / f"{f}.json").read_text()) for f in ("orig", "cat", "tmpl")}
+        preds = {f: json.loads((run / "predictions" / f"{f}.json").read_text())
+                 for f in ("orig", "cat", "tmpl")}
         point[run.name] = score(ds, preds)
     m = result["metrics"]["orig.map50"]
     assert m["a"] == pytest.approx(point["a"]["map50"], abs=1e-9)
@@ -54,8 +41,8 @@ def test_compare_two_sample_runs(tmp_path, capsys):
     assert {q["name"] for q in result["queries"]} <= {c.name for c in ds.queries.values()}
 
 
-def test_a_run_compared_with_itself_changes_nothing(tmp_path, capsys):
-    a = _sample_run(tmp_path, "a", 0.6, seed=2)
+def test_a_run_compared_with_itself_changes_nothing(sample_run, tmp_path, capsys):
+    a = sample_run("a", 0.6, seed=2)
     out = tmp_path / "same.json"
     assert main(["compare", str(a), str(a), "--bootstrap", "50", "--out", str(out)]) == 0
     result = json.loads(out.read_text(encoding="utf-8"))
@@ -63,9 +50,9 @@ def test_a_run_compared_with_itself_changes_nothing(tmp_path, capsys):
         assert m["delta"] in (0.0, None) and m["significant"] in (False, None), key
 
 
-def test_runs_of_different_datasets_are_refused(tmp_path, capsys):
-    a = _sample_run(tmp_path, "a", 0.6, seed=1)
-    b = _sample_run(tmp_path, "b", 0.6, seed=1, dataset_hash="sha256:" + "0" * 64)
+def test_runs_of_different_datasets_are_refused(sample_run, tmp_path, capsys):
+    a = sample_run("a", 0.6, seed=1)
+    b = sample_run("b", 0.6, seed=1, dataset_hash="sha256:" + "0" * 64)
     rc = main(["compare", str(a), str(b), "--bootstrap", "0"])
     err = capsys.readouterr().err.strip()
     assert rc == 1 and "different datasets" in err and "\n" not in err

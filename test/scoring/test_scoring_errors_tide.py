@@ -17,8 +17,8 @@ from probench.scoring.suite import score
 
 
 def _query(i: int, name: str) -> dict[str, Any]:
-    return {"id": i, "name": name, "prompts": {"orig": f"the {name}", "cat": name, "tmpl": f"a photo of the {name}"},
-            "prompt_types": ["categorical"]}  # fmt: skip
+    prompts = {"orig": f"the {name}", "cat": name, "tmpl": f"a photo of the {name}"}
+    return {"id": i, "name": name, "prompts": prompts, "prompt_types": ["categorical"]}
 
 
 G1, G2, G3, G4 = [10, 10, 40, 40], [100, 100, 40, 40], [10, 120, 40, 40], [10, 10, 40, 40]
@@ -47,7 +47,7 @@ INJECTED = {
     "cls": [*PERFECT, _det(1, 2, G1, 0.95)],  # a door where the valve is
     "loc": [*PERFECT, _det(1, 1, SHIFTED, 0.95)],
     "both": [*PERFECT, _det(1, 2, SHIFTED, 0.95)],
-    "dupe": [*PERFECT, _det(1, 1, [11, 10, 40, 40], 0.8)],  # G1 again, after its true positive, before the others
+    "dupe": [*PERFECT, _det(1, 1, [11, 10, 40, 40], 0.8)],  # G1 again, after its TP, before the others
     "bkg": [*PERFECT, _det(1, 1, [150, 10, 30, 30], 0.95)],
     "missed": [d for d in PERFECT if d["bbox"] is not G3],
 }

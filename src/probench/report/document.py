@@ -90,7 +90,32 @@ def _breakdown(runs: list[Entry], key: str, title: str) -> list[str]:
             text = format_number("map50", v if isinstance(v, (int, float)) else None) or "-"
             cells.append(f"{text} (n={n})" if n is not None else text)
         lines.append("| " + " | ".join(cells) + " |")
-    return [*lines, ""]
+    return [*lines, "", _breakdown_n(runs, key), ""]
+
+
+_N_MEANS = {
+    "by_prompt_type": ("queries of the prompt type with ground truth",
+                       "a query can carry several prompt types"),
+    "by_domain": ("queries with ground truth in the domain's images",
+                  "a query with targets in several domains counts in each"),
+    "by_size": ("queries with ground truth of that size",
+                "a query with targets of several sizes counts in each"),
+}  # fmt: skip
+
+
+def _breakdown_n(runs: list[Entry], key: str) -> str:
+    """What a breakdown's n counts, and why the n can add up to more than the queries."""
+    means, why = _N_MEANS.get(key, ("queries in the group", "a query can be in several groups"))
+    sums = []
+    for e in runs:
+        by = e.metrics.get(key)
+        total = e.metrics.get("n_queries_with_gt")
+        ns = [r.get("n_queries") for r in by.values() if isinstance(r, dict)] if isinstance(by, dict) else []
+        n_sum = sum(n for n in ns if isinstance(n, int))
+        if isinstance(total, int) and n_sum > total:
+            sums.append(f"{_md(e.label)}: {n_sum} over {total} queries")
+    tail = f" (here {'; '.join(sums)})" if sums else ""
+    return f"n: {means}; {why}, so the n can add up to more than the queries with ground truth{tail}."
 
 
 def _realtime(runs: list[Entry]) -> list[str]:
