@@ -34,10 +34,22 @@ FIGURE_CAPTIONS: dict[str, str] = {
     "prompt_types": "Prompt types - mAP.5 (orig) per prompt type, a bar per run; n on each tick: the "
                     "queries of the type (a query can carry several types, so the n add up to more than "
                     "the queries).",
+    "fig6": "Fig. 6 - qualitative grounding: rows are scenes (one per domain, then one per prompt type not "
+            "covered yet, or --scenes), columns runs; in each cell the ground truth of every target query "
+            "(dashed) and the run's top-confidence prediction per target prompt, labelled with the prompt "
+            "text and its score.",
     "timeline": "Latency timeline - the latency of every replayed frame over time (one panel per "
                 "formulation and run; hollow: warm-up frames, red crosses along the top: missed "
                 "frames, dashed: the real-time budget).",
 }  # fmt: skip
+
+
+GALLERY_CAPTION = (
+    "Per run, the (image, query) pairs whose top-confidence prediction fails, most confident first, "
+    "as crops (dashed green: the target, red: the prediction): missed (no prediction for the query in "
+    "the image), mislocalised (IoU < 0.5 with every target of the query) and wrong target (IoU >= 0.5 "
+    "with another query's target)."
+)
 
 
 def _md(text: object) -> str:  # a string from a file: inert in Markdown and HTML
@@ -256,8 +268,10 @@ def _warnings(runs: list[Entry]) -> list[str]:
     return out
 
 
-def render(entries: list[Entry], table_md: str, figures: dict[str, str | None], notes: list[str]) -> str:
-    """The report as Markdown; ``figures`` maps fig3/fig4/fig5 to a PNG file name or None."""
+def render(entries: list[Entry], table_md: str, figures: dict[str, str | None], notes: list[str],
+           galleries: list[tuple[str, str]] | None = None) -> str:
+    """The report as Markdown; ``figures`` maps fig3/fig4/fig5... to a PNG file name or None;
+    ``galleries``: (run label, PNG) of each run's failure gallery."""
     runs = [e for e in entries if not e.reference]
     refs = [e for e in entries if e.reference]
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -279,6 +293,10 @@ def render(entries: list[Entry], table_md: str, figures: dict[str, str | None], 
             out += [f"![{caption}]({name})", "", f"*{caption}*", ""]
         else:
             out += [f"*{caption.split(' - ')[0]}: not drawn (no row has the data it needs).*", ""]
+    if galleries:
+        out += ["### Failure galleries", "", GALLERY_CAPTION, ""]
+        for label, name in galleries:
+            out += [f"![failures of {_md(label)}]({name})", "", f"*{_md(label)}*", ""]
     if notes:
         out += ["Rows left out of a figure:", "", *(f"- {_md(n)}" for n in notes), ""]
     breakdown = []
