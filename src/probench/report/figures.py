@@ -281,7 +281,7 @@ def _labels(ax: Axes, fig: Figure, rows: list[tuple[Entry, float, float]], texts
     :data:`_LABEL_PLACES` where its box overlaps no label already placed, no marker and stays
     inside the axes (the least overlapping place when none is free); a leader line joins a
     label placed away from its point. The figure's layout is final (frozen) when called."""
-    renderer = fig.canvas.get_renderer()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # the Agg canvas has one
     to_px = ax.transData.transform
     inside = ax.get_window_extent(renderer)
     r_px = 4.0 * fig.dpi / 72.0  # a marker's half size
@@ -566,9 +566,8 @@ def fig_prompt_types(entries: list[Entry]) -> Plot:
         ax.bar(xs, ys, width=width * 0.95, color=colour, label=e.label, gid=f"bars:{e.label}")
     ns = []
     for t in types:
-        counts = {json_object(json_object(e.metrics.get("by_prompt_type")).get(t)).get("n_queries")
-                  for e in runs}
-        counts.discard(None)
+        counts = {n for e in runs if isinstance(
+            n := json_object(json_object(e.metrics.get("by_prompt_type")).get(t)).get("n_queries"), int)}
         ns.append("/".join(str(c) for c in sorted(counts)) or "?")
     ax.set_xticks(range(len(types)))
     ax.set_xticklabels([f"{t}\n(n={n})" for t, n in zip(types, ns, strict=True)], fontsize=7)

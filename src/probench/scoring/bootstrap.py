@@ -33,6 +33,7 @@ from itertools import pairwise
 from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from probench.scoring.consistency import Recovery, _mean_pairwise_iou
 from probench.scoring.constants import COCO_IOUS, REC_THRS
@@ -206,11 +207,11 @@ class FormTable:
         n_t, n_q, n_b = self.n_thresholds, self.n_queries, wt.shape[1]
         npos = np.asarray(self.gt_count @ wt)  # (Q, B)
         valid = npos > 0
-        ap = np.zeros((n_t * n_q, n_b))
+        flat = np.zeros((n_t * n_q, n_b))
         npos_safe = np.where(valid, npos, 1.0)
         for block in self.blocks:
-            ap[block.g_ap] = block.group_ap(wt, npos_safe)
-        ap = ap.reshape(n_t, n_q, n_b)
+            flat[block.g_ap] = block.group_ap(wt, npos_safe)
+        ap = flat.reshape(n_t, n_q, n_b)
         ap[:, ~valid] = 0.0
         cnt = valid.sum(axis=0)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -229,7 +230,7 @@ def _by_group(flags: np.ndarray, row_q: np.ndarray) -> tuple[np.ndarray, np.ndar
 _POINT_ABOVE = np.arange(len(REC_THRS)) / 100.0 < REC_THRS
 
 
-def _reads_upto(tp: np.ndarray, n_pos: np.ndarray) -> np.ndarray:
+def _reads_upto(tp: np.ndarray, n_pos: np.ndarray) -> npt.NDArray[np.float64]:
     """How many of the 101 recall points are <= the recall ``tp / n_pos`` (integer-valued
     floats), deciding as pycocotools' float comparisons do: floor(100 tp / n_pos) + 1, less
     one where 100 tp / n_pos is exactly an integer j whose point lies above the float j / 100
@@ -237,7 +238,7 @@ def _reads_upto(tp: np.ndarray, n_pos: np.ndarray) -> np.ndarray:
     elsewhere)."""
     q = np.multiply(tp, 100.0)
     q /= n_pos
-    out = np.floor(q)
+    out: npt.NDArray[np.float64] = np.floor(q)
     exact = np.flatnonzero(out == q)
     out += 1.0
     if len(exact):
@@ -278,8 +279,8 @@ def targets_of(gt: GroundTruth, recovery: Mapping[str, Recovery]) -> Targets | N
     n_k = k_need.sum(axis=1)
     pair_iou = _mean_pairwise_iou(present, k_set, n_k, recovery)
     rec: dict[str, np.ndarray] = {}
-    for name, get in (("", lambda r: r.matched), ("_top1", lambda r: r.top1)):
-        got = np.stack([get(recovery[f]) for f in present], axis=1)
+    for name, attr in (("", "matched"), ("_top1", "top1")):
+        got = np.stack([getattr(recovery[f], attr) for f in present], axis=1)
         rec[name] = (targets & np.all(got | ~k_set, axis=1))[targets]
     return Targets(gt.gt_image[targets], rec, pair_iou[targets], (n_k >= 2)[targets])
 
@@ -346,7 +347,10 @@ def _map_chunks(table: FormTable, w: np.ndarray, chunk: int) -> list[np.ndarray]
     from concurrent.futures import ThreadPoolExecutor
 
     starts = range(0, w.shape[0], chunk)
-    run = lambda b: table.map_by_threshold(np.ascontiguousarray(w[b : b + chunk].T))  # noqa: E731
+
+    def run(b: int) -> np.ndarray:
+        return table.map_by_threshold(np.ascontiguousarray(w[b : b + chunk].T))
+
     workers = min(_THREADS, len(starts))
     if workers <= 1:
         return [run(b) for b in starts]

@@ -9,7 +9,7 @@ query, the AP.5 difference of a formulation, sorted by its size.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +113,7 @@ def compare_runs(
 
 
 def _query_deltas(
-    dataset: Dataset, gt: GroundTruth, evals: list[Mapping[str, _Formulation]], formulation: str
+    dataset: Dataset, gt: GroundTruth, evals: Sequence[Mapping[str, _Formulation]], formulation: str
 ) -> list[dict[str, Any]]:
     """Per query with ground truth, AP.5 in A and B and B - A, largest |change| first."""
     if not all(formulation in ev for ev in evals):
