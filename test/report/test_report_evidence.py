@@ -18,6 +18,7 @@ def test_report_has_errors_curves_and_explains_n(sample_run, tmp_path):
     doc = (out / "report.md").read_text(encoding="utf-8")
     assert "## Error analysis (TIDE)" in doc and "| a | orig |" in doc and "| b | cat |" in doc
     assert "What a reformulation changes" in doc
+    assert "## Operating points" in doc and "| a | orig | " in doc
     assert "](fig_pr_curves.png)" in doc and "](fig_f1_confidence.png)" in doc
     # the sample's queries span several domains: the n add up to more than the queries, said so
     assert "a query with targets in several domains counts in each" in doc

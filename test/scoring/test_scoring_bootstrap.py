@@ -130,6 +130,7 @@ def test_score_cli_writes_intervals_and_bootstrap_0_turns_them_off(tmp_path, cap
     assert main(["score", "--dataset", str(ds_dir), "--run", str(run), "--bootstrap", "40"]) == 0
     out = capsys.readouterr().out
     assert "95% intervals (40 paired bootstrap resamples" in out
+    assert "operating point (best F1, IoU .5, queries pooled): score_threshold orig 0." in out
     assert json.loads((run / "metrics.json").read_text())["intervals"]["resamples"] == 40
     assert main(["score", "--dataset", str(ds_dir), "--run", str(run), "--bootstrap", "0", "--quiet"]) == 0
     assert "intervals" not in json.loads((run / "metrics.json").read_text())

@@ -221,6 +221,25 @@ def _errors(runs: list[Entry]) -> list[str]:
     return lines
 
 
+def _operating_points(runs: list[Entry]) -> list[str]:
+    """Per run and formulation, the score threshold of the best F1 (metrics.json ``curves``):
+    what to give the grounding node as ``score_threshold``."""
+    lines = []
+    for e in runs:
+        by = json_object(json_object(e.metrics.get("curves")).get("by_formulation"))
+        for f, c in by.items():
+            c = json_object(c)
+            t, f1 = c.get("best_f1_threshold"), c.get("best_f1")
+            if isinstance(t, (int, float)) and isinstance(f1, (int, float)):
+                lines.append(f"| {_md(e.label)} | {_md(f)} | {t:.2f} | {f1:.3f} |")
+    if not lines:
+        return []
+    return ["## Operating points", "",
+            "The score threshold of the best F1 per run and formulation (IoU 0.5, every query pooled; "
+            "`fig_f1_confidence.png`): the `score_threshold` to give the grounding node for that model.", "",
+            "| row | formulation | score_threshold | F1 |", "|---|---|:-:|:-:|", *lines, ""]  # fmt: skip
+
+
 def _error_changes(e: Entry, by: dict[str, object]) -> list[str]:
     base = json_object(json_object(by.get("orig")).get("delta_ap"))
     out = []
@@ -304,6 +323,7 @@ def render(entries: list[Entry], table_md: str, figures: dict[str, str | None], 
         breakdown += _breakdown(runs, key, title)
     if breakdown:
         out += ["## Breakdowns", "", *breakdown]
+    out += _operating_points(runs)
     out += _errors(runs)
     out += _latency(runs)
     out += _realtime(runs)

@@ -34,8 +34,21 @@ def summary_table(m: Mapping[str, Any]) -> str:
     if "latency_ms" in m:
         lat = m["latency_ms"]
         rows.append(f"latency ms: mean {_fmt(lat.get('mean'))}  p95 {_fmt(lat.get('p95'))}")
+    rows += operating_lines(m)
     rows += interval_lines(m)
     return "\n".join(rows)
+
+
+def operating_lines(m: Mapping[str, Any]) -> list[str]:
+    """The best-F1 operating point per formulation (metrics.json ``curves``)."""
+    by = m.get("curves", {}).get("by_formulation") if isinstance(m.get("curves"), dict) else None
+    if not isinstance(by, dict):
+        return []
+    parts = [f"{f} {c['best_f1_threshold']:.2f} (F1 {c['best_f1']:.3f})" for f, c in by.items()
+             if isinstance(c, dict) and isinstance(c.get("best_f1_threshold"), float)]  # fmt: skip
+    if not parts:
+        return []
+    return [f"operating point (best F1, IoU .5, queries pooled): score_threshold {', '.join(parts)}"]
 
 
 def _iv(v: object) -> str:
