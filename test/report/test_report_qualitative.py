@@ -46,8 +46,9 @@ def test_each_cell_shows_the_gt_and_the_top_prediction_per_target_prompt(sample_
     assert {f"gt:1:{q}" for q in targets} <= gids
     texts = {t.get_gid(): t.get_text() for t in ax.texts}
     for q in targets:  # the prompt text is written out, with a score or "no prediction"
-        text = texts[f"prompt:a:1:{q}"]
+        number, text = texts[f"prompt:a:1:{q}"].split("  ", 1)
         assert text.startswith(ds.queries[q].prompts["orig"])
+        assert (texts.get(f"tag:a:1:{q}") == number) == ("no prediction" not in text)
         assert (f"pred:a:1:{q}" in gids) == ("no prediction" not in text)
     preds = json.loads((entry.path / "predictions" / "orig.json").read_text())
     q = targets[0]

@@ -16,6 +16,7 @@ every target of the query, and not on another query's target) and *wrong target*
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,15 +162,18 @@ def fig_qualitative(
                         _box(ax, a.bbox, colour, dashed=True, gid=f"gt:{image_id}:{q}")
                 top = tops[e.label].get((image_id, q))
                 prompt = dataset.queries[q].prompts.get(formulation, dataset.queries[q].name)
+                # the box carries its number; the prompt text is written out under the image, one
+                # line per prompt in its colour, so that no label covers another or the scene
                 if top is not None:
                     _box(ax, top.box, colour, gid=f"pred:{e.label}:{image_id}:{q}")
-                    ax.text(top.box[0], top.box[1], f"{prompt} {top.score:.2f}", fontsize=6.5, color="white",
-                            va="bottom", gid=f"prompt:{e.label}:{image_id}:{q}",
-                            bbox={"fc": colour, "ec": "none", "alpha": 0.85, "pad": 1.0})  # fmt: skip
-                else:
-                    ax.text(0.01, 0.99 - 0.07 * k, f"{prompt}: no prediction", transform=ax.transAxes,
-                            fontsize=6.5, color="white", va="top", gid=f"prompt:{e.label}:{image_id}:{q}",
-                            bbox={"fc": colour, "ec": "none", "alpha": 0.85, "pad": 1.0})  # fmt: skip
+                    ax.text(top.box[0], top.box[1], str(k + 1), fontsize=7, color="white", va="bottom",
+                            fontweight="bold", gid=f"tag:{e.label}:{image_id}:{q}",
+                            bbox={"fc": colour, "ec": "none", "alpha": 0.9, "pad": 0.8})  # fmt: skip
+                said = f"{prompt} {top.score:.2f}" if top is not None else f"{prompt}: no prediction"
+                ax.text(0.0, -0.03 - 0.085 * k, f"{k + 1}  {said}", transform=ax.transAxes,
+                        fontsize=6.5, color=colour, va="top", ha="left",
+                        gid=f"prompt:{e.label}:{image_id}:{q}")  # fmt: skip
+            ax.set_xlabel("\n" * len(queries), fontsize=8.5)  # reserves the caption lines' room in the layout
             if r == 0:
                 ax.set_title(e.label, fontsize=8)
             if c == 0:
@@ -251,7 +255,7 @@ def fig_failures(entry: Entry, dataset: Dataset, formulation: str = "orig") -> P
                 detail += f", IoU {f['iou']:.2f}"
             if kind == "wrong target":
                 detail += f", on '{dataset.queries[f['taken']].name}'"
-            ax.set_title(f"{prompt}{detail}", fontsize=6.5)
+            ax.set_title(textwrap.fill(f"{prompt}{detail}", 34), fontsize=6.5)  # wrapped: titles never meet
             if c == 0:
                 ax.set_ylabel(f"{kind} ({len(found[kind])})", fontsize=8)
     fig.suptitle(f"{entry.label}: failures of the top-confidence prediction ({formulation}); dashed green: "
