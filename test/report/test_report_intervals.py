@@ -95,3 +95,11 @@ def test_report_refuses_runs_scored_on_different_datasets_by_their_metrics_hash(
     assert main(["report", str(a), str(b), "--out", str(tmp_path / "o"), "--allow-dataset-mismatch"]) == 0
     doc = (tmp_path / "o" / "report.md").read_text(encoding="utf-8")
     assert "**different datasets**" in doc and "[dataset ? aaaaaaaa]" in doc
+
+
+def test_a_dollar_in_a_name_is_plain_text_in_the_figures(make_run, tmp_path):
+    """A label is never parsed as mathtext: ``$\\frac{`` once ended the report in an internal error."""
+    run = make_run("money", paper_name="cost $\\frac{1 and $x^")
+    out = tmp_path / "rep"
+    assert main(["report", str(run), "--out", str(out)]) == 0
+    assert (out / "fig5_pareto.png").is_file() and (out / "fig3_map_vs_iou.png").is_file()

@@ -233,6 +233,7 @@ def fig_pareto(entries: list[Entry]) -> Plot:
     ax.legend(handles=_pareto_legend(rows, texts, frontier=bool(front), families=families), loc="upper left",
               bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     ax.set_title("Fig. 5 - accuracy-latency trade-off", fontsize=10)
+    plain_text(fig)
     fig.canvas.draw()  # lay the figure out, then freeze it: labels are placed in its final pixels
     fig.set_layout_engine("none")
     _labels(ax, fig, rows, texts)
@@ -293,6 +294,7 @@ def _labels(ax: Axes, fig: Figure, rows: list[tuple[Entry, float, float]], texts
         best: tuple[float, Any] | None = None
         for dx, dy, ha in _LABEL_PLACES:
             ann = ax.annotate(text, (lat, m50), xytext=(dx, dy), textcoords="offset points", fontsize=6.5,
+                              parse_math=False,
                               ha=ha, color="black" if not e.reference else "0.3", gid=f"label:{text}",
                               zorder=5,
                               bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.6})
@@ -313,10 +315,12 @@ def _labels(ax: Axes, fig: Figure, rows: list[tuple[Entry, float, float]], texts
         if np.hypot(*ann.xyann) > 12:  # placed away from its point: a leader line
             ann.remove()
             ann = ax.annotate(text, (lat, m50), xytext=ann.xyann, textcoords="offset points", fontsize=6.5,
+                              parse_math=False,
                               ha=ann.get_ha(), color=ann.get_color(), gid=f"label:{text}", zorder=5,
                               arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.45", "shrinkA": 0,
                                           "shrinkB": 3},
                               bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.6})
+        ann.set_parse_math(False)
         placed.append(ann.get_window_extent(renderer))
 
 
@@ -579,8 +583,18 @@ def fig_prompt_types(entries: list[Entry]) -> Plot:
     return Plot(fig, notes)
 
 
+def plain_text(fig: Figure) -> None:
+    """Every text of the figure as plain text: labels come from files, and a ``$`` in one
+    (``cost $\\frac{1``) would otherwise be parsed as mathtext, and fail or render as math."""
+    from matplotlib.text import Text
+
+    for t in fig.findobj(Text):
+        t.set_parse_math(False)
+
+
 def save_png(fig: Figure, path: str | Path) -> Path:
-    """Render at 150 dpi and write atomically."""
+    """Render at 150 dpi (every text plain: :func:`plain_text`) and write atomically."""
+    plain_text(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
     write_bytes_atomic(path, buf.getvalue())
