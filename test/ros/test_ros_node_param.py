@@ -6,28 +6,14 @@ reason for a refused value, usage errors as exit 2."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from helpers.grounding_harness import NodeProcess, RosPeer, fresh_domain
+from helpers.node_cli import node_cli as _cli
+from helpers.node_cli import one_line_error as _refused
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(240)]
-
-
-def _cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "probench", "node", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def _refused(proc: subprocess.CompletedProcess[str], *words: str) -> str:
-    assert proc.returncode == 1, (proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("probench node: error: "), proc.stderr
-    for w in words:
-        assert w in lines[0], (w, lines[0])
-    return lines[0]
 
 
 def test_param_list_get_set(tmp_path, ros_env, requires_vision_msgs) -> None:
@@ -71,7 +57,8 @@ def test_param_list_get_set(tmp_path, ros_env, requires_vision_msgs) -> None:
         _refused(_cli(env, "param", "set", "score_threshold", "1.5"), "refused score_threshold")
         _refused(_cli(env, "param", "set", "autostart", "false"), "refused autostart")  # read-only
         _refused(_cli(env, "param", "get", "no_such"), "has no parameter 'no_such'")
-        assert json.loads(_cli(env, "param", "get", "prompt_policy", "--json").stdout)["value"] == "categorical"
+        kept = json.loads(_cli(env, "param", "get", "prompt_policy", "--json").stdout)
+        assert kept["value"] == "categorical"
         # a value that is not of the parameter's type: a usage error, nothing sent
         bad = _cli(env, "param", "set", "max_detections", "many")
         assert bad.returncode == 2 and "max_detections is an integer" in bad.stderr, bad
