@@ -130,5 +130,15 @@ class ConsoleBridge(Protocol):
         answer: the new state, or BridgeError (refused, no node, timeout)."""
         ...
 
+    def set_parameter(self, name: str, value: object, kind: str, timeout_s: float) -> None:
+        """Set one node parameter of type ``kind`` (already checked against the node's table)
+        and wait for the answer: BridgeError with the node's reason when it refuses."""
+        ...
+
+    def select_target(self, track_id: int | None) -> None:
+        """Publish a target selection on ``target_select`` (None: back to the best detection);
+        BridgeError when no node listens."""
+        ...
+
     def close(self) -> None:
         ...
