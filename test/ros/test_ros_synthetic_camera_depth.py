@@ -14,30 +14,11 @@ import numpy as np
 import pytest
 
 from helpers.grounding_harness import NodeProcess, RosPeer, fresh_domain
+from helpers.panel_prompts import prompts_on_panels
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(240)]
 
 W, H = 640, 480
-
-
-def _prompts_on_panels() -> dict[str, tuple[np.ndarray, float]]:
-    """prompt -> (its test-instant box, the depth of the panel holding it), one per panel."""
-    from probench.models.testing import ScriptedDetector
-    from probench.spatial.rgbd_scene import PANELS, camera_scene
-
-    panels = camera_scene(W, H).boxes()
-    det = ScriptedDetector()
-    found: dict[int, tuple[str, np.ndarray]] = {}
-    for i in range(3000):
-        text = f"object {i}"
-        det.set_prompts([text])
-        b = det.detect(np.zeros((H, W, 3), np.uint8), [text]).xyxy[0]
-        for j, p in enumerate(panels):
-            inside = b[0] >= p[0] + 3 and b[1] >= p[1] + 3 and b[2] <= p[2] - 3 and b[3] <= p[3] - 3
-            if j not in found and inside:
-                found[j] = (text, b)
-    assert len(found) >= 2, found
-    return {text: (box, PANELS[j][3]) for j, (text, box) in sorted(found.items())}
 
 
 def test_live_node_3d_on_the_synthetic_rgbd_camera(tmp_path, ros_env, requires_vision_msgs) -> None:
@@ -46,7 +27,7 @@ def test_live_node_3d_on_the_synthetic_rgbd_camera(tmp_path, ros_env, requires_v
 
     from probench.spatial.rgbd_scene import camera_intrinsics
 
-    truth = _prompts_on_panels()
+    truth = prompts_on_panels(W, H)
     domain = fresh_domain()
     env = {**ros_env, "ROS_DOMAIN_ID": str(domain)}
     node = NodeProcess(ros_env, domain, tmp_path / "node.log", {
