@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from probench.detections import Detections
+from probench.spatial.depth import Detections3D
 from probench.spatial.errors import SpatialError
 
 CLEAR = -1  # the track id that clears the selection (target_select)
@@ -129,6 +130,17 @@ def target_cdr(choice: TargetChoice, dets: Detections, header: Any) -> bytes | N
     row = choice.index
     return target_to_cdr(header, dets.xyxy[row].tolist(), choice.prompt, float(dets.scores[row]),
                          choice.track_id)
+
+
+def target_pose_cdr_for(choice: TargetChoice, est: Detections3D, header: Any) -> bytes | None:
+    """``target_pose`` (``geometry_msgs/PoseStamped``) at the 3D estimate of the frame's
+    target detection, or None (no target, or the target's box got no 3D estimate)."""
+    from probench.msgs.wire import pose_stamped_to_cdr
+
+    if choice.index is None:
+        return None
+    rows = np.flatnonzero(est.index == choice.index)
+    return None if not len(rows) else pose_stamped_to_cdr(header, est.centre[int(rows[0])].tolist())
 
 
 def _best(dets: Detections, ids: np.ndarray, prompts: list[str] | tuple[str, ...], why: str) -> TargetChoice:
