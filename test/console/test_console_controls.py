@@ -32,7 +32,7 @@ def test_controls_set_checked_values_and_say_when_they_apply(bridge) -> None:
                                                  "applies": "live", "said": "in force now"}
     r = _post(c, "/api/param", {"name": "score_threshold", "value": 0.5})
     assert r.status_code == 200 and r.json()["applies"] == "configure"
-    assert r.json()["said"].startswith("applies at the next configure")
+    assert r.json()["said"].startswith("stored, in force from the node's next configure")
     r = _post(c, "/api/param", {"name": "score_threshold", "value": "0.25"})  # a number typed as text
     assert r.status_code == 200 and r.json()["value"] == 0.25
     assert bridge.params == [("prompt_policy", "categorical", "string"), ("score_threshold", 0.5, "double"),

@@ -26,6 +26,9 @@ def test_param_list_get_set(tmp_path, ros_env, requires_vision_msgs) -> None:
                        {"model": "test-instant", "diagnostics_period": 0.3, "prompts": ["a cup"]})
     peer = RosPeer(domain)
     try:
+        # up and active: its parameter services answer from its first moment, while it still
+        # declares its parameters (a list taken then would be short)
+        peer.wait_ready(node)
         listed = _cli(env, "param", "list", "--json", "--timeout", "30")
         assert listed.returncode == 0, listed
         by_name = {p["name"]: p for p in json.loads(listed.stdout)}
@@ -42,7 +45,7 @@ def test_param_list_get_set(tmp_path, ros_env, requires_vision_msgs) -> None:
 
         # live: in force at once (the node's /diagnostics reports the policy it applies)
         out = _cli(env, "param", "set", "prompt_policy", "categorical")
-        assert out.returncode == 0 and out.stdout.strip() == "prompt_policy = categorical (in force now)", out
+        assert out.returncode == 0 and out.stdout.strip() == "prompt_policy = categorical: in force now", out
         assert peer.spin_until(lambda: peer.diags and peer.last_diag_values().get("prompt_policy")
                                == "categorical", timeout=10)
         got = json.loads(_cli(env, "param", "get", "prompt_policy", "--json").stdout)
@@ -66,12 +69,12 @@ def test_param_list_get_set(tmp_path, ros_env, requires_vision_msgs) -> None:
         # configure-time: stored, honestly reported as not in force until the next configure ...
         out = _cli(env, "param", "set", "score_threshold", "0.55")
         assert out.returncode == 0 and out.stdout.startswith(
-            "score_threshold = 0.55 (applies at the next configure"), out
+            "score_threshold = 0.55: stored, in force from the node's next configure"), out
         # ... and in force after --reconfigure (the threshold the node's LabelInfo carries)
         out = _cli(env, "param", "set", "score_threshold", "0.6", "--reconfigure")
         assert out.returncode == 0, out
         assert out.stdout.strip().splitlines()[-1] == \
-            "score_threshold = 0.6 (in force now (the node was reconfigured))", out
+            "score_threshold = 0.6: in force now (the node was reconfigured)", out
         assert "/grounding_node: cleanup -> unconfigured" in out.stdout
         assert _cli(env, "prompt", "a door").returncode == 0
         assert peer.spin_until(lambda: peer.labels and abs(peer.labels[-1].threshold - 0.6) < 1e-6, 10)
@@ -93,4 +96,4 @@ def test_param_value_parsing() -> None:
         with pytest.raises(ConsoleUsageError):
             parse_value(kind, text)
     assert format_value(["a", "b"]) == "['a', 'b']" and format_value(True) == "true"
-    assert format_value(None) == "(unset)" and format_value(0.3) == "0.3"
+    assert format_value(None) == "(unset)" and format_value(0.3) == "0.3" and format_value("") == '""'

@@ -24,8 +24,8 @@ CONSOLE_PARAMS = ("prompt_policy", "score_threshold")
 
 _APPLIES_TEXT = {
     "live": "in force now",
-    "configure": "applies at the next configure: the node keeps the value it was configured with until "
-                 "cleanup + configure (`probench node param set NAME VALUE --reconfigure` does both)",
+    "configure": "stored, in force from the node's next configure (it keeps the value it was configured "
+                 "with until cleanup + configure; `probench node param set ... --reconfigure` does both)",
     "startup": "read once when the node starts",
 }
 
@@ -74,6 +74,8 @@ def format_value(value: Any) -> str:
     """A value as ``ros2 param get`` would let one type it back: ``true``, ``0.3``, ``['a', 'b']``."""
     if value is None:
         return "(unset)"
+    if value == "":
+        return '""'
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):

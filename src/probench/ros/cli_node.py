@@ -313,7 +313,7 @@ def _param(bridge: RosConsoleBridge, args: argparse.Namespace, timeout: float) -
               "in force", flush=True)
         _reconfigure(bridge, max(1.0, deadline - time.monotonic()))
         said = "in force now (the node was reconfigured)"
-    print(f"{now.name} = {format_value(now.value)}" + (f" ({said})" if said else ""), flush=True)
+    print(f"{now.name} = {format_value(now.value)}" + (f": {said}" if said else ""), flush=True)
     return 0
 
 
