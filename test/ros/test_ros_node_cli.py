@@ -44,6 +44,15 @@ def test_status_prompt_and_lifecycle(tmp_path, ros_env, requires_vision_msgs) ->
         assert peer.label_after(0, ["a red cup", "a door"], timeout=5)  # the node really took it
         out = _cli(env, "prompt", "a red cup; a door")  # the same set again: a fresh ack, not the old one
         assert out.returncode == 0, out
+        # PROMPTING.md's explicit form: the node acknowledges the operator's part, and so waits the command
+        out = _cli(env, "prompt", "red fire extinguisher by the door => fire extinguisher; a red cup; a door",
+                   "--timeout", "20")
+        assert out.returncode == 0, out
+        want = "active prompts: red fire extinguisher by the door ; a red cup ; a door"
+        assert out.stdout.strip() == want, out
+        assert peer.label_after(0, ["red fire extinguisher by the door", "a red cup", "a door"], timeout=5)
+        out = _cli(env, "prompt", "a red cup; a door")
+        assert out.returncode == 0, out
 
         text = _cli(env, "status").stdout
         assert "lifecycle    active" in text and "prompts      a red cup ; a door" in text

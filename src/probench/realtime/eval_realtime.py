@@ -180,7 +180,8 @@ def explain_misses(
     Causes: ``mailbox`` (replaced while the node processed a frame that took longer than a
     period, not counting any wait for a prompt set: the only miss a correct pipeline makes
     with a model slower than the camera), ``late prompt set`` (replaced while the node
-    waited for a frame's stamped prompt set, or processed without its own set),
+    waited for a frame's stamped prompt set, a wait that made that frame outlast a period,
+    or processed without its own set),
     ``mailbox within a period`` (replaced although the frame in flight took no longer than
     a period) and ``no evidence`` (the node never saw it, or did not say)."""
     by_stamp = {int(f["stamp_ns"]): f for f in node_frames}
@@ -197,12 +198,14 @@ def explain_misses(
         elif flight is not None:
             wait = float(flight.get("prompt_wait_ms") or 0.0)
             busy = (int(flight["end_ns"]) - int(flight["start_ns"])) / 1e6 - wait
-            if wait > 0 or not flight.get("bound", True):
-                out[stamp] = ("late prompt set", f"replaced while the node waited {wait:.1f} ms for the "
-                              f"stamped prompt set of frame {flight['stamp_ns']}")
-            elif busy > period_ms:
+            # the node measures every frame's wait, a few microseconds when its set was there:
+            # a wait is the cause only when it made the frame in flight outlast a period
+            if busy > period_ms:
                 out[stamp] = (MAILBOX, f"replaced while the node processed frame {flight['stamp_ns']} for "
                               f"{busy:.1f} ms (> a period of {period_ms:.1f} ms)")
+            elif busy + wait > period_ms or not flight.get("bound", True):
+                out[stamp] = ("late prompt set", f"replaced while the node waited {wait:.1f} ms for the "
+                              f"stamped prompt set of frame {flight['stamp_ns']}")
             else:
                 out[stamp] = ("mailbox within a period", f"replaced while the node processed frame "
                               f"{flight['stamp_ns']} for only {busy:.1f} ms")

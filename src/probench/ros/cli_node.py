@@ -233,16 +233,21 @@ def _prompt(bridge: RosConsoleBridge, prompts: tuple[str, ...], timeout: float, 
     except BridgeError as exc:
         raise NodeCliError(str(exc)) from exc
 
+    from probench.prompting.derive import derive
+
+    # the node acknowledges the operator's parts (an explicit `ORIG => CAT` lists ORIG): the class ids
+    operator = tuple(derive(p).orig for p in prompts)
+
     def acked() -> bool:  # a LabelInfo with exactly this set, received after it was sent
         v = bridge.view()
         age = v.prompts_age_s
-        return v.prompts == prompts and age is not None and time.monotonic() - age > sent
+        return v.prompts == operator and age is not None and time.monotonic() - age > sent
 
     if not _wait(acked, max(0.0, deadline - time.monotonic())):
         raise NodeCliError(f"no acknowledgement from {bridge.names['node']} within {timeout:g} s (prompt "
                            "refused, or the node is not active? `probench node status` shows "
                            "prompts_rejected and the state)")
-    print("active prompts: " + " ; ".join(prompts), flush=True)
+    print("active prompts: " + " ; ".join(operator), flush=True)
     if watch_s > 0:
         _print_detections(bridge, watch_s)
     return 0
