@@ -111,5 +111,10 @@ def test_status_text_and_record() -> None:
     assert record["prompts"] == ["a cup", "a door"]
     bare = status_text(NodeView(node="/n", present=True, lifecycle="unconfigured"))
     assert bare.splitlines()[-1] == "diagnostics  (none received yet)" and "prompts      (none)" in bare
+    chosen = DiagnosticsView("OK", "5.0 Hz", {"target": "operator track 7 lost 0.8 s"}, 0.1)
+    assert "target       operator track 7 lost 0.8 s" in status_text(
+        NodeView(node="/n", present=True, lifecycle="active", diagnostics=chosen)).splitlines()
+    plain = NodeView(node="/n", present=True, lifecycle="active", diagnostics=diag)  # no target value
+    assert not any(line.startswith("target ") for line in status_text(plain).splitlines())
     busy = status_text(NodeView(node="/n", present=True, lifecycle="unknown"))
     assert "lifecycle    unknown (no answer to get_state: busy in a transition" in busy

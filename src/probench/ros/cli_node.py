@@ -185,6 +185,8 @@ def status_text(view: NodeView) -> str:
         lines.append(f"model        {values['model']} on {values.get('device', '?')} "
                      f"({values.get('precision', '?')})")
     lines.append("prompts      " + (" ; ".join(view.prompts) if view.prompts else "(none)"))
+    if values.get("target", "-") != "-":  # how the node chose its target (tracking or depth on)
+        lines.append(f"target       {values['target']}")
     if "transport_loss" in values:
         share = float(values["transport_loss"])
         lines.append(f"transport    {share:.1%} of camera frames lost in the last 10 s "
