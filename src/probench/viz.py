@@ -43,7 +43,7 @@ def draw_detections(
     if masks is not None:
         fill_masks(out, detections, masks, bgr=bgr)
     thick = max(1, round(min(h, w) / 320))
-    font_scale = max(0.35, min(h, w) / 1000)
+    font_scale = label_font_scale(h, w)
     for j, (box, score, pi) in enumerate(zip(detections.xyxy, detections.scores, detections.prompt_index,
                                              strict=True)):
         color = color_for(int(pi), bgr)
@@ -55,13 +55,44 @@ def draw_detections(
         text = f"{label} {score:.2f}"
         if extras is not None and extras[j]:
             text += f" {extras[j]}"
-        (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, 1)
+        text, scale, (tw, th), base = fit_label(text, font_scale, w)
+        lx = max(0, min(x1, w - tw - 2))  # the whole label inside the image
         ty = y1 - 2 if y1 - th - base - 2 >= 0 else min(h - 1, y1 + th + base + 2)
-        cv2.rectangle(out, (x1, ty - th - base), (x1 + tw + 2, ty + 1), color, -1)
+        cv2.rectangle(out, (lx, ty - th - base), (lx + tw + 2, ty + 1), color, -1)
         # dark text on the coloured label background stays readable for every palette entry
-        cv2.putText(out, text, (x1 + 1, ty - base + 1), cv2.FONT_HERSHEY_SIMPLEX, font_scale,
+        cv2.putText(out, text, (lx + 1, ty - base + 1), cv2.FONT_HERSHEY_SIMPLEX, scale,
                     (0, 0, 0), 1, cv2.LINE_AA)
     return out
+
+
+MIN_FONT_SCALE = 0.25  # OpenCV's simplex font at 0.25 is about 6 px tall: the smallest still legible
+
+
+def label_font_scale(h: int, w: int) -> float:
+    """The labels' font scale for an ``h`` x ``w`` image: about 1/1000 of its short side, at
+    least 0.35 (a 640x480 frame: 0.48), and for a small image at most 1/250 of its short
+    side, so a label stays a small part of it (64x48: 0.25, not 0.35); never below
+    :data:`MIN_FONT_SCALE`. :func:`fit_label` then fits each label into the width."""
+    side = min(h, w)
+    return max(MIN_FONT_SCALE, min(max(0.35, side / 1000), side / 250))
+
+
+def fit_label(text: str, scale: float, width: int) -> tuple[str, float, tuple[int, int], int]:
+    """``(text, scale, (text width, text height), baseline)`` of a label that fits an image
+    ``width`` px wide (its background is 2 px wider than the text): the font shrunk down to
+    :data:`MIN_FONT_SCALE`, then the text cut (ending in ``~``) when it is still too wide."""
+    import cv2
+
+    font = cv2.FONT_HERSHEY_SIMPLEX
+    room = max(1, width - 2)
+    (tw, th), base = cv2.getTextSize(text, font, scale, 1)
+    if tw > room:
+        scale = max(MIN_FONT_SCALE, scale * room / tw)
+        (tw, th), base = cv2.getTextSize(text, font, scale, 1)
+    while tw > room and len(text) > 1:
+        text = text[:-2] + "~" if len(text) > 2 else text[:1]
+        (tw, th), base = cv2.getTextSize(text, font, scale, 1)
+    return text, scale, (tw, th), base
 
 
 MASK_ALPHA = 0.4  # the fill's share of a masked pixel's colour

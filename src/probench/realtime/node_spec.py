@@ -98,6 +98,9 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
           low=1, high=10_000_000),
     Param("tracking", "bool", False, "stable track ids per prompt (ByteTrack) in Detection2D/3D.id",
           "configure"),
+    Param("target_timeout", "double", 2.0,
+          "seconds the operator's target track (target_select) may be lost before the target gives way to "
+          "the best detection of the first prompt", "live", low=0.0, high=3600.0),
     Param("masks", "bool", True,
           "ask a mask-capable model (SAM3, YOLOE, ...) for instance masks: the segmentation/* outputs and "
           "mask-based 3D depth; false: boxes only (faster)", "configure"),
@@ -131,6 +134,7 @@ class GroundingConfig:
     min_depth_pixels: int
     tracking: bool
     max_image_pixels: int
+    target_timeout: float = 2.0
     masks: bool = True
     trace_file: str = ""
     prompt_policy: str = DEFAULT_POLICY
@@ -245,6 +249,11 @@ TOPICS: dict[str, tuple[str, str, str]] = {
                     "only when depth_topic is set; the best 3D detection of the first prompt"),
     "markers": ("pub", "visualization_msgs/msg/MarkerArray",
                 "only when depth_topic is set; built only when subscribed"),
+    "target_select": ("sub", "std_msgs/msg/Int64",
+                      "reliable, keep last 10; a track id makes that track the target, -1 clears"),
+    "target": ("pub", "vision_msgs/msg/Detection2D",
+               "reliable, transient_local, keep last 1; the target detection: the frame's header, "
+               "id = the track id, class_id = its prompt"),
     "segmentation/instances": ("pub", "sensor_msgs/msg/Image",
                                "only for a model that gives masks (`masks`); mono16, 0 = background, k = the "
                                "k-th Detection2D of the same stamp; reliable, keep last 1, built only when "
