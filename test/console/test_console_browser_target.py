@@ -160,8 +160,6 @@ def test_click_on_a_detection_selects_its_track(live, page) -> None:
     assert watch.spin_until(lambda: watch.selected[-1] == -1, 30)
 
 
-@pytest.mark.xfail(strict=True, reason="needs the grounding node's target_select/target wiring (issue 29, "
-                                       "ros/grounding_node.py): remove this marker once it passes")
 def test_click_gives_that_tracks_pose(live, page) -> None:
     _, watch = live
     rows = _tracked_rows(page)

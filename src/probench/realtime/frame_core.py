@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from probench.prompting.policy import PromptPlan, PromptPolicy
     from probench.realtime.node_spec import GroundingConfig
     from probench.spatial.depth import Detections3D
+    from probench.spatial.target import TargetChoice, TargetSelector
 
 MASKS_STAGE = "masks"  # building the segmentation images (only while subscribed)
 NO_PROMPTS = "no prompts yet: publish one on 'prompt' (or set the prompts parameter)"
@@ -85,6 +86,8 @@ class FrameAnswer:
     target_pose_cdr: bytes | None = None  # geometry_msgs/PoseStamped (depth on, a target found)
     mask_cdr: dict[str, bytes] = field(default_factory=dict)  # topic -> sensor_msgs/Image
     points_cdr: bytes | None = None  # sensor_msgs/PointCloud2 of the target's mask pixels
+    target_cdr: bytes | None = None  # vision_msgs/Detection2D: the target (tracking or depth on)
+    target_index: int | None = None  # the target's row in ``detections``
     debug_rgb: np.ndarray | None = None
     stages_ms: dict[str, float] = field(default_factory=dict)  # decode, text, ..., track, depth_3d
     processing_ms: float = 0.0  # the core's own time for this frame
@@ -113,8 +116,10 @@ class FrameCore:
     put from another thread."""
 
     def __init__(self, detector: Detector, *, settings: CoreSettings | None = None,
-                 spatial: SpatialStage | None = None, frame_sets: StampedPromptSets | None = None) -> None:
+                 spatial: SpatialStage | None = None, frame_sets: StampedPromptSets | None = None,
+                 target: TargetSelector | None = None) -> None:
         from probench.prompting.policy import resolve_policy
+        from probench.spatial.target import TargetSelector
 
         self.detector = detector
         self.settings = settings or CoreSettings()
@@ -124,6 +129,9 @@ class FrameCore:
         self._mask_problem_said: set[str] = set()
         self._mask_problems: list[str] = []  # said once each, handed to the next answer
         self.masks_seen = False  # a frame's detections carried masks
+        # which detection is the target (the operator's track, else the first prompt's best)
+        self.target = target if target is not None else TargetSelector()
+        self.target_state = "-"  # how the last frame's target was chosen (/diagnostics)
 
     # -- inputs besides the frame ------------------------------------------------------------
     def put_frame_prompts(self, stamp_ns: int, prompts: Prompts) -> None:
@@ -264,9 +272,10 @@ class FrameCore:
         out.published_at = time.perf_counter()
         if dets.masks is not None:
             self.masks_seen = True
+        choice = self._choose_target(out) if out.track_ids is not None else None
         spatial = self.spatial
         if spatial is not None and spatial.settings.depth:
-            self._locate(out, spatial)
+            self._locate(out, spatial, choice)
         if (wanted.masks or wanted.points) and dets.masks is not None:
             self._masks(out, wanted)
         if wanted.debug_image:
@@ -292,7 +301,7 @@ class FrameCore:
                 out.mask_cdr = {topic: mono_image_to_cdr(image, header) for topic, image in zip(
                     MASK_TOPICS, (images.instances, images.semantic, images.confidence), strict=True)}
             depth = self.spatial.last_depth if self.spatial is not None and out.d3 is not None else None
-            target = target_detection(dets, 0)
+            target = out.target_index if out.target_cdr is not None else target_detection(dets, 0)
             if wanted.points and depth is not None and target is not None:
                 points = target_points(depth[0], dets.masks[target], depth[1])
                 out.points_cdr = points_to_cdr(points, header)
@@ -302,9 +311,20 @@ class FrameCore:
             self._mask_problems.clear()
         out.stages_ms[MASKS_STAGE] = (time.perf_counter() - t0) * 1000.0
 
-    def _locate(self, out: FrameAnswer, spatial: SpatialStage) -> None:
+    def _choose_target(self, out: FrameAnswer) -> TargetChoice:
+        """The frame's target (docs/GROUNDING_NODE.md, "Choosing the target"), encoded."""
+        from probench.spatial.target import target_cdr
+
+        assert out.track_ids is not None
+        choice = self.target.choose(out.detections, out.track_ids, out.prompts, out.stamp_ns / 1e9)
+        self.target_state, out.target_index = choice.state, choice.index
+        out.target_cdr = target_cdr(choice, out.detections, out.header)
+        return choice
+
+    def _locate(self, out: FrameAnswer, spatial: SpatialStage, choice: TargetChoice | None) -> None:
         """After the 2D answer: the frame's depth paired, the 3D outputs encoded."""
         from probench.spatial.messages import detections_3d_cdr, target_pose_cdr
+        from probench.spatial.target import target_pose_cdr_for
 
         assert out.rgb is not None and out.track_ids is not None
         est, ms, problem = spatial.locate(out.detections, out.track_ids, out.stamp_ns, out.rgb.shape[:2])
@@ -315,18 +335,21 @@ class FrameCore:
             return
         out.d3 = est
         out.detections_3d_cdr = detections_3d_cdr(est, out.detections, out.header, out.prompts)
-        out.target_pose_cdr = target_pose_cdr(est, out.detections, out.header)
+        # the operator's track, when one is chosen; else the first prompt's best with a 3D estimate
+        out.target_pose_cdr = (target_pose_cdr_for(choice, est, out.header) if choice is not None and
+                               choice.mode != "best" else target_pose_cdr(est, out.detections, out.header))
 
 
     def output_diagnostics(self) -> dict[str, Any]:
         """/diagnostics keys of the core's optional outputs."""
-        return {"masks_seen": self.masks_seen}
+        return {"masks_seen": self.masks_seen, "target": self.target_state}
 
 
-def node_core(detector: Detector, cfg: GroundingConfig, frame_sets: StampedPromptSets | None = None
-              ) -> FrameCore:
+def node_core(detector: Detector, cfg: GroundingConfig, frame_sets: StampedPromptSets | None = None,
+              target: TargetSelector | None = None) -> FrameCore:
     """The core of a grounding node configured with ``cfg`` (its spatial stage with tracking
-    or a depth topic); ``frame_sets``: the stamped-set map (a simulated clock's)."""
+    or a depth topic); ``frame_sets``: the stamped-set map (a simulated clock's); ``target``:
+    the node's target selection (it outlives configure)."""
     depth = bool(cfg.depth_topic.strip())
     spatial = None
     if depth or cfg.tracking:
@@ -335,7 +358,7 @@ def node_core(detector: Detector, cfg: GroundingConfig, frame_sets: StampedPromp
                                                min_depth_pixels=cfg.min_depth_pixels))
     settings = CoreSettings(max_detections=cfg.max_detections, max_pixels=cfg.max_image_pixels,
                             frame_prompts_wait=cfg.frame_prompts_wait, score_threshold=cfg.score_threshold)
-    return FrameCore(detector, settings=settings, spatial=spatial, frame_sets=frame_sets)
+    return FrameCore(detector, settings=settings, spatial=spatial, frame_sets=frame_sets, target=target)
 
 
 def free_model_memory() -> None:

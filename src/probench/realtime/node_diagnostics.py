@@ -6,6 +6,7 @@ into a ``diagnostic_msgs/DiagnosticArray`` (:func:`probench.ros.convert.stats_to
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ from probench.realtime.grounding_stats import (
     Health,
     TransportLoss,
     diagnostic_level,
+    loss_hint,
     loss_warning,
 )
 from probench.realtime.grounding_worker import Prompts
@@ -21,6 +23,7 @@ from probench.realtime.grounding_worker import Prompts
 if TYPE_CHECKING:
     from probench.prompting.policy import PromptPolicy
     from probench.realtime.frame_core import FrameCore
+    from probench.realtime.node_spec import GroundingConfig
 
 
 def policy_values(policy: PromptPolicy, active: Prompts, rejected: int) -> dict[str, Any]:
@@ -45,10 +48,16 @@ class NodeDiagnostics:
     _errors_reported: int = 0
     _processed_reported: int = 0
 
-    def report(self, *, state: str, params: dict[str, Any], active: Prompts, policy: PromptPolicy,
-               policy_rejected: int, core: FrameCore | None, topics: tuple[str, str], period: float,
-               camera_timeout: float, last_error: str) -> tuple[str, str, dict[str, Any], str]:
-        """``(level, message, values, transport warning or "")`` for this period."""
+    def report(self, *, state: str, params: dict[str, Any], cfg: GroundingConfig | None, active: Prompts,
+               policy: PromptPolicy, policy_rejected: int, core: FrameCore | None, topics: tuple[str, str],
+               last_error: str,
+               profile_hint: Callable[[], str | None] | None = None) -> tuple[str, str, dict[str, Any], str]:
+        """``(level, message, values, transport warning or "")`` for this period; with a
+        transport warning, ``values["transport_hint"]`` says how to fix it (``profile_hint``:
+        the Fast DDS profile's own line). ``params``: the node's current values; ``cfg``: those
+        taken at configure (None before), which rule the configure-time ones."""
+        period = cfg.diagnostics_period if cfg else float(params["diagnostics_period"])
+        camera_timeout = cfg.camera_timeout if cfg else float(params["camera_timeout"])
         snap = self.stats.snapshot(stale_after_s=max(2.0, 2 * period))
         values: dict[str, Any] = {
             "state": state, "model": params["model"], "device": params["device"],
@@ -64,6 +73,8 @@ class NodeDiagnostics:
         loss = self.transport.snapshot()
         values.update(loss)
         transport = loss_warning(loss, " or ".join(topics)) if state == "active" else ""
+        if transport:
+            values["transport_hint"] = loss_hint(profile_hint() if profile_hint is not None else None)
         if core is not None and core.spatial is not None:
             values.update(core.spatial.diagnostics())
         if core is not None:

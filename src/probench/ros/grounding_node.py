@@ -21,11 +21,10 @@ from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.exceptions import ParameterUninitializedException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import CameraInfo
-from std_msgs.msg import String
+from std_msgs.msg import Int64, String
 from vision_msgs.msg import LabelInfo
 
 from probench.errors import ProbenchError
@@ -34,7 +33,7 @@ from probench.prompting.messages import prompts_from_message
 from probench.prompting.policy import PromptPolicy, resolve_policy
 from probench.realtime.errors import ParameterValueError
 from probench.realtime.frame_core import FrameCore, enable_masks, free_model_memory, node_core
-from probench.realtime.grounding_stats import GroundingStats, TransportLoss, loss_hint
+from probench.realtime.grounding_stats import GroundingStats, TransportLoss
 from probench.realtime.grounding_trace import NodeTrace
 from probench.realtime.grounding_worker import FrameWorker, ImageKind, Prompts
 from probench.realtime.node_diagnostics import NodeDiagnostics
@@ -45,7 +44,9 @@ from probench.realtime.node_spec import (
     diagnostic_status_name,
 )
 from probench.ros import convert
+from probench.ros.dds_profile import fast_dds_profile_hint
 from probench.ros.grounding_topics import RELIABLE_10, GroundingInputs, GroundingOutputs, image_qos
+from probench.spatial.target import DEFAULT_TIMEOUT_S, TargetSelector
 
 _THROTTLE_S = 5.0
 # On SIGINT/SIGTERM: how long the frame in flight may take to finish. ros2 launch sends
@@ -75,27 +76,21 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         self.finalized = threading.Event()
         self.last_error = ""  # why configure failed
         self.last_frame_error = ""  # the latest frame's failure, for /diagnostics
-        # Values given at startup (-p, params file) bypass the set-parameters callback: same checks.
-        for spec in GROUNDING_PARAMS:
-            try:
-                checked = GROUNDING_PARAMS.check(spec.name, self.get_parameter(spec.name).value)
-            except ParameterUninitializedException:
-                continue
-            except (ProbenchError, ValueError) as exc:
-                raise ParameterValueError(f"parameter {spec.name}: {exc}") from exc
-            if spec.name == "prompts":
-                self.worker.latest_prompts = checked
+        given = convert.checked_parameters(self, GROUNDING_PARAMS)  # startup values, as the callback checks
+        self.worker.latest_prompts = given.get("prompts", ())
+        # the operator's target (docs/GROUNDING_NODE.md, "Choosing the target"): it outlives configure
+        self.target = TargetSelector(given.get("target_timeout", DEFAULT_TIMEOUT_S))
         try:
             self.worker.policy = self._resolve_policy()
         except ProbenchError as exc:
             raise ParameterValueError(f"parameter prompt_policy: {exc}") from exc
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.create_subscription(String, "prompt", self.on_prompt_raw, RELIABLE_10, raw=True)
+        self.create_subscription(Int64, "target_select", self.on_target_select, RELIABLE_10)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._diag_timer = self.create_timer(self.param("diagnostics_period"), self._publish_diagnostics)
 
-    def param(self, name: str) -> Any:
-        """A parameter's current value."""
+    def param(self, name: str) -> Any:  # a parameter's current value
         return self.get_parameter(name).value
 
     # -- parameters and the prompt policy (docs/PROMPTING.md) ---------------------------------
@@ -118,6 +113,8 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
                 self._policy_rejected += 1
                 self.get_logger().warning(f"prompt policy rejected, the previous stays active: {exc}")
             return SetParametersResult(successful=False, reason=str(exc))
+        if "target_timeout" in checked:
+            self.target.timeout_s = checked["target_timeout"]
         if "prompts" in checked and not self._syncing_param:
             self._accept_prompts(checked["prompts"], "parameter")
         if policy is not None:
@@ -164,6 +161,15 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             return
         if self.core is not None:
             self.core.put_frame_prompts(convert.stamp_ns(msg.header.stamp), prompts)
+
+    def on_target_select(self, msg: Int64) -> None:
+        """A track id makes that track the target; -1 clears it."""
+        try:
+            self.target.select(int(msg.data))
+        except ProbenchError as exc:
+            self.get_logger().warning(f"target selection refused: {exc}")
+            return
+        self.get_logger().info(f"target: track {msg.data}" if msg.data >= 0 else "target: cleared")
 
     def _accept_prompts(self, prompts: Prompts, source: str) -> None:
         self.worker.put_prompts(prompts, self.get_clock().now().to_msg())
@@ -255,7 +261,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         masks = enable_masks(detector, cfg.masks)
         if not masks:
             self.get_logger().info(f"model {cfg.model} gives no instance masks here: no segmentation topics")
-        self.core = node_core(detector, cfg)
+        self.core = node_core(detector, cfg, target=self.target)
         self.outputs = GroundingOutputs(self, cfg, masks=masks)
         self.inputs = GroundingInputs(self, cfg, self)
         self.destroy_timer(self._diag_timer)
@@ -319,21 +325,14 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             free_model_memory()
 
     def _publish_diagnostics(self) -> None:
-        cfg = self._cfg
-        period = cfg.diagnostics_period if cfg else self.param("diagnostics_period")
+        w, params = self.worker, {p.name: self.param(p.name) for p in GROUNDING_PARAMS}
+        topics = self.inputs.image_topics if self.inputs else ("image", "image/compressed")
         level, message, values, transport = self.health.report(
-            state=self.state_label, params={k: self.param(k) for k in ("model", "device", "precision")},
-            active=self.worker.active_prompts, policy=self.worker.policy,
-            policy_rejected=self._policy_rejected,
-            core=self.core, topics=self.inputs.image_topics if self.inputs else ("image", "image/compressed"),
-            period=period,
-            camera_timeout=cfg.camera_timeout if cfg else self.param("camera_timeout"),
-            last_error=self.last_frame_error)
+            state=self.state_label, params=params, cfg=self._cfg, active=w.active_prompts, policy=w.policy,
+            policy_rejected=self._policy_rejected, core=self.core, topics=topics,
+            last_error=self.last_frame_error, profile_hint=fast_dds_profile_hint)
         if transport:
-            from probench.ros.dds_profile import fast_dds_profile_hint
-
-            values["transport_hint"] = hint = loss_hint(fast_dds_profile_hint())
-            self.get_logger().warning(f"{transport}: {hint}", throttle_duration_sec=30.0)
+            self.get_logger().warning(f"{transport}: {values['transport_hint']}", throttle_duration_sec=30.0)
         self._diag_pub.publish(convert.stats_to_diagnostics(
             diagnostic_status_name(self.get_fully_qualified_name()), str(self.param("device")), level,
             message, values, self.get_clock().now().to_msg()))

@@ -11,7 +11,7 @@ from geometry_msgs.msg import PoseStamped
 from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks, UnsupportedEventTypeError
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSPolicyKind, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
-from vision_msgs.msg import Detection2DArray, Detection3DArray, LabelInfo
+from vision_msgs.msg import Detection2D, Detection2DArray, Detection3DArray, LabelInfo
 from visualization_msgs.msg import MarkerArray
 
 from probench.realtime.frame_core import FrameAnswer, Wanted
@@ -114,6 +114,7 @@ class GroundingOutputs:
         self.detections = pub(Detection2DArray, "detections", RELIABLE_10)
         self.debug = pub(Image, "debug_image", VIEWER)
         self.labels = pub(LabelInfo, "label_info", LATCHED)
+        self.target = pub(Detection2D, "target", LATCHED)  # docs/GROUNDING_NODE.md, "Choosing the target"
         depth = bool(cfg.depth_topic.strip())
         self.d3 = pub(Detection3DArray, "detections_3d", RELIABLE_10) if depth else None
         self.pose = pub(PoseStamped, "target_pose", RELIABLE_10) if depth else None
@@ -122,8 +123,9 @@ class GroundingOutputs:
         self.masks = {topic: pub(Image, topic, VIEWER) for topic in MASK_TOPICS} if masks else {}
         self.mask_labels = pub(LabelInfo, "segmentation/label_info", LATCHED) if masks else None
         self._mask_prompts: tuple[str, ...] | None = None
-        self.all = [p for p in (self.detections, self.debug, self.labels, self.d3, self.pose, self.markers,
-                                self.points, self.mask_labels, *self.masks.values()) if p is not None]
+        every = (self.detections, self.debug, self.labels, self.target, self.d3, self.pose, self.markers,
+                 self.points, self.mask_labels, *self.masks.values())
+        self.all = [p for p in every if p is not None]
 
     def wanted(self) -> Wanted:
         """The optional outputs someone subscribes to (built only then)."""
@@ -137,7 +139,10 @@ class GroundingOutputs:
         self.detections.publish(answer.detections_cdr)
 
     def publish_rest(self, answer: FrameAnswer) -> None:
-        """The frame's other outputs (3D, masks, points, the debug image), where it has them."""
+        """The frame's other outputs (the target, 3D, masks, points, the debug image), where it
+        has them."""
+        if answer.target_cdr is not None:
+            self.target.publish(answer.target_cdr)
         if answer.mask_cdr:
             self._publish_mask_labels(answer)
             for topic, data in answer.mask_cdr.items():
