@@ -254,8 +254,9 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any], policy: Promp
                 replay.prompts(float("-inf"), plan.prompts, start)
             ahead = [spatial_events(plan.bag, topics, plan.depth_tolerance)] if topics.depth else []
             sets_topic = frame_prompts_topic(source, plan.frame_prompts_topic)
+            sets_name = sets_topic.name if sets_topic is not None else ""
             if sets_topic is not None:
-                ahead.append(read_ahead(plan.bag, {sets_topic.name: "frame_prompts"}, LOOKAHEAD_S))
+                ahead.append(read_ahead(plan.bag, {sets_name: "frame_prompts"}, LOOKAHEAD_S))
             for t, kind, item in _events(source, image, prompt_topic, schedule, *ahead):
                 t_s = (t - start) / 1e9
                 if kind == "frame":
@@ -271,7 +272,7 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any], policy: Promp
                 elif kind in ("depth", "info"):
                     grounder.put_spatial(kind, item)
                 elif kind == "frame_prompts":
-                    grounder.put_frame_prompts(recorded_frame_prompts(item, sets_topic.name, t))
+                    grounder.put_frame_prompts(recorded_frame_prompts(item, sets_name, t))
                 elif kind == "policy":
                     replay.policy(t_s, resolve_policy(item.policy, model=plan.model, profile=plan.profile), t)
                 elif item.prompts is None:

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from probench.realtime.node_spec import GroundingConfig
 
 
+# the node's parameters a report reads (current values; the configure-time ones come from its config)
+DIAGNOSTICS_PARAMS = ("model", "device", "precision", "diagnostics_period", "camera_timeout")
+
+
 def policy_values(policy: PromptPolicy, active: Prompts, rejected: int) -> dict[str, Any]:
     """The policy, and per active prompt "you typed X -> the model gets Y"."""
     plan = policy.plan(active) if active else None

@@ -36,7 +36,7 @@ from probench.realtime.frame_core import FrameCore, enable_masks, free_model_mem
 from probench.realtime.grounding_stats import GroundingStats, TransportLoss
 from probench.realtime.grounding_trace import NodeTrace
 from probench.realtime.grounding_worker import FrameWorker, ImageKind, Prompts
-from probench.realtime.node_diagnostics import NodeDiagnostics
+from probench.realtime.node_diagnostics import DIAGNOSTICS_PARAMS, NodeDiagnostics
 from probench.realtime.node_spec import (
     GROUNDING_PARAMS,
     NODE_NAME,
@@ -324,8 +324,8 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             self.core = None
             free_model_memory()
 
-    def _publish_diagnostics(self) -> None:
-        w, params = self.worker, {p.name: self.param(p.name) for p in GROUNDING_PARAMS}
+    def _publish_diagnostics(self) -> None:  # (never reads `prompts`: an empty array is uninitialized)
+        w, params = self.worker, {k: self.param(k) for k in DIAGNOSTICS_PARAMS}
         topics = self.inputs.image_topics if self.inputs else ("image", "image/compressed")
         level, message, values, transport = self.health.report(
             state=self.state_label, params=params, cfg=self._cfg, active=w.active_prompts, policy=w.policy,
