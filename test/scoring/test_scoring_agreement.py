@@ -142,7 +142,9 @@ def reference_pcr(
 
 @pytest.mark.parametrize("engine", REFERENCES)
 @pytest.mark.parametrize(("seed", "degenerate"), [(0, False), (1, True), (2, True)])
-def test_pcr_variants_match_a_reference_on_pycocotools_matches(seed: int, degenerate: bool, engine: str) -> None:
+def test_pcr_variants_match_a_reference_on_the_references_matches(
+    seed: int, degenerate: bool, engine: str
+) -> None:
     coco = hard_coco(seed)
     preds = {f: hard_predictions(coco, f, seed) for f in ("orig", "cat", "tmpl")}
     if degenerate:
