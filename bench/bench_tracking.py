@@ -228,16 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from bench_spatial import _image_cdr  # the node's colour frame, as bench_spatial builds it
+    from bench_spatial import MovingBoxes, _image_cdr  # the node's colour frame and boxes, as there
     from probench.msgs.wire import rgb_from_cdr
 
-    rng = np.random.default_rng(0)
-    n = 50
-    corner = np.stack([rng.uniform(200, 320, n), rng.uniform(200, 240, n)], axis=1)
-    size = rng.uniform(20, 120, (n, 2))
-    velocity = rng.choice([-2.0, 2.0], (n, 2))
-    scores = rng.uniform(0.3, 0.9, n)
-    pidx = np.repeat(np.arange(5), 10)
+    boxes = MovingBoxes(np.random.default_rng(0))
+    n, scores, pidx = boxes.n, boxes.scores, boxes.pidx
     frame = np.zeros((480, 640, 3), np.uint8)
     made = {name: make() for name, make in candidates().items()}
     times: dict[str, list[float]] = {name: [] for name in made}
@@ -246,9 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     last: dict[str, np.ndarray] = {}
     for f in range(args.warmup + args.frames):
         msg = _image_cdr(frame, 1_700_000_000 + f // 30, (f % 30) * 33_333_333, "bgr8")
-        phase = f % 200
-        xy = corner + velocity * (phase if phase < 100 else 200 - phase)
-        xyxy = np.hstack([xy, xy + size])
+        xyxy = boxes.xyxy(f)
         t_s = 1_700_000_000 + f / 30.0
         t0 = time.perf_counter()
         rgb_from_cdr(msg, compressed=False)
