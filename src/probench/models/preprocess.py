@@ -192,13 +192,6 @@ def _bilinear_matrix(length: int, out: int) -> Tensor:
     return cols.reshape(length, out).t().double().contiguous()
 
 
-def _mm(mat: Tensor, dense: Tensor) -> Tensor:
-    """``mat @ dense``, ``mat`` dense or sparse (COO)."""
-    import torch
-
-    return torch.sparse.mm(mat, dense) if mat.is_sparse else mat @ dense
-
-
 class Owlv2Pixels:
     """OWLv2's processor (transformers' torchvision ``Owlv2ImageProcessor``) as two matrix
     products per frame; see the module doc."""
@@ -223,8 +216,8 @@ class Owlv2Pixels:
         self._matrices: _Lru[tuple[Tensor, Tensor, tuple[int, int]]] = _Lru(_MATRIX_CACHE)
 
     def _axis_matrices(self, h: int, w: int) -> tuple[Tensor, Tensor, tuple[int, int]]:
-        """(A_rows (live S_h, h), A_cols (x) I_3 (live S_w*3, w*3), (S_h, S_w)) for an ``h x w``
-        frame: pad, blur, resize; "live" output lines are those that see some of the frame."""
+        """(A_rows (live S_h, h), A_cols (live S_w, w), (S_h, S_w)) for an ``h x w`` frame:
+        pad, blur, resize; "live" output lines are those that see some of the frame."""
         import torch
 
         ph, pw = (max(h, w), max(h, w)) if self.do_pad else (h, w)
@@ -247,23 +240,18 @@ class Owlv2Pixels:
         rows, cols = rows[:, :h], cols[:, :w]
         live_h = int(rows.abs().sum(1).nonzero().max()) + 1
         live_w = int(cols.abs().sum(1).nonzero().max()) + 1
-        # the column matrix acts on interleaved RGB: one copy of each weight per channel
-        cols3 = torch.kron(cols[:live_w], torch.eye(3, dtype=cols.dtype))
-        return self._place(rows[:live_h], "coo"), self._place(cols3, "csr"), (sh, sw)
+        return self._place(rows[:live_h]), self._place(cols[:live_w]), (sh, sw)
 
-    def _place(self, mat: Tensor, layout: str) -> Tensor:
-        """float32 on the device; sparse on CPU, where the banded matrices are mostly zeros
-        (``layout``: "coo" or "csr", whichever multiplies that matrix's shape faster there)."""
+    def _place(self, mat: Tensor) -> Tensor:
+        """float32 on the device; sparse (CSR) on CPU, where the banded matrices are mostly zeros."""
         import torch
 
         mat = mat.to(torch.float32)
-        if self.dev.type != "cpu":
-            return mat.to(self.dev)
-        if layout == "coo":
-            return mat.to_sparse().coalesce()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "sparse CSR support is in beta": used as plain matmul
-            return mat.to_sparse_csr()
+        if self.dev.type == "cpu":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "sparse CSR support is in beta": used as plain matmul
+                return mat.to_sparse_csr()
+        return mat.to(self.dev)
 
     def __call__(self, images: Sequence[Tensor]) -> Tensor:
         import torch
@@ -271,25 +259,18 @@ class Owlv2Pixels:
         out: Tensor | None = None
         for i, im in enumerate(images):
             h, w = int(im.shape[0]), int(im.shape[1])
-            rows, cols3, (sh, sw) = self._matrices.get((h, w), partial(self._axis_matrices, h, w))
+            rows, cols, (sh, sw) = self._matrices.get((h, w), partial(self._axis_matrices, h, w))
             if out is None:  # every image gives the same (S_h, S_w); all-padding pixels are "shift"
                 out = self.shift.expand(len(images), 3, sh, sw).clone()
             flat = im.reshape(h, w * 3).to(torch.float32)
-            mixed = _mm(rows, flat)  # (live S_h, W*3): the row pass on the interleaved RGB frame
+            mixed = rows @ flat  # (live S_h, W*3): the row pass on the interleaved RGB frame
             lh = mixed.shape[0]
-            # the column pass on the interleaved frame too: (live S_w*3, W*3) @ (W*3, live S_h)
-            lw = cols3.shape[0] // 3
-            pix = _mm(cols3, mixed.t()).view(lw, 3, lh).permute(1, 2, 0)  # (3, live S_h, live S_w)
-            out[i, :, :lh, :lw] = pix * self.gain + self.shift
+            # the column pass with the (sparse) matrix on the left: (live S_w, W) @ (W, live S_h*3)
+            by_col = mixed.reshape(lh, w, 3).permute(1, 0, 2).reshape(w, lh * 3)
+            pix = (cols @ by_col).reshape(-1, lh, 3).permute(2, 1, 0)  # (3, live S_h, live S_w)
+            out[i, :, :lh, : pix.shape[2]] = pix * self.gain + self.shift
         assert out is not None, "no image"
         return out.to(self.dtype)
-
-
-def _mm(mat: Tensor, dense: Tensor) -> Tensor:
-    """``mat @ dense``, ``mat`` dense or sparse (COO or CSR)."""
-    import torch
-
-    return torch.sparse.mm(mat, dense) if mat.is_sparse else mat @ dense
 
 
 # -- transformers torchvision-backend processors --------------------------------------------
