@@ -201,33 +201,25 @@ def _match_block(gt: GroundTruth, pairs: np.ndarray, n_cand: np.ndarray, g_n: in
     det_lookup = np.full((n_p, d_max), -1, np.int64)
     det_lookup[det_pos, det_rank] = dets
     e_pos, e_drank, e_grank, e_iou = edges
-    # The GT axis is kept reversed (position k is GT g_n - 1 - k): argmax then finds the
-    # last best GT, as pycocotools, on contiguous rows.
     ious = np.full((n_p, d_max, g_n), -1.0)  # (pair, detection rank, GT); -1: below every threshold
-    ious[e_pos, e_drank, g_n - 1 - e_grank] = e_iou
-    g_rows = gt.pair_gt_start[pairs][:, None] + np.arange(g_n - 1, -1, -1)  # (P, G), reversed
-    crowd = gt.gt_crowd[g_rows][:, None, None, :]  # (P, 1, 1, G)
+    ious[e_pos, e_drank, e_grank] = e_iou
+    g_rows = gt.pair_gt_start[pairs][:, None] + np.arange(g_n)  # (P, G)
+    crowd = gt.gt_crowd[g_rows]  # (P, G)
     ig = np.transpose(gt_ig[g_rows], (0, 2, 1))  # (P, A, G)
-    not_ig = ~ig[:, :, None, :]  # (P, A, 1, G)
     state = np.full((n_p, n_a, n_t, g_n), -1, np.int32)  # rank of the matched detection
-    free = np.ones((n_p, n_a, n_t, g_n), bool)  # unmatched, or crowd (absorbs any number)
     thr4 = thr[None, None, :, None]
     neg_cand = -n_cand
     for d in range(d_max):
         na = int(np.searchsorted(neg_cand, -d, side="left"))  # pairs with more than d candidates
         x = ious[:na, d][:, None, None, :]  # (na, 1, 1, G)
-        hit = free[:na] & (x >= thr4)
-        if g_n == 1:  # one GT: it is the only choice
-            use = hit
-            g = np.zeros(hit.shape[:3], np.int64)
-        else:
-            reg = hit & not_ig[:na]
-            use = np.where(reg.any(-1, keepdims=True), reg, hit)  # non-ignored GT first
-            g = np.argmax(np.where(use, x, -2.0), axis=-1)
+        hit = ((state[:na] < 0) | crowd[:na, None, None, :]) & (x >= thr4)
+        reg = hit & ~ig[:na, :, None, :]
+        use = np.where(reg.any(-1, keepdims=True), reg, hit)  # non-ignored GT first
+        val = np.where(use, x, -2.0)
+        g = g_n - 1 - np.argmax(val[..., ::-1], axis=-1)  # the last best GT, as pycocotools
         p_i, a_i, t_i = np.nonzero(use.any(-1))
         g_i = g[p_i, a_i, t_i]
         state[p_i, a_i, t_i, g_i] = d
-        free[p_i, a_i, t_i, g_i] = crowd[p_i, 0, 0, g_i]
         det = det_lookup[p_i, d]
         was_ig = ig[p_i, a_i, g_i]
         tp[det, a_i, t_i] = ~was_ig
