@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "latency": ("probench.models.cli_latency", "the paper's latency protocol"),
     "score": ("probench.scoring.cli", "the full metric suite of a run"),
     "report": ("probench.report.cli", "Table II (Markdown + CSV) and the paper's figures as PNG"),
+    "compare": ("probench.report.cli_compare", "two runs of one dataset: each metric's change with a "
+                "bootstrap interval, the queries that changed most"),
     "bag": ("probench.bags.cli", "write a dataset as a rosbag2 (mcap or sqlite3)"),
     "eval": ("probench.ros.cli_eval", "replay a bag through the ROS 2 graph and score it"),
     "ground": ("probench.ground.cli", "ground a rosbag2's camera: detections, annotated images, video"),

@@ -21,6 +21,9 @@ class FakeBridge:
         self.frame: Frame | None = None
         self.node_listening = True
         self.refuse_transition: BridgeError | None = None
+        self.params: list[tuple[str, object, str]] = []  # (name, value, type) set on the "node"
+        self.refuse_param: BridgeError | None = None  # the node's refusal, when set
+        self.targets: list[int | None] = []  # target selections published
         self.node_view = NodeView(
             node="/grounding_node", present=True, lifecycle="active", prompts=("a red cup",),
             prompts_age_s=1.0,
@@ -61,6 +64,18 @@ class FakeBridge:
         with self.lock:
             self.transitions.append(transition)
         return {"activate": "active", "deactivate": "inactive", "configure": "inactive"}[transition]
+
+    def set_parameter(self, name: str, value: object, kind: str, timeout_s: float) -> None:
+        if self.refuse_param is not None:
+            raise self.refuse_param
+        with self.lock:
+            self.params.append((name, value, kind))
+
+    def select_target(self, track_id: int | None) -> None:
+        if not self.node_listening:
+            raise BridgeError("no grounding node subscribes /target_select", 503)
+        with self.lock:
+            self.targets.append(track_id)
 
     def close(self) -> None:
         pass

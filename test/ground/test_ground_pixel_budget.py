@@ -55,8 +55,8 @@ def _run(tmp_path: Path, bag: Path, out: str, env: dict[str, str],
     return proc.returncode, err_path.read_text(), time.perf_counter() - t0, usage.ru_maxrss
 
 
-def test_bomb_mid_bag_is_one_line_under_200_mb_and_a_second(tmp_path: Path, ros_env: dict[str, str],
-                                                              repo_root: Path) -> None:
+def test_bomb_mid_bag_is_one_line_under_200_mb_and_no_slower_than_a_good_bag(
+        tmp_path: Path, ros_env: dict[str, str], repo_root: Path) -> None:
     env = dict(ros_env, PYTHONPATH=str(repo_root / "src"))
     good = _run(tmp_path, _bag(tmp_path / "good", None), "o_good", env)
     assert good[0] == 0, good[1]
@@ -67,7 +67,9 @@ def test_bomb_mid_bag_is_one_line_under_200_mb_and_a_second(tmp_path: Path, ros_
     assert f"{TOPIC} frame 1" in lines[0] and "30000x30000 = 900.0 MP, over the budget of 50 MP" in lines[0]
     # against the same command on a bag without the bomb (it grounds all 3 frames)
     assert rss_kb - good[3] < 200 * 1024, (rss_kb, good[3])
-    assert seconds - good[2] < 1.0, (seconds, good[2])
+    # a ratio to the same command's own time, not an absolute margin (the machine may be loaded):
+    # decoding the bomb would take tens of seconds, refusing it costs nothing beyond the good run
+    assert seconds < 1.5 * good[2], (seconds, good[2])
     assert not (tmp_path / "o_bomb").exists()
 
 

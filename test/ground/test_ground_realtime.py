@@ -19,11 +19,11 @@ class Scripted:
         self.applied: list[tuple[str, ...]] = []
         self.dropped: list[tuple[str, str]] = []
 
-    def ground(self, frame: str, prompts: tuple[str, ...], wait_s: float) -> float:
+    def ground(self, frame: str, prompts: tuple[str, ...], wait_s: float, policy: object) -> float:
         self.grounded.append((frame, prompts, round(wait_s, 6)))
         return self.frame_s
 
-    def apply(self, prompts: tuple[str, ...], stamp: object) -> tuple[bool, float]:
+    def apply(self, prompts: tuple[str, ...], stamp: object, policy: object) -> tuple[bool, float]:
         self.applied.append(prompts)
         return True, self.prompt_s
 

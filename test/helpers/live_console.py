@@ -89,16 +89,18 @@ class LiveConsole:
     def __init__(self, env: dict[str, str], *, host: str = "0.0.0.0", camera_rate: float = 10.0,
                  size: str = "320x240", picture: Path | None = None, prompts: str = "['a red cup']",
                  stream: str = "debug_image", model: str = "test-instant",
-                 startup_timeout: float = 120.0) -> None:
+                 startup_timeout: float = 120.0, node_params: dict[str, str] | None = None,
+                 camera_args: list[str] | None = None) -> None:
         self.domain = random.SystemRandom().randrange(120, 230)
         self.env = {**env, "ROS_DOMAIN_ID": str(self.domain), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
                     "PYTHONUNBUFFERED": "1"}
         self.procs: list[Proc] = []
         self.node = self._start(["grounding_node", "--ros-args", "-p", f"model:={model}", "-p",
                                  "score_threshold:=0.0", "-p", f"prompts:={prompts}",
-                                 "-p", "image_reliability:=reliable", "-p", "diagnostics_period:=0.5"])
+                                 "-p", "image_reliability:=reliable", "-p", "diagnostics_period:=0.5",
+                                 *[a for k, v in (node_params or {}).items() for a in ("-p", f"{k}:={v}")]])
         cam = [sys.executable, "-m", "probench.ros.synthetic_camera", "--rate", str(camera_rate),
-               "--size", size, "--reliable"]
+               "--size", size, "--reliable", *(camera_args or [])]
         self.camera = self._start(cam + (["--picture", str(picture)] if picture else []))
         self.t_console = time.monotonic()
         self.console = self._start(["probench", "console", "--host", host, "--port", "0", "--stream", stream])

@@ -153,3 +153,49 @@ def test_ground_with_a_policy_publishes_the_operators_prompts(tmp_path: Path, ca
         main(["ground", "--no-progress", "--bag", str(bag), "--model", "test-instant", "--out",
               str(tmp_path / "o2"), "--prompt", "a cup", "--prompt-policy", "smart"])
     assert exc.value.code == 2 and "invalid choice: 'smart'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("model", "row", "form"), [
+    ("sam3", "SAM3", "cat"), ("owlv2-b", "OWLv2-B", "tmpl"), ("owlv2-l", "OWLv2-L", "tmpl"),
+    ("yoloe-x", "YOLOE-X", "orig"), ("grounding-dino-t", "G-DINO-T", "tmpl"),
+])
+def test_best_resolves_zoo_names_as_infer_and_the_node_do(model: str, row: str, form: str) -> None:
+    """Without a Table II row given, a zoo name is looked up in the zoo (the same rule for
+    `probench prompt`, infer and the node), and the policy says which row it used."""
+    from probench.models.zoo import model_record
+    from probench.prompting.profile import default_profile
+
+    assert str(model_record(model)["paper_name"]) == row and default_profile().best[row] == form
+    p = resolve_policy("best", model=model)
+    assert p.forms == (form,) and p.row == row and not p.warning
+
+
+def test_prompt_command_best_names_the_profile_row(capsys) -> None:
+    from probench.cli import main
+
+    assert main(["prompt", "--policy", "best", "--model", "sam3", "a red cup on the table"]) == 0
+    out, err = capsys.readouterr()
+    assert "no entry" not in err and "row 'SAM3' gives cat" in err, err
+    assert "best (cat) gives: cup" in out, out
+
+
+def test_ground_publishes_the_operators_part_of_an_explicit_form(tmp_path: Path) -> None:
+    """`probench ground` with no --prompt-policy: the class ids in the bag, the JSONL and the
+    acknowledgement are the operator's part of `ORIG => CAT`, as the node publishes them."""
+    import json
+
+    from helpers.camera_bags import read_output, write_camera_bag
+    from probench.cli import main
+
+    bag = write_camera_bag(tmp_path / "bag", n=2)
+    jsonl = tmp_path / "g.jsonl"
+    assert main(["ground", "--no-progress", "--bag", str(bag), "--model", "test-instant", "--out",
+                 str(tmp_path / "o"), "--score-threshold", "0", "--jsonl", str(jsonl),
+                 "--prompt", "the white coffee cup on the saucer => cup"]) == 0
+    res = read_output(tmp_path / "o")
+    assert res.class_ids() == [["the white coffee cup on the saucer"]] * 2
+    labels = res.topics["/ground/label_info"]
+    assert [vc.class_name for vc in labels[0][1].class_map] == ["the white coffee cup on the saucer"]
+    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert all(r["prompts"] == ["the white coffee cup on the saucer"] for r in records)
+    assert {d["class_id"] for r in records for d in r["detections"]} == {"the white coffee cup on the saucer"}

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+SAMPLE = Path(__file__).resolve().parents[2] / "datasets" / "probench-sample"
+
 SWEEP = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 HEADER = "model,map50,map75,map50_95,latency_ms,m_cat,m_tmpl,delta_max,best_formulation,pcr50,plc"
 # three rows of the paper's Table II (probench/report/data/paper_table2.csv), as published
@@ -90,5 +92,38 @@ def make_run(tmp_path: Path):
 
     def make(name: str, **kw) -> Path:
         return write_run(tmp_path / "runs", name, **kw)
+
+    return make
+
+
+def write_sample_run(
+    root: Path, name: str, recall: float, seed: int, dataset_hash: str | None = None
+) -> Path:
+    """A run folder of the bundled sample with synthetic predictions (no metrics.json):
+    ``recall`` of the GT found, run.json naming the sample and its hash (or ``dataset_hash``)."""
+    from probench.data.dataset import load_dataset
+    from probench.data.synthetic import arrays_to_results, synthetic_prediction_arrays
+
+    ds = load_dataset(SAMPLE, check_files=False)
+    coco = json.loads((SAMPLE / "annotations.json").read_text(encoding="utf-8"))
+    run = root / name
+    (run / "predictions").mkdir(parents=True)
+    dataset = {"path": str(SAMPLE), "hash": dataset_hash or ds.content_hash}
+    info = {"model": {"name": name}, "dataset": dataset}
+    (run / "run.json").write_text(json.dumps(info), encoding="utf-8")
+    for f in ("orig", "cat", "tmpl"):
+        arrays = synthetic_prediction_arrays(coco, f, seed=seed, recall=recall, fp_per_pair=1.0)
+        preds = arrays_to_results(arrays)
+        (run / "predictions" / f"{f}.json").write_text(json.dumps(preds), encoding="utf-8")
+    return run
+
+
+@pytest.fixture
+def sample_run(tmp_path: Path):
+    """``sample_run(name, recall, seed, dataset_hash=None)``: a run of the sample
+    (see ``write_sample_run``)."""
+
+    def make(name: str, recall: float, seed: int = 1, dataset_hash: str | None = None) -> Path:
+        return write_sample_run(tmp_path / "runs", name, recall, seed, dataset_hash)
 
     return make

@@ -26,17 +26,17 @@ def test_report_writes_table_figures_and_document(two_runs, reference_csv, tmp_p
     assert rc == 0
     printed = capsys.readouterr().out.split()
     expected = ["table2.md", "table2.csv", "fig3_map_vs_iou.png", "fig4_delta_max_vs_iou.png",
-                "fig5_pareto.png", "report.md"]  # fmt: skip
+                "fig5_pareto.png", "fig_prompt_types.png", "report.md"]  # fmt: skip
     assert [Path(p).name for p in printed] == expected
     for name in expected:
         assert (out / name).is_file()
     rows = list(csv.DictReader((out / "table2.csv").open(encoding="utf-8")))
     assert len(rows) == 5 and tuple(rows[0]) == COLUMNS
-    for name in expected[2:5]:
+    for name in expected[2:6]:
         w, h = _png_size(out / name)
         assert 600 <= w <= 2000 and 400 <= h <= 1200, (name, w, h)  # 150 dpi figures
     doc = (out / "report.md").read_text(encoding="utf-8")
-    for name in expected[:5]:
+    for name in expected[:6]:
         assert f"]({name})" in doc or f"({name})" in doc
     assert "OWLv2-B (random weights)" in doc and "random weights" in doc.lower()
     assert "| model | map50 |" in doc

@@ -90,3 +90,46 @@ def test_fig5_reference_rows_budget_frontier_and_left_out_runs(two_runs, referen
     assert set(stds) == {"std:OWL-ViT", "std:OWLv2-B (random weights)"}
     (bar,) = stds["std:OWL-ViT"].get_segments()
     assert bar[:, 0].tolist() == pytest.approx([18.0, 22.0])  # 20 +- 2 ms
+
+
+def _label_boxes(fig):
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    return [(t.get_text(), t.get_window_extent(renderer)) for t in ax.texts], ax.get_window_extent(renderer)
+
+
+def test_fig5_labels_never_overlap_on_a_two_model_sweep_with_the_paper(make_run):
+    """Issue 26: G-DINO-T collided with MM-G-D-L, and the two tiny rows of a sweep with each other."""
+    from probench.report.paper import resolve_reference
+
+    sweep = [load_run(make_run("tiny-owlv2", paper_name="OWLv2-B", random_weights=True,
+                               peaks={"orig": 0.004, "cat": 0.003, "tmpl": 0.002}, latency=(61.0, 9.0))),
+             load_run(make_run("tiny-gdino", paper_name="G-DINO-T", random_weights=True,
+                               peaks={"orig": 0.003, "cat": 0.004, "tmpl": 0.002}, latency=(66.0, 12.0)))]
+    entries = sweep + load_reference(resolve_reference("paper"))
+    boxes, axes_box = _label_boxes(fig_pareto(entries).figure)
+    assert len(boxes) == len(entries)
+    for (ta, a), (tb, b) in itertools.combinations(boxes, 2):
+        assert not a.overlaps(b), (ta, tb)
+    for t, box in boxes:  # and inside the axes
+        assert axes_box.x0 - 1 <= box.x0 and box.x1 <= axes_box.x1 + 1, t
+        assert axes_box.y0 - 1 <= box.y0 and box.y1 <= axes_box.y1 + 1, t
+
+
+def test_fig5_std_bars_stay_inside_the_axes(make_run):
+    wide = load_run(make_run("wide", latency=(20.0, 18.0)))
+    fig = fig_pareto([wide]).figure
+    lo, hi = fig.axes[0].get_xlim()
+    (bar,) = _by_gid(fig, "std:OWLv2-B")[0].get_segments()
+    assert lo < bar[:, 0].min() and bar[:, 0].max() < hi
+
+
+def test_fig5_legend_shows_only_what_is_drawn(reference_csv, make_run):
+    legend = lambda fig: [t.get_text() for t in fig.axes[0].get_legend().get_texts()]  # noqa: E731
+    only_paper = legend(fig_pareto(load_reference(reference_csv)).figure)
+    assert not any("your runs" in t for t in only_paper) and "paper (RTX 4090)" in only_paper
+    assert not any("scale variants" in t for t in only_paper)  # no two rows of one family here
+    only_run = legend(fig_pareto([load_run(make_run("r", paper_name="OWL-ViT"))]).figure)
+    assert "your runs (probench latency)" in only_run and "paper (RTX 4090)" not in only_run
+    assert not any("random weights" in t for t in only_run)

@@ -70,7 +70,7 @@ def test_one_panel_per_formulation_with_missed_frames_and_the_budget(make_run) -
     entry = load_run(_ros_run(make_run))
     plot = fig_latency_timeline([entry])
     axes = [ax for ax in plot.figure.axes if ax.get_visible()]
-    assert len(axes) == 2 and axes[0].get_title().endswith("orig (1 of 4 missed)")
+    assert len(axes) == 2 and axes[0].get_title().endswith("orig (1 of 3 measured missed, + 1 warm-up)")
     gids = {a.get_gid() for ax in axes for a in ax.get_children() if a.get_gid()}
     label = entry.label
     assert {
@@ -106,3 +106,29 @@ def test_a_folder_without_run_json_is_named_as_such(tmp_path: Path, capsys) -> N
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "no run.json" in err and "--out" in err and "\n" not in err
     assert "names none" not in err
+
+
+def test_every_answered_frame_is_inside_the_axes_and_titles_count_measured_frames(make_run) -> None:
+    """Issue 26: a panel drawn after another of the shared row must not clip its frames (the
+    axis once ended near 105 ms, hiding frames answered at 159, 639 and 755 ms)."""
+    run = _ros_run(make_run, "spread")
+    trace = [_frame("orig", i, 33.3 * i, v) for i, v in enumerate([20.0, 25.0, 30.0, 21.0, 22.0])]
+    trace += [_frame("cat", 0, 0.0, 90.0, warmup=True), _frame("cat", 0, 0.0, 90.0, warmup=True)]
+    trace += [_frame("cat", i, 33.3 * i, v) for i, v in enumerate([20.0, 159.0, 639.0, 755.0, 30.0], start=1)]
+    trace += [_frame("cat", 9, 400.0, None)]
+    (run / "realtime_frames.jsonl").write_text("".join(json.dumps(r) + "\n" for r in trace))
+    plot = fig_latency_timeline([load_run(run)])
+    axes = [ax for ax in plot.figure.axes if ax.get_visible()]
+    drawn = 0
+    for ax in axes:
+        lo, hi = ax.get_ylim()
+        x_lo, x_hi = ax.get_xlim()
+        for line in ax.get_lines():
+            if (line.get_gid() or "").startswith(("answered:", "warmup:")):
+                for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True):
+                    assert lo <= y <= hi and x_lo <= x <= x_hi, (line.get_gid(), x, y, (lo, hi))
+                    drawn += 1
+    assert drawn == 12  # 5 + 5 answered, 2 warm-up
+    titles = sorted(ax.get_title() for ax in axes)
+    assert titles[0].endswith("cat (1 of 6 measured missed, + 2 warm-up)"), titles
+    assert titles[1].endswith("orig (0 of 5 measured missed)"), titles

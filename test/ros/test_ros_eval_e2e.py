@@ -18,8 +18,10 @@ import pytest
 import yaml
 
 from helpers.grounding_harness import fresh_domain
-from probench.realtime.eval_realtime import MAILBOX, explain_misses
+from probench.realtime.eval_realtime import MAILBOX, MAILBOX_IDLE, explain_misses
 from probench.realtime.grounding_trace import NodeTrace
+
+BURST = "mailbox within a period"
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.usefixtures("requires_vision_msgs")]
 
@@ -177,9 +179,13 @@ def test_sample_bag_streams_at_30_hz_and_a_slow_model_misses_frames(repo_root: P
         mine = {t["image_id"] for t in measured if t["formulation"] == f and t["n_results"]}
         assert len({t["image_id"] for t in measured if t["formulation"] == f}) == 10
         assert {p["image_id"] for p in _json(run / "predictions" / f"{f}.json")} == mine
-    why = explain_misses(measured, NodeTrace.read(node_trace), period_ms=1000 / 30)
+    why = explain_misses(measured, NodeTrace.read(node_trace, idle=True), period_ms=1000 / 30)
     assert rt["frames_missed"] == len(why) <= 2, why
-    assert all(cause == MAILBOX for cause, _ in why.values()), why  # only the node's own evidence excuses
+    # only the node's own evidence of its newest-frame mailbox excuses a miss: never a late prompt
+    # set, never no evidence. On a loaded machine the mailbox also drops frames that reach the node
+    # in a burst (the executor or the sender starved: replaced while a frame was in flight for less
+    # than a period) and frames its starved worker thread did not take in time (replaced idle).
+    assert {cause for cause, _ in why.values()} <= {MAILBOX, BURST, MAILBOX_IDLE}, why
 
 
 def test_find_max_rate_through_the_graph(repo_root: Path, tmp_path: Path, ros_env: dict) -> None:

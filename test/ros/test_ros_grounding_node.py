@@ -236,3 +236,13 @@ def test_node_prompt_command(shared, ros_env) -> None:
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "active prompts: a kettle ; a spoon"
     assert t.label_after(0, ["a kettle", "a spoon"])
+
+
+def test_a_model_without_masks_has_no_segmentation_topics_and_says_so_once(shared) -> None:
+    node, t = shared
+    t.spin_for(0.3)
+    for topic in ("segmentation/instances", "segmentation/semantic", "segmentation/confidence",
+                  "segmentation/label_info", "target_points"):
+        assert t.node.count_publishers(topic) == 0, topic
+    assert t.node.count_publishers("detections") == 1  # (the node is there)
+    assert node.output().count("gives no instance masks here: no segmentation topics") == 1

@@ -12,21 +12,10 @@ import time
 import pytest
 
 from helpers.grounding_harness import NodeProcess, RosPeer, fresh_domain
+from helpers.node_cli import node_cli as _cli
+from helpers.node_cli import one_line_error as _one_line_error
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(240)]
-
-
-def _cli(env: dict[str, str], *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "probench", "node", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def _one_line_error(proc: subprocess.CompletedProcess[str], *words: str) -> None:
-    assert proc.returncode == 1, (proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("probench node: error: "), proc.stderr
-    for w in words:
-        assert w in lines[0], (w, lines[0])
 
 
 def test_status_prompt_and_lifecycle(tmp_path, ros_env, requires_vision_msgs) -> None:
@@ -54,6 +43,15 @@ def test_status_prompt_and_lifecycle(tmp_path, ros_env, requires_vision_msgs) ->
         assert out.returncode == 0 and out.stdout.strip() == "active prompts: a red cup ; a door", out
         assert peer.label_after(0, ["a red cup", "a door"], timeout=5)  # the node really took it
         out = _cli(env, "prompt", "a red cup; a door")  # the same set again: a fresh ack, not the old one
+        assert out.returncode == 0, out
+        # PROMPTING.md's explicit form: the node acknowledges the operator's part, and so waits the command
+        out = _cli(env, "prompt", "red fire extinguisher by the door => fire extinguisher; a red cup; a door",
+                   "--timeout", "20")
+        assert out.returncode == 0, out
+        want = "active prompts: red fire extinguisher by the door ; a red cup ; a door"
+        assert out.stdout.strip() == want, out
+        assert peer.label_after(0, ["red fire extinguisher by the door", "a red cup", "a door"], timeout=5)
+        out = _cli(env, "prompt", "a red cup; a door")
         assert out.returncode == 0, out
 
         text = _cli(env, "status").stdout
@@ -113,5 +111,10 @@ def test_status_text_and_record() -> None:
     assert record["prompts"] == ["a cup", "a door"]
     bare = status_text(NodeView(node="/n", present=True, lifecycle="unconfigured"))
     assert bare.splitlines()[-1] == "diagnostics  (none received yet)" and "prompts      (none)" in bare
+    chosen = DiagnosticsView("OK", "5.0 Hz", {"target": "operator track 7 lost 0.8 s"}, 0.1)
+    assert "target       operator track 7 lost 0.8 s" in status_text(
+        NodeView(node="/n", present=True, lifecycle="active", diagnostics=chosen)).splitlines()
+    plain = NodeView(node="/n", present=True, lifecycle="active", diagnostics=diag)  # no target value
+    assert not any(line.startswith("target ") for line in status_text(plain).splitlines())
     busy = status_text(NodeView(node="/n", present=True, lifecycle="unknown"))
     assert "lifecycle    unknown (no answer to get_state: busy in a transition" in busy

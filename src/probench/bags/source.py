@@ -111,22 +111,26 @@ class BagSource:
     def prompt_topic(self, requested: str | None) -> Topic | None:
         """The recorded prompt topic: ``requested``; ``"none"``: none; ``None`` (auto): the
         std_msgs/String topic named ``.../prompt`` if there is exactly one."""
-        strings = [t for t in self.topics.values() if t.msgtype == STRING_MSGTYPE]
+        return self.named_topic(requested, STRING_MSGTYPE, PROMPT_TOPIC_NAME, "--prompt-topic")
+
+    def named_topic(self, requested: str | None, msgtype: str, name: str, flag: str) -> Topic | None:
+        """A topic of ``msgtype``: ``requested`` (``flag``'s value; "none": none), else (None)
+        the one whose last name is ``name``, if there is exactly one; one-line usage errors."""
+        candidates = [t for t in self.topics.values() if t.msgtype == msgtype]
         if requested == "none":
             return None
         if requested is not None:
             topic = self.topics.get(requested)
-            if topic is None or topic.msgtype != STRING_MSGTYPE:
-                what = "no such topic" if topic is None else f"is {topic.msgtype}, not std_msgs/msg/String"
-                raise BagUsageError(
-                    f"--prompt-topic {requested}: {what} in {self.path}; String topics: {_listing(strings)}"
-                )
+            if topic is None or topic.msgtype != msgtype:
+                what = "no such topic" if topic is None else f"is {topic.msgtype}, not {msgtype}"
+                raise BagUsageError(f"{flag} {requested}: {what} in {self.path}; "
+                                    f"{msgtype.rsplit('/', 1)[-1]} topics: {_listing(candidates)}")
             return topic
-        named = [t for t in strings if t.name.rsplit("/", 1)[-1] == PROMPT_TOPIC_NAME]
+        named = [t for t in candidates if t.name.rsplit("/", 1)[-1] == name]
         if len(named) > 1:
             raise BagUsageError(
-                f"{self.path} has {len(named)} prompt topics: {_listing(named)}; choose one with "
-                "--prompt-topic (or --prompt-topic none)"
+                f"{self.path} has {len(named)} {name} topics: {_listing(named)}; choose one with "
+                f"{flag} (or {flag} none)"
             )
         return named[0] if named else None
 

@@ -7,6 +7,11 @@
   published as a ``std_msgs/String``. It is data: nothing here or in the page evaluates it
   (the page only ever sets ``textContent``).
 - ``POST /api/lifecycle`` ``{"transition": "activate"}``: configure / activate / deactivate.
+- ``POST /api/param`` ``{"name": "prompt_policy", "value": "categorical"}``: the console's
+  controls (``prompt_policy``, ``score_threshold``), held to the node's own parameter table
+  first, then set through the node's SetParameters (its refusal: 409 with its reason).
+- ``POST /api/target`` ``{"track_id": 7}`` (``null``: clear): the clicked detection's track is
+  made the node's target (published on ``target_select``).
 - ``WS /ws``: the server pushes the state as JSON (every ``state_period_s``) and the newest
   annotated frame as JPEG (a ``frame`` JSON message, then the bytes). Frames are credited:
   at most ``MAX_IN_FLIGHT`` unacknowledged frames per client, and a client always gets the
@@ -35,9 +40,11 @@ from starlette.concurrency import run_in_threadpool
 from probench.console.bridge import TRANSITIONS, ConsoleBridge, Frame, NodeView
 from probench.console.errors import BridgeError, ConsoleUsageError
 from probench.console.guard import Guard, is_loopback
+from probench.console.params import CONSOLE_PARAMS, applies_text, check_console_value
 from probench.errors import ProbenchError
 from probench.models.base import MAX_PROMPT_CHARS, MAX_PROMPTS
 from probench.prompting.messages import prompt_message_limit, prompts_from_message
+from probench.prompting.policy import POLICIES
 
 log = logging.getLogger("probench.console")
 
@@ -173,6 +180,9 @@ class Console:
             "diagnostics": _diagnostics_json(view), "history": list(self.history),
             "stream": {"source": self.stream_source, "frames": frame.seq if frame else 0},
             "topics": dict(view.topics), "limits": self.limits, "transitions": list(TRANSITIONS),
+            "threshold": _num(view.threshold),  # in force: the node's LabelInfo
+            "target": None if view.target is None else {"track_id": view.target[0], "prompt": view.target[1]},
+            "controls": {"prompt_policy": list(POLICIES)},
         }
 
     def state_json(self) -> str:
@@ -192,6 +202,25 @@ class Console:
             self.history.remove(entry)
         self.history.appendleft(entry)
         return prompts
+
+    def set_param(self, name: object, value: object) -> dict[str, object]:
+        """A console control: checked against the node's table (400), then set on the node
+        (its refusal: 409 with its reason). Runs in a worker thread (it waits for the node)."""
+        from probench.realtime.node_spec import GROUNDING_PARAMS
+
+        if not isinstance(name, str) or name not in CONSOLE_PARAMS:
+            raise _HttpError(400, f"'name' must be one of {', '.join(CONSOLE_PARAMS)}")
+        checked = check_console_value(name, value)
+        spec = GROUNDING_PARAMS[name]
+        self.bridge.set_parameter(name, checked, spec.type, self.transition_timeout_s)
+        return {"name": name, "value": checked, "applies": spec.applies, "said": applies_text(spec.applies)}
+
+    def select_target(self, track_id: object) -> int | None:
+        if track_id is not None and (isinstance(track_id, bool) or not isinstance(track_id, int)
+                                     or not 0 <= track_id < 1 << 63):
+            raise _HttpError(400, "'track_id' must be a track id (an integer >= 0) or null (clear)")
+        self.bridge.select_target(track_id)
+        return track_id
 
     # -- stream ------------------------------------------------------------------------
     async def stream(self, ws: WebSocket) -> None:
@@ -339,6 +368,22 @@ def create_app(
             return _error(exc.status, str(exc))
         return JSONResponse({"state": new_state})
 
+    async def param(request: Request) -> Response:
+        try:
+            body = await _json_body(request, 4096)
+            done = await run_in_threadpool(console.set_param, body.get("name"), body.get("value"))
+        except (_HttpError, BridgeError) as exc:  # both carry the HTTP status to answer with
+            return _error(exc.status, str(exc))
+        return JSONResponse(done)
+
+    async def target(request: Request) -> Response:
+        try:
+            body = await _json_body(request, 4096)
+            track = console.select_target(body.get("track_id"))
+        except (_HttpError, BridgeError) as exc:
+            return _error(exc.status, str(exc))
+        return JSONResponse({"track_id": track})
+
     async def ws(websocket: WebSocket) -> None:
         await websocket.accept()
         await console.stream(websocket)
@@ -351,6 +396,8 @@ def create_app(
     app.add_api_route("/api/state", state, methods=["GET"])
     app.add_api_route("/api/prompt", prompt, methods=["POST"])
     app.add_api_route("/api/lifecycle", lifecycle, methods=["POST"])
+    app.add_api_route("/api/param", param, methods=["POST"])
+    app.add_api_route("/api/target", target, methods=["POST"])
     app.add_api_websocket_route("/ws", ws)
 
     app.add_middleware(Guard, token=token, loopback_only=is_loopback(host))

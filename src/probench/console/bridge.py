@@ -52,6 +52,7 @@ def graph_names(node: str, image_topic: str | None = None) -> dict[str, str]:
         "image": image, "image/compressed": f"{image.rstrip('/')}/compressed",
         "diagnostics": "/diagnostics", "get_state": f"{fqn}/get_state",
         "change_state": f"{fqn}/change_state", "transition_event": f"{fqn}/transition_event",
+        "target_select": f"{base}/target_select", "target": f"{base}/target",
     }
 
 
@@ -89,6 +90,8 @@ class NodeView:
     lifecycle: str  # unconfigured, inactive, active, finalized, ... or "unknown"
     prompts: tuple[str, ...] = ()  # the active set, from the node's LabelInfo
     prompts_age_s: float | None = None
+    threshold: float | None = None  # the score threshold in force (LabelInfo.threshold)
+    target: tuple[str, str] | None = None  # (track id, prompt) the node's latched `target` names
     detections: tuple[DetectionItem, ...] = ()  # of the newest Detection2DArray
     detections_stamp: float | None = None  # its header stamp (s)
     diagnostics: DiagnosticsView | None = None
@@ -125,6 +128,16 @@ class ConsoleBridge(Protocol):
     def change_state(self, transition: str, timeout_s: float) -> str:
         """Ask for a lifecycle transition (one of :data:`TRANSITIONS`) and wait for the
         answer: the new state, or BridgeError (refused, no node, timeout)."""
+        ...
+
+    def set_parameter(self, name: str, value: object, kind: str, timeout_s: float) -> None:
+        """Set one node parameter of type ``kind`` (already checked against the node's table)
+        and wait for the answer: BridgeError with the node's reason when it refuses."""
+        ...
+
+    def select_target(self, track_id: int | None) -> None:
+        """Publish a target selection on ``target_select`` (None: back to the best detection);
+        BridgeError when no node listens."""
         ...
 
     def close(self) -> None:

@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="require the access token on a loopback address too (shared machines)")
     from probench.prompting.options import add_policy_arguments
 
-    add_policy_arguments(parser)  # set on the node at start (its live prompt_policy parameter)
+    add_policy_arguments(parser, purpose="set on the node when the console starts (its live prompt_policy "
+                                 "parameter; default: leave the node's policy as it is)")
 
 
 def _check_policy(args: argparse.Namespace) -> None:

@@ -4,6 +4,7 @@ probench dataset (docs/FORMATS.md, "Importing other datasets").
     probench import coco --annotations instances_val2017.json --images val2017 --out datasets/coco-val
     probench import refcoco --refs 'refs(unc).p' --instances instances.json --images train2014 \
         --split val --out datasets/refcoco-val
+    probench import mot --root MOT17/train --prompts prompts.csv --out datasets/mot17-prompts
 
 Exit 0 with a one-line summary; 1 with every problem named by its record (the dataset is
 not written); 2 for bad arguments.
@@ -20,6 +21,10 @@ from probench.errors import UsageError
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--images", required=True, type=Path, help="folder the file names are relative to")
+    _output(p)
+
+
+def _output(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, type=Path, help="dataset folder to write")
     p.add_argument("--copy", action="store_true", help="copy the images (default: symbolic links to them)")
     p.add_argument("--domain", default=None, help="the 'domain' of every image (default: none)")
@@ -43,6 +48,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ref.add_argument("--instances", required=True, type=Path, help="the instances.json the refs point into")
     ref.add_argument("--split", default=None, help="only the refs of this split (train, val, testA, ...)")
     _common(ref)
+    mot = sub.add_parser("mot", help="MOT Challenge sequences + a prompts table: a sequence dataset")
+    mot.add_argument("--root", required=True, type=Path,
+                     help="the split folder holding the sequence folders (seqinfo.ini, gt/gt.txt, img1/)")
+    mot.add_argument("--prompts", required=True, type=Path, metavar="TABLE",
+                     help="CSV: sequence, track_id, orig[, cat, tmpl, prompt_types, coref, start_frame]")
+    mot.add_argument("--min-visibility", type=float, default=0.0,
+                     help="leave out gt boxes less visible than this (MOT's visibility column; default 0)")
+    _output(mot)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,6 +84,11 @@ def _run(args: argparse.Namespace) -> int:
 
         summary = import_refcoco(args.refs, args.instances, args.images, args.out, split=args.split,
                                  copy=args.copy, domain=args.domain, overwrite=args.overwrite)
+    elif args.format == "mot":
+        from probench.data.importers.mot import import_mot
+
+        summary = import_mot(args.root, args.prompts, args.out, copy=args.copy,
+                             min_visibility=args.min_visibility, domain=args.domain, overwrite=args.overwrite)
     else:  # pragma: no cover - argparse allows only the formats above
         raise UsageError(f"unknown format {args.format!r}")
     print(summary.line(), file=sys.stdout)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from probench.data.errors import DatasetError
+from probench.data.sequences import Video, build_videos
 from probench.jsonio import canonical_bytes, gc_paused, parse
 from probench.vocabulary import FORMULATIONS, TEMPLATE_PREFIX
 
@@ -44,6 +45,10 @@ class ImageRecord:
     height: int
     domain: str = ""
     query_ids: tuple[int, ...] | None = None  # explicit label space, when given
+    # sequences (docs/FORMATS.md, "Sequences"): the frame's video and place in it
+    video_id: int | None = None
+    frame_index: int | None = None
+    timestamp: float | None = None  # seconds
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ class Annotation:
     area: float
     iscrowd: int = 0
     segmentation: object = None
+    track_id: int | None = None  # sequences: one object over one video's frames
 
 
 @dataclass
@@ -86,6 +92,7 @@ class Dataset:
                 height=int(im["height"]),
                 domain=str(im.get("domain", "")),
                 query_ids=None if qids is None else tuple(map(int, qids)),
+                **_sequence_fields(im),
             )
         annotations = [_annotation(a) for a in coco.get("annotations", [])]
         return cls(images, queries, annotations, Path(root) if root is not None else None, coco)
@@ -97,6 +104,11 @@ class Dataset:
         for a in self.annotations:
             out.setdefault(a.image_id, []).append(a)
         return out
+
+    @cached_property
+    def videos(self) -> dict[int, Video]:
+        """The dataset's videos by id, each with its frames in order ({} for an image dataset)."""
+        return build_videos(self.images, self.raw)
 
     def label_space(self, image_id: int) -> tuple[int, ...]:
         """The queries evaluated on an image: ``query_ids`` if given, else those with GT there."""
@@ -153,8 +165,18 @@ def _annotation(a: Mapping[str, Any]) -> Annotation:
         id=int(a["id"]), image_id=int(a["image_id"]), query_id=int(a["category_id"]), bbox=bbox,
         area=float(bbox[2] * bbox[3] if area is None else area), iscrowd=int(a.get("iscrowd", 0)),
         segmentation=a.get("segmentation"),
+        track_id=None if a.get("track_id") is None else int(a["track_id"]),
     )
     return ann
+
+
+def _sequence_fields(im: Mapping[str, Any]) -> dict[str, Any]:
+    """An image's video, frame index and timestamp, when it is a frame of a video."""
+    if im.get("video_id") is None:
+        return {}
+    ts = im.get("timestamp")
+    return {"video_id": int(im["video_id"]), "frame_index": int(im["frame_index"]),
+            "timestamp": None if ts is None else float(ts)}
 
 
 def parse_query(c: Mapping[str, Any]) -> Query:

@@ -23,6 +23,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
+from probench.data.sequences import check_sequences
 from probench.vocabulary import FORMULATIONS, PROMPT_TYPES
 
 _FORMS = list(FORMULATIONS)
@@ -133,6 +134,7 @@ def validate_coco(coco: object, root: Path | None = None, *, screen: bool = True
                  else np.ones(len(anns), bool))
     for k in np.flatnonzero(an_marked).tolist():
         _check_annotation(anns.name(k), anns.recs[k], images.by_id, queries.by_id, problems)
+    problems.extend(check_sequences(coco))  # videos, frames, tracks, prompt changes (if any)
     return problems
 
 

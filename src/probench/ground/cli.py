@@ -45,10 +45,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     pr.add_argument("--prompt", default=None, metavar="TEXT",
                     help="prompts active from the start, ';'-separated: \"a red backpack; a door handle\"")
     pr.add_argument("--prompt-schedule", type=Path, default=None, metavar="FILE",
-                    help="prompt changes over time: lines 'SECONDS PROMPTS' (docs/GROUND.md)")
+                    help="prompt changes over time: lines 'SECONDS PROMPTS', or 'SECONDS --policy NAME' to "
+                    "switch the prompt policy (docs/GROUND.md)")
     pr.add_argument("--prompt-topic", default=None, metavar="TOPIC",
                     help="recorded std_msgs/String prompt topic to honour (default: the bag's '.../prompt' "
                     "topic if it has one; 'none' ignores recorded prompts)")
+    pr.add_argument("--frame-prompts-topic", default=None, metavar="TOPIC",
+                    help="recorded vision_msgs/LabelInfo prompt sets stamped for one frame each, as the "
+                    "node's frame_prompts (default: the bag's '.../frame_prompts' topic if it has one; "
+                    "'none' ignores them)")
 
     sp = parser.add_argument_group("3D and tracking (as grounding_node's depth_topic and tracking)")
     sp.add_argument("--depth-topic", default=None, metavar="TOPIC",
@@ -148,6 +153,7 @@ def plan_from_args(args: argparse.Namespace) -> GroundPlan:
         bag=Path(args.bag), out=Path(args.out), model=args.model,
         prompts=parse_prompt_flag(args.prompt) if args.prompt is not None else (),
         schedule=args.prompt_schedule, image_topic=args.image_topic, prompt_topic=args.prompt_topic,
+        frame_prompts_topic=args.frame_prompts_topic, profile=getattr(args, "profile", None),
         realtime=args.realtime, prefix=prefix, keep_images=args.keep_images, video=args.video,
         jsonl=args.jsonl, overwrite=args.overwrite, jpeg_quality=args.jpeg_quality,
         score_threshold=args.score_threshold, max_detections=args.max_detections,
@@ -189,18 +195,15 @@ def run(args: argparse.Namespace) -> int:
 
     from probench.models.zoo import model_record
     from probench.prompting.options import policy_from_args
-    from probench.prompting.policy import PolicyDetector
 
     policy = policy_from_args(args, model_record(args.model, weights=args.weights), "ground")
-    assert policy is not None  # --prompt-policy defaults to as_typed here
 
     def load() -> object:
         from probench.models.zoo import load_detector
 
-        detector = load_detector(args.model, device=args.device, precision=args.precision,
-                                 score_threshold=args.score_threshold, weights=args.weights)
-        return PolicyDetector(detector, policy)
+        return load_detector(args.model, device=args.device, precision=args.precision,
+                             score_threshold=args.score_threshold, weights=args.weights)
 
-    summary = ground_bag(plan, load)
+    summary = ground_bag(plan, load, policy)
     print("probench ground: " + "\n".join(summary.lines()))
     return 0

@@ -1,11 +1,11 @@
-"""One recorded frame: decoded and grounded exactly as the grounding node's worker does it
-(the node's own CDR readers and converters from :mod:`probench.msgs`, no rclpy)."""
+"""One recorded frame, answered by the grounding node's own core
+(:class:`probench.realtime.frame_core.FrameCore`): ``probench ground`` only adds the bag's
+frame record and its replay figures around the core's answer."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -14,11 +14,10 @@ from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.ground.errors import GroundError
 from probench.msgs.images import DEFAULT_MAX_PIXELS
+from probench.prompting.policy import PromptPolicy
+from probench.realtime.frame_core import FrameAnswer, FrameCore, Wanted, decode_frame
 from probench.realtime.grounding_worker import Prompts
 from probench.spatial.depth import Detections3D
-
-if TYPE_CHECKING:
-    from probench.models.base import Detector
 
 
 @dataclass(frozen=True)
@@ -31,6 +30,13 @@ class Frame:
     raw: bytes
     topic: str
 
+    @property
+    def compressed(self) -> bool:
+        return self.msgtype == COMPRESSED_MSGTYPE
+
+    def where(self) -> str:
+        return f"{self.topic} frame {self.index} (t={self.t_ns} ns)"
+
 
 @dataclass
 class Grounded:
@@ -39,62 +45,59 @@ class Grounded:
     frame: Frame
     header: Any  # stamp.sec, stamp.nanosec, frame_id: the input frame's header
     rgb: np.ndarray
-    prompts: Prompts
+    prompts: Prompts  # the operator's prompts: the class ids
     detections: Detections
     detections_cdr: bytes  # vision_msgs/Detection2DArray, serialized
-    processing_ms: float | None = None  # decode + detect + serialize
+    processing_ms: float | None = None  # the core's time: decode + detect + 3D + encode
     latency_ms: float | None = None  # arrival -> answer (realtime: includes the wait)
     dropped: str = ""  # why the frame was never processed ("" = processed)
     timings_ms: dict[str, float] = field(default_factory=dict)
     track_ids: np.ndarray | None = None  # --track: one per detection, -1 = none
     d3: Detections3D | None = None  # 3D estimates (RGB-D bags)
+    detections_3d_cdr: bytes | None = None
+    mask_cdr: dict[str, bytes] = field(default_factory=dict)  # segmentation topic -> Image bytes
+
+    @classmethod
+    def of(cls, frame: Frame, answer: FrameAnswer) -> Grounded:
+        assert answer.rgb is not None and answer.detections_cdr is not None
+        return cls(frame, answer.header, answer.rgb, answer.prompts, answer.detections, answer.detections_cdr,
+                   processing_ms=answer.processing_ms, timings_ms=dict(answer.stages_ms),
+                   track_ids=answer.track_ids, d3=answer.d3, detections_3d_cdr=answer.detections_3d_cdr,
+                   mask_cdr=answer.mask_cdr)
 
 
 def decode(frame: Frame, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> tuple[Any, np.ndarray]:
-    """``(header, rgb)`` of a frame (rgb may be a read-only view of the message bytes), or a
-    one-line :class:`GroundError` naming the frame (also for a compressed frame whose header
-    gives more than ``max_pixels`` pixels: refused before decoding, as the node does)."""
-    from probench.msgs.wire import rgb_from_cdr
-
+    """``(header, rgb)`` of a frame, decoded as the core decodes it, or a one-line
+    :class:`GroundError` naming the frame."""
     try:
-        return rgb_from_cdr(frame.raw, compressed=frame.msgtype == COMPRESSED_MSGTYPE, max_pixels=max_pixels)
+        return decode_frame(frame.raw, compressed=frame.compressed, max_pixels=max_pixels)
     except ProbenchError as exc:
-        raise GroundError(f"{frame.topic} frame {frame.index} (t={frame.t_ns} ns): {exc}") from exc
+        raise GroundError(f"{frame.where()}: {exc}") from exc
 
 
-def ground(frame: Frame, detector: Detector, prompts: Prompts, max_detections: int,
-           max_pixels: int | None = DEFAULT_MAX_PIXELS) -> Grounded:
-    """Decode, detect (nothing without prompts, as the node) and serialize one frame."""
-    from probench.msgs.wire import detections_to_cdr, top_order
-
-    t0 = time.perf_counter()
-    header, rgb = decode(frame, max_pixels)
-    if prompts:
-        if not rgb.flags.writeable:  # a view of the message bytes: models may write
-            rgb = rgb.copy()
-        dets = detector.detect(rgb, prompts)
-        dets = dets.filter(top_order(dets, max_detections))  # what the node publishes
-    else:
-        dets = Detections.empty()
-    names = class_names(detector, prompts)
-    cdr = detections_to_cdr(dets, header, names)
-    ms = (time.perf_counter() - t0) * 1000.0
-    return Grounded(frame, header, rgb, prompts, dets, cdr, processing_ms=ms,
-                    timings_ms=dict(dets.timings_ms))
-
-
-def class_names(detector: object, prompts: Prompts) -> Prompts:
-    """The class ids of ``prompts``: the operator's prompts behind a prompt policy (an
-    explicit ``ORIG => CAT`` form published as ORIG), else the prompts themselves."""
-    from probench.prompting.policy import PolicyDetector
-
-    return detector.operator_prompts(prompts) if isinstance(detector, PolicyDetector) else prompts
+def ground(frame: Frame, core: FrameCore, prompts: Prompts, policy: PromptPolicy | None = None,
+           wanted: Wanted | None = None) -> tuple[Grounded, list[str]]:
+    """The core's answer to one frame, and the lines it asks to log. A frame that cannot be
+    decoded ends the run (one line naming it)."""
+    answer = core.answer(frame.raw, compressed=frame.compressed, prompts=prompts, policy=policy,
+                         wanted=wanted or Wanted())
+    if answer.error:
+        raise GroundError(f"{frame.where()}: {answer.error}")
+    if not answer.answered:  # no stamped set and no operator prompts: the node publishes nothing
+        header, rgb = answer.header, answer.rgb
+        assert rgb is not None
+        return dropped_answer(frame, header, rgb, "no prompt set for the frame"), answer.problems
+    return Grounded.of(frame, answer), answer.problems
 
 
 def dropped(frame: Frame, reason: str, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> Grounded:
     """A frame the node would never have processed: an empty answer, marked."""
+    header, rgb = decode(frame, max_pixels)
+    return dropped_answer(frame, header, rgb, reason)
+
+
+def dropped_answer(frame: Frame, header: Any, rgb: np.ndarray, reason: str) -> Grounded:
     from probench.msgs.wire import detections_to_cdr
 
-    header, rgb = decode(frame, max_pixels)
     empty = Detections.empty()
     return Grounded(frame, header, rgb, (), empty, detections_to_cdr(empty, header, ()), dropped=reason)

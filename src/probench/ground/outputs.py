@@ -4,7 +4,8 @@ Output bag (mcap, zstd chunks; ``P`` = ``--prefix``, default ``/ground``), every
 the log time of the input frame it answers (so a viewer overlays it on that frame):
 
 - ``P/detections`` (vision_msgs/Detection2DArray): one per input frame, with the input
-  frame's header; class_id = the prompt text, score in [0, 1], bbox in pixels. Empty for a
+  frame's header; class_id = the operator's prompt (an explicit ``ORIG => CAT`` gives ORIG),
+  score in [0, 1], bbox in pixels. Empty for a
   frame that was dropped (``--realtime``) or had no prompts yet;
 - ``P/label_info`` (vision_msgs/LabelInfo, transient-local as the node's): each prompt set
   when it becomes active: class_map[i] = (i, prompt i), threshold = the score threshold;
@@ -12,6 +13,10 @@ the log time of the input frame it answers (so a viewer overlays it on that fram
 - ``P/dropped`` (std_msgs/Header, ``--realtime`` only): the header of each dropped frame;
 - ``P/detections_3d`` (vision_msgs/Detection3DArray, RGB-D bags only): one per input frame,
   with its header, as the node's ``detections_3d`` (empty when the frame got no 3D);
+- ``P/segmentation/instances``, ``P/segmentation/semantic``, ``P/segmentation/confidence``
+  (sensor_msgs/Image) and ``P/segmentation/label_info`` (vision_msgs/LabelInfo), for a model
+  that gives instance masks: the node's segmentation outputs (docs/GROUNDING_NODE.md,
+  "Instance masks"), one image of each per answered frame that carried masks;
 - with ``--track``, Detection2D.id / Detection3D.id carry the track ids;
 - with ``--keep-images``: the image topic (and the prompt topic) as recorded.
 
@@ -24,7 +29,6 @@ import json
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from types import SimpleNamespace
 from typing import IO, Any
 
 import numpy as np
@@ -44,7 +48,10 @@ LABEL_INFO_MSGTYPE = "vision_msgs/msg/LabelInfo"
 HEADER_MSGTYPE = "std_msgs/msg/Header"
 
 
-def output_topics(prefix: str, realtime: bool, depth: bool = False) -> dict[str, str]:
+IMAGE_MSGTYPE = "sensor_msgs/msg/Image"
+
+
+def output_topics(prefix: str, realtime: bool, depth: bool = False, masks: bool = False) -> dict[str, str]:
     """Output topic -> message type."""
     topics = {
         f"{prefix}/detections": DETECTIONS_MSGTYPE,
@@ -55,6 +62,11 @@ def output_topics(prefix: str, realtime: bool, depth: bool = False) -> dict[str,
         topics[f"{prefix}/dropped"] = HEADER_MSGTYPE
     if depth:
         topics[f"{prefix}/detections_3d"] = DETECTION_3D_ARRAY
+    if masks:
+        from probench.realtime.node_spec import MASK_TOPICS
+
+        topics.update({f"{prefix}/{t}": IMAGE_MSGTYPE for t in MASK_TOPICS})
+        topics[f"{prefix}/segmentation/label_info"] = LABEL_INFO_MSGTYPE
     return topics
 
 
@@ -74,7 +86,8 @@ def annotate(item: Grounded) -> np.ndarray:
 
     bgr = cv2.cvtColor(np.ascontiguousarray(item.rgb), cv2.COLOR_RGB2BGR)
     extras = spatial_labels(len(item.detections), item.track_ids, item.d3)  # ids and distances
-    out = draw_detections(bgr, item.detections, item.prompts, bgr=True, extras=extras)
+    out = draw_detections(bgr, item.detections, item.prompts, bgr=True, extras=extras,
+                          masks=item.detections.masks)
     if item.dropped:
         h, w = out.shape[:2]
         scale = max(0.35, min(h, w) / 700)
@@ -133,8 +146,8 @@ class GroundOutputs:
         jsonl: Path | None = None,
         overwrite: bool = False,
         jpeg_quality: int = 85,
-        score_threshold: float = 0.0,
         depth: bool = False,
+        masks: bool = False,
     ) -> None:
         from probench.bags.staged import StagedBagWriter
         from probench.bags.typestore import vision_typestore
@@ -142,13 +155,14 @@ class GroundOutputs:
 
         self.ts = vision_typestore()
         self.jpeg_quality = jpeg_quality
-        self.score_threshold = score_threshold
+        self.masks = masks
+        self._mask_prompts: tuple[str, ...] | None = None
         self._stack = ExitStack()
         self._bag = StagedBagWriter(out, overwrite=overwrite).open()
         self._jsonl: IO[str] | None = None
         self.video: VideoSink | None = None
         try:
-            names = output_topics(prefix, realtime, depth)
+            names = output_topics(prefix, realtime, depth, masks)
             self._conn = {
                 name.removeprefix(prefix): self._bag.add_topic(
                     name, msgtype, self.ts, qos=[_transient_local()] if msgtype == LABEL_INFO_MSGTYPE else ()
@@ -172,9 +186,11 @@ class GroundOutputs:
         t = item.frame.t_ns
         self._bag.write(self._conn["/detections"], t, item.detections_cdr)
         if "/detections_3d" in self._conn:
-            est = item.d3 if item.d3 is not None else Detections3D.empty()
-            self._bag.write(self._conn["/detections_3d"], t,
-                            detections_3d_cdr(est, item.detections, item.header, item.prompts))
+            d3 = item.detections_3d_cdr  # the core's bytes; a frame without 3D gets an empty array
+            self._bag.write(self._conn["/detections_3d"], t, d3 if d3 is not None else detections_3d_cdr(
+                Detections3D.empty(), item.detections, item.header, item.prompts))
+        if item.mask_cdr:
+            self._write_masks(item, t)
         if item.dropped:
             self._bag.write(self._conn["/dropped"], t, self.ts.serialize_cdr(self._header(item.header),
                                                                              HEADER_MSGTYPE))
@@ -191,12 +207,20 @@ class GroundOutputs:
         if self._jsonl is not None:
             self._jsonl.write(json.dumps(jsonl_record(item), separators=(",", ":")) + "\n")
 
-    def label_info(self, t_ns: int, prompts: Sequence[str]) -> None:
-        from probench.msgs.wire import label_info_to_cdr
+    def _write_masks(self, item: Grounded, t: int) -> None:
+        """The segmentation images, and their class map whenever the frame's prompts change."""
+        if item.prompts != self._mask_prompts:
+            from probench.msgs.masks import semantic_label_info_to_cdr
 
-        stamp = SimpleNamespace(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000)
-        data = label_info_to_cdr(prompts, SimpleNamespace(stamp=stamp, frame_id=""), self.score_threshold)
-        self._bag.write(self._conn["/label_info"], t_ns, data)
+            self._mask_prompts = item.prompts
+            self._bag.write(self._conn["/segmentation/label_info"], t,
+                            semantic_label_info_to_cdr(item.prompts, item.header))
+        for topic, data in item.mask_cdr.items():
+            self._bag.write(self._conn[f"/{topic}"], t, data)
+
+    def label_info(self, t_ns: int, label_info_cdr: bytes) -> None:
+        """An accepted prompt set's acknowledgement (the core's LabelInfo bytes)."""
+        self._bag.write(self._conn["/label_info"], t_ns, label_info_cdr)
 
     def copy(self, topic: str, t_ns: int, raw: bytes) -> None:
         """A recorded message kept as it was (``--keep-images``)."""

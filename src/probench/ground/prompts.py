@@ -5,11 +5,21 @@ recorded prompt topic (std_msgs/String, ``;``-separated as on the node's ``promp
 Every text is checked as the node checks a prompt message
 (:func:`probench.prompting.messages.prompts_from_message`); prompt text is data, never code.
 
+Prompt sets stamped for one frame (the evaluator's ``frame_prompts``, vision_msgs/LabelInfo,
+header.stamp = the frame's stamp) recorded in the bag are handed to the node's core as the
+node takes them off its ``frame_prompts`` topic (``--frame-prompts-topic``; auto: the bag's
+``.../frame_prompts`` LabelInfo topic).
+
 Schedule file format (UTF-8 text, one change per line)::
 
     # seconds since the bag's first message, then the prompts, ';'-separated
     0      a red backpack; a door handle
     12.5   a person
+    20     --policy categorical
+
+A line ``SECONDS --policy NAME`` switches the prompt policy (the node's live
+``prompt_policy`` parameter, docs/PROMPTING.md): the active prompts are made ready again
+under it.
 
 Blank lines and lines starting with ``#`` are ignored; times are non-negative, finite and
 strictly increasing, and the bag's start plus the time must fit a ROS stamp (int32 seconds
@@ -42,6 +52,28 @@ class PromptEvent:
     problem: str = ""
 
 
+@dataclass(frozen=True)
+class PolicyEvent:
+    """A prompt policy switch at ``t_ns`` (bag log time): ``SECONDS --policy NAME``."""
+
+    t_ns: int
+    policy: str
+    source: str
+
+
+@dataclass(frozen=True)
+class FramePromptSet:
+    """A recorded prompt set stamped for one frame; ``prompts`` None: rejected (``problem``)."""
+
+    stamp_ns: int
+    prompts: Prompts | None
+    source: str
+    problem: str = ""
+
+
+_POLICY_LINE = "--policy"
+
+
 def parse_prompt_flag(text: str) -> Prompts:
     """``--prompt "a red backpack; a door handle"`` as a checked prompt set (usage error)."""
     from probench.prompting.messages import prompts_from_message
@@ -52,9 +84,10 @@ def parse_prompt_flag(text: str) -> Prompts:
         raise GroundUsageError(f"--prompt: {exc}") from exc
 
 
-def read_schedule(path: str | Path, start_ns: int) -> list[PromptEvent]:
+def read_schedule(path: str | Path, start_ns: int) -> list[PromptEvent | PolicyEvent]:
     """The events of a schedule file (module doc), at ``start_ns`` + their seconds."""
     from probench.prompting.messages import prompts_from_message
+    from probench.prompting.policy import check_policy_name
 
     path = Path(path)
     where = f"--prompt-schedule {path}"
@@ -67,7 +100,7 @@ def read_schedule(path: str | Path, start_ns: int) -> list[PromptEvent]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise GroundUsageError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    events: list[PromptEvent] = []
+    events: list[PromptEvent | PolicyEvent] = []
     last = -math.inf
     for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
@@ -91,11 +124,20 @@ def read_schedule(path: str | Path, start_ns: int) -> list[PromptEvent]:
                 "bag's first message"
             )
         last = seconds
+        t_ns = start_ns + round(seconds * 1e9)
+        text = rest[0] if rest else ""
+        if text.split(None, 1)[:1] == [_POLICY_LINE]:
+            name = text[len(_POLICY_LINE):].strip()
+            try:
+                events.append(PolicyEvent(t_ns, check_policy_name(name), f"schedule line {number}"))
+            except ProbenchError as exc:
+                raise GroundUsageError(f"{where}:{number}: {exc}") from exc
+            continue
         try:
-            prompts = prompts_from_message(rest[0] if rest else "")
+            prompts = prompts_from_message(text)
         except ProbenchError as exc:
             raise GroundUsageError(f"{where}:{number}: {exc}") from exc
-        events.append(PromptEvent(start_ns + round(seconds * 1e9), prompts, f"schedule line {number}"))
+        events.append(PromptEvent(t_ns, prompts, f"schedule line {number}"))
     if not events:
         raise GroundUsageError(f"{where}: no prompt lines (expected: SECONDS PROMPTS)")
     return events
@@ -116,3 +158,22 @@ def recorded_event(t_ns: int, raw: bytes, topic: str) -> PromptEvent:
         return PromptEvent(t_ns, prompts_from_message(text), source)
     except ProbenchError as exc:
         return PromptEvent(t_ns, None, source, str(exc))
+
+
+def recorded_frame_prompts(raw: bytes, topic: str, t_ns: int) -> FramePromptSet:
+    """A recorded ``frame_prompts`` LabelInfo, accepted or rejected exactly as the node would."""
+    from probench.bags.source import one_line
+    from probench.bags.typestore import vision_typestore
+    from probench.models.base import check_prompts
+
+    source = f"{topic} at t={t_ns} ns"
+    try:
+        msg = vision_typestore().deserialize_cdr(raw, "vision_msgs/msg/LabelInfo")
+    except Exception as exc:  # noqa: BLE001 - any decoding failure is a malformed message
+        return FramePromptSet(-1, None, source, f"undecodable message ({one_line(exc)})")
+    stamp = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
+    names = [vc.class_name for vc in sorted(msg.class_map, key=lambda vc: vc.class_id)]
+    try:
+        return FramePromptSet(stamp, check_prompts(names), source)
+    except ProbenchError as exc:
+        return FramePromptSet(stamp, None, source, str(exc))

@@ -28,9 +28,10 @@ REPLACED = "replaced by a newer frame while the model was busy"
 PROMPT_CHANGE = "dropped by a prompt change before it was processed"
 SHORT_REASONS = {REPLACED: "model busy", PROMPT_CHANGE: "prompt change"}  # for the image banner
 
-# ground(frame, prompts, wait_s) -> busy seconds; apply(prompts, stamp) -> (accepted, busy seconds)
-GroundFn = Callable[[Any, Prompts, float], float]
-ApplyFn = Callable[[Prompts, Any], tuple[bool, float]]
+# ground(frame, prompts, wait_s, policy) -> busy seconds; apply(prompts, stamp, policy) -> (accepted,
+# busy seconds); policy: the worker's prompt policy in force (None: as typed)
+GroundFn = Callable[[Any, Prompts, float, Any], float]
+ApplyFn = Callable[[Prompts, Any, Any], tuple[bool, float]]
 DroppedFn = Callable[[Any, str], None]
 
 
@@ -65,6 +66,11 @@ class MailboxReplay:
         if dropped is not None:
             self._dropped(dropped, PROMPT_CHANGE)
 
+    def policy(self, t_s: float, policy: Any, stamp: Any) -> None:
+        """A live policy switch (the node's ``prompt_policy`` parameter set at ``t_s``)."""
+        self._advance(t_s)
+        self.worker.put_policy(policy, stamp)
+
     def finish(self) -> None:
         """Run what is still waiting (the node would process its last frame too)."""
         self._advance(math.inf)
@@ -83,8 +89,8 @@ class MailboxReplay:
     # -- the worker's handlers ------------------------------------------------------------
     def _on_frame(self, kind: ImageKind, frame: Any, t_arrival: float, prompts: Prompts) -> None:
         wait_s = self._start - t_arrival if self.realtime else 0.0
-        self._busy_s = self._ground(frame, prompts, wait_s)
+        self._busy_s = self._ground(frame, prompts, wait_s, self.worker.policy)
 
     def _on_prompts(self, prompts: Prompts, stamp: Any) -> bool:
-        accepted, self._busy_s = self._apply(prompts, stamp)
+        accepted, self._busy_s = self._apply(prompts, stamp, self.worker.policy)
         return accepted

@@ -13,18 +13,36 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from probench.bags.errors import BagError
 from probench.bags.source import BagSource, Topic
 from probench.ground.errors import GroundUsageError
-from probench.ground.frames import Frame, Grounded, class_names, decode, dropped, ground
-from probench.ground.outputs import GroundOutputs, output_topics
-from probench.ground.prompts import PromptEvent, read_schedule, recorded_event
+from probench.ground.frames import Frame, decode, dropped, ground
+from probench.ground.outputs import LABEL_INFO_MSGTYPE, GroundOutputs, output_topics
+from probench.ground.prompts import (
+    FramePromptSet,
+    PolicyEvent,
+    PromptEvent,
+    read_schedule,
+    recorded_event,
+    recorded_frame_prompts,
+)
 from probench.ground.replay import MailboxReplay
-from probench.ground.spatial import GroundSpatial, SpatialTopics, choose_topics, depth_topics, spatial_events
+from probench.ground.spatial import (
+    LOOKAHEAD_S,
+    GroundSpatial,
+    SpatialTopics,
+    choose_topics,
+    depth_topics,
+    read_ahead,
+    spatial_events,
+)
 from probench.ground.summary import GroundSummary
 from probench.msgs.images import DEFAULT_MAX_PIXELS
+from probench.prompting.policy import PromptPolicy, resolve_policy
+from probench.realtime.frame_core import CoreSettings, FrameCore, Wanted, enable_masks
 from probench.realtime.grounding_worker import Prompts
 
 
@@ -37,6 +55,8 @@ class GroundPlan:
     schedule: Path | None = None
     image_topic: str | None = None  # None: the bag's only camera
     prompt_topic: str | None = None  # None: auto (".../prompt"), "none": ignore recorded prompts
+    frame_prompts_topic: str | None = None  # None: auto (".../frame_prompts" LabelInfo), "none": ignore
+    profile: str | None = None  # the formulation profile for a scheduled `--policy best`
     realtime: bool = False
     prefix: str = "/ground"
     keep_images: bool = False
@@ -56,71 +76,70 @@ class GroundPlan:
 
 
 class _Grounder:
-    """The replay's callbacks: ground, apply prompts, mark drops; everything goes to outputs."""
+    """The replay's callbacks, over the node's core: ground, apply prompts, mark drops;
+    everything goes to outputs."""
 
     def __init__(
-        self, detector: Any, outputs: GroundOutputs, summary: GroundSummary, plan: GroundPlan,
+        self, core: FrameCore, outputs: GroundOutputs, summary: GroundSummary, plan: GroundPlan,
         spatial: GroundSpatial | None = None,
     ) -> None:
-        self.detector, self.outputs, self.summary, self.plan = detector, outputs, summary, plan
+        self.core, self.outputs, self.summary, self.plan = core, outputs, summary, plan
         self.spatial = spatial
+        self.wanted = Wanted(masks=outputs.masks)
+        self._said: set[str] = set()
 
-    def ground(self, frame: Frame, prompts: Prompts, wait_s: float) -> float:
-        item = ground(frame, self.detector, prompts, self.plan.max_detections, self.plan.max_pixels)
-        if self.spatial is not None and prompts:
-            self._spatial(item)
+    def ground(self, frame: Frame, prompts: Prompts, wait_s: float, policy: PromptPolicy | None) -> float:
+        item, problems = ground(frame, self.core, prompts, policy, self.wanted)
+        for line in problems:
+            if line not in self._said:  # each kind of problem once (the node throttles its logs)
+                self._said.add(line)
+                _warn(f"{line} (from {frame.where()} on)")
         busy_ms = item.processing_ms or 0.0
         item.latency_ms = wait_s * 1000.0 + busy_ms
         s = self.summary
-        if prompts:
+        if item.prompts:
             s.grounded += 1
             s.detections += len(item.detections)
         else:
             s.no_prompts += 1
+        if self.spatial is not None and item.prompts and item.track_ids is not None:
+            self.spatial.figures.observe(item.detections, item.track_ids, item.d3)
         s.processing_ms.append(busy_ms)
         s.latency_ms.append(item.latency_ms)
         self.outputs.frame(item)
         return busy_ms / 1000.0
 
-    def _spatial(self, item: Grounded) -> None:
-        """Track ids and 3D, as the node's worker adds them after detection (timed with it)."""
-        from probench.msgs.wire import detections_to_cdr
-        from probench.realtime.spatial_stage import DEPTH_STAGE
-
-        assert self.spatial is not None
-        t0 = time.perf_counter()
-        stage = self.spatial.stage
-        stamp = int(item.header.stamp.sec) * 1_000_000_000 + int(item.header.stamp.nanosec)
-        dets, ids = stage.track(item.detections, item.prompts, stamp)
-        est, ms, problem = stage.locate(dets, ids, stamp, item.rgb.shape[:2])
-        if problem:
-            _warn(f"no 3D output: {problem} (from {item.frame.topic} frame {item.frame.index} on)")
-        item.detections, item.track_ids, item.d3 = dets, ids, est
-        item.detections_cdr = detections_to_cdr(dets, item.header, item.prompts, track_ids=ids)
-        item.timings_ms = {**dets.timings_ms, **({DEPTH_STAGE: ms} if self.spatial.depth_on else {})}
-        item.processing_ms = (item.processing_ms or 0.0) + (time.perf_counter() - t0) * 1000.0
-        self.spatial.figures.observe(dets, ids, est)
-
     def put_spatial(self, kind: str, raw: bytes) -> None:
-        assert self.spatial is not None
-        problem = self.spatial.put(kind, raw)
+        """A recorded depth image or CameraInfo, handed to the core as the node hands them."""
+        problem = (self.core.put_depth_cdr(raw) if kind == "depth"
+                   else self.core.put_camera_info(*GroundSpatial.camera_info(raw)))
         if problem:
             _warn(f"no 3D output: {problem}")
 
-    def apply(self, prompts: Prompts, t_ns: int) -> tuple[bool, float]:
+    def apply(self, prompts: Prompts, t_ns: int, policy: PromptPolicy | None) -> tuple[bool, float]:
         from probench.errors import ProbenchError
 
         t0 = time.perf_counter()
+        stamp = SimpleNamespace(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000)
         try:
-            self.detector.set_prompts(prompts)
+            ready = self.core.make_ready(prompts, stamp, policy)
         except ProbenchError as exc:  # the node keeps its previous prompts, and so do we
             self.summary.prompts_rejected += 1
             _warn(f"model refused prompts at t={t_ns} ns, previous stay active: {exc}")
             return False, time.perf_counter() - t0
         busy = time.perf_counter() - t0
         self.summary.prompt_sets += 1
-        self.outputs.label_info(t_ns, class_names(self.detector, prompts))
+        self.outputs.label_info(t_ns, ready.label_info_cdr)
         return True, busy
+
+    def put_frame_prompts(self, item: FramePromptSet) -> None:
+        """A recorded per-frame prompt set, taken as the node takes one off ``frame_prompts``."""
+        if item.prompts is None:
+            self.summary.prompts_rejected += 1
+            _warn(f"frame prompt set rejected ({item.source}), its frame gets the operator's prompts: "
+                  f"{item.problem}")
+            return
+        self.core.put_frame_prompts(item.stamp_ns, item.prompts)
 
     def dropped(self, frame: Frame, reason: str) -> None:
         self.summary.dropped += 1
@@ -133,8 +152,16 @@ def _warn(text: str) -> None:
     tqdm.write(f"probench ground: warning: {text}", file=sys.stderr)
 
 
-def check_plan(source: BagSource,
-               plan: GroundPlan) -> tuple[Topic, Topic | None, list[PromptEvent], SpatialTopics]:
+def frame_prompts_topic(source: BagSource, requested: str | None) -> Topic | None:
+    """The recorded per-frame prompt sets: ``requested``, "none", or (None) the bag's only
+    vision_msgs/LabelInfo topic named ``.../frame_prompts``."""
+    return source.named_topic(requested, LABEL_INFO_MSGTYPE, "frame_prompts", "--frame-prompts-topic")
+
+
+Schedule = list[PromptEvent | PolicyEvent]
+
+
+def check_plan(source: BagSource, plan: GroundPlan) -> tuple[Topic, Topic | None, Schedule, SpatialTopics]:
     """The camera topic, the recorded prompt topic, the scheduled prompts and the depth and
     CameraInfo topics, or a one-line error."""
     spatial = choose_topics(source, plan.depth_topic, plan.camera_info_topic)
@@ -164,7 +191,7 @@ def check_plan(source: BagSource,
 
 
 def _events(source: BagSource, image: Topic, prompt_topic: Topic | None,
-            schedule: list[PromptEvent], spatial: Iterator[tuple[int, str, Any]] | None = None
+            schedule: Schedule, *ahead: Iterator[tuple[int, str, Any]]
             ) -> Iterator[tuple[int, str, Any]]:
     """``(t_ns, kind, item)`` in time order: kind "frame" (a Frame), "prompts" (a PromptEvent),
     "copy" ((topic, raw), a recorded prompt message kept with --keep-images), "depth"/"info"
@@ -182,12 +209,14 @@ def _events(source: BagSource, image: Topic, prompt_topic: Topic | None,
                 yield t, "copy", (topic, raw)
                 yield t, "prompts", recorded_event(t, raw, topic)
 
-    scheduled = ((e.t_ns, "prompts", e) for e in schedule)
-    yield from heapq.merge(scheduled, spatial or iter(()), recorded(), key=lambda e: e[0])
+    scheduled = ((e.t_ns, "policy" if isinstance(e, PolicyEvent) else "prompts", e) for e in schedule)
+    yield from heapq.merge(scheduled, *ahead, recorded(), key=lambda e: e[0])
 
 
-def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any]) -> GroundSummary:
-    """Run ``plan``: the detector is built by ``load_detector`` once every input checked out."""
+def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any], policy: PromptPolicy | None = None
+               ) -> GroundSummary:
+    """Run ``plan``: the detector is built by ``load_detector`` once every input checked out,
+    and answers every frame through the node's core under ``policy`` (as typed when None)."""
     from tqdm import tqdm
 
     with BagSource(plan.bag) as source:
@@ -202,13 +231,20 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any]) -> GroundSumm
             spatial = GroundSpatial(topics, plan.track, plan.depth_tolerance, plan.min_depth_pixels)
             summary.spatial = spatial.figures
             summary.depth_topic = topics.depth.name if topics.depth else None
+        masks = enable_masks(detector, True)
         outputs = GroundOutputs(
             plan.out, prefix=plan.prefix, realtime=plan.realtime, keep=keep, video=plan.video,
             jsonl=plan.jsonl, overwrite=plan.overwrite, jpeg_quality=plan.jpeg_quality,
-            score_threshold=plan.score_threshold, depth=topics.depth is not None,
+            depth=topics.depth is not None, masks=masks,
         )
-        grounder = _Grounder(detector, outputs, summary, plan, spatial)
+        # frame_prompts are read ahead of their frames: a set not there by its frame never comes
+        core = FrameCore(detector, settings=CoreSettings(
+            max_detections=plan.max_detections, max_pixels=plan.max_pixels,
+            score_threshold=plan.score_threshold, frame_prompts_wait=0.0),
+            spatial=spatial.stage if spatial is not None else None)
+        grounder = _Grounder(core, outputs, summary, plan, spatial)
         replay = MailboxReplay(grounder.ground, grounder.apply, grounder.dropped, realtime=plan.realtime)
+        replay.worker.policy = policy
         start = source.start_ns
         # on a terminal only (like eval), and never with --no-progress
         bar = tqdm(total=image.count, desc="ground", unit="frame", disable=None if plan.progress else True)
@@ -216,8 +252,11 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any]) -> GroundSumm
         try:
             if plan.prompts:  # active before the first frame, as a node configured with them
                 replay.prompts(float("-inf"), plan.prompts, start)
-            extra = spatial_events(plan.bag, topics, plan.depth_tolerance) if topics.depth else None
-            for t, kind, item in _events(source, image, prompt_topic, schedule, extra):
+            ahead = [spatial_events(plan.bag, topics, plan.depth_tolerance)] if topics.depth else []
+            sets_topic = frame_prompts_topic(source, plan.frame_prompts_topic)
+            if sets_topic is not None:
+                ahead.append(read_ahead(plan.bag, {sets_topic.name: "frame_prompts"}, LOOKAHEAD_S))
+            for t, kind, item in _events(source, image, prompt_topic, schedule, *ahead):
                 t_s = (t - start) / 1e9
                 if kind == "frame":
                     summary.frames += 1
@@ -231,6 +270,10 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any]) -> GroundSumm
                     outputs.copy(item[0], t, item[1])
                 elif kind in ("depth", "info"):
                     grounder.put_spatial(kind, item)
+                elif kind == "frame_prompts":
+                    grounder.put_frame_prompts(recorded_frame_prompts(item, sets_topic.name, t))
+                elif kind == "policy":
+                    replay.policy(t_s, resolve_policy(item.policy, model=plan.model, profile=plan.profile), t)
                 elif item.prompts is None:
                     summary.prompts_rejected += 1
                     _warn(f"prompt rejected ({item.source}), previous prompts stay active: {item.problem}")
@@ -251,7 +294,8 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any]) -> GroundSumm
 
 def _describe(outputs: GroundOutputs, plan: GroundPlan, summary: GroundSummary) -> None:
     """What the run wrote, in the summary and in the bag's metadata."""
-    topics = ", ".join(output_topics(plan.prefix, plan.realtime, summary.depth_topic is not None))
+    depth = summary.depth_topic is not None
+    topics = ", ".join(output_topics(plan.prefix, plan.realtime, depth, outputs.masks))
     summary.outputs = [f"{plan.out} (mcap: {topics}{'; input images kept' if plan.keep_images else ''})"]
     if outputs.video is not None:
         summary.video_fps = outputs.video.fps

@@ -25,7 +25,7 @@ import numpy as np
 from probench.bags.source import BagSource, Topic
 from probench.detections import Detections
 from probench.ground.errors import GroundUsageError
-from probench.realtime.spatial_stage import DepthFields, SpatialSettings, SpatialStage
+from probench.realtime.spatial_stage import SpatialSettings, SpatialStage
 from probench.spatial.depth import DEPTH_ENCODINGS, Detections3D
 
 CAMERA_INFO_MSGTYPE = "sensor_msgs/msg/CameraInfo"
@@ -97,16 +97,23 @@ def choose_topics(source: BagSource, depth: str | None, camera_info: str | None)
 def spatial_events(source_path: Any, topics: SpatialTopics,
                    tolerance_s: float) -> Iterator[tuple[int, str, Any]]:
     """``(sort time ns, kind, raw)`` of the depth ("depth") and CameraInfo ("info") messages,
-    each sorted ``tolerance + LOOKAHEAD_S`` ahead of its log time (a second reader of the
-    bag, so no depth image is held longer than that)."""
-    names = [t.name for t in (topics.depth, topics.camera_info) if t is not None]
-    if not names:
+    each sorted ``tolerance + LOOKAHEAD_S`` ahead of its log time."""
+    pairs = ((topics.depth, "depth"), (topics.camera_info, "info"))
+    kinds = {t.name: kind for t, kind in pairs if t is not None}
+    return read_ahead(source_path, kinds, tolerance_s + LOOKAHEAD_S)
+
+
+def read_ahead(source_path: Any, kinds: dict[str, str], ahead_s: float) -> Iterator[tuple[int, str, Any]]:
+    """``(sort time ns, kind, raw)`` of the messages of ``kinds`` (topic -> kind), each sorted
+    ``ahead_s`` ahead of its log time: a message the node gets on its own topic a moment after
+    the frame it belongs to is handed over before that frame (a second reader of the bag, so
+    nothing is held longer than that)."""
+    if not kinds:
         return
-    ahead = int((tolerance_s + LOOKAHEAD_S) * 1e9)
+    ahead = int(ahead_s * 1e9)
     with BagSource(source_path) as second:
-        for topic, t, raw in second.messages(names):
-            is_depth = topics.depth is not None and topic == topics.depth.name
-            yield t - ahead, "depth" if is_depth else "info", raw
+        for topic, t, raw in second.messages(list(kinds)):
+            yield t - ahead, kinds[topic], raw
 
 
 @dataclass
@@ -174,21 +181,10 @@ class GroundSpatial:
         self.figures = TrackFigures(depth_on=self.depth_on)
         self.tracking = tracking
 
-    def put(self, kind: str, raw: bytes) -> str | None:
-        """A recorded depth image or CameraInfo; a problem to warn about (once) or None."""
-        from probench.errors import ProbenchError
-        from probench.msgs.wire import image_from_cdr
+    @staticmethod
+    def camera_info(raw: bytes) -> tuple[list[float], int, int]:
+        """A recorded CameraInfo's ``(K, width, height)``."""
+        from probench.bags.typestore import typestore
 
-        if kind == "info":
-            from probench.bags.typestore import typestore
-
-            msg = typestore().deserialize_cdr(raw, CAMERA_INFO_MSGTYPE)
-            return self.stage.put_camera_info(list(msg.k), int(msg.width), int(msg.height))
-        try:
-            img = image_from_cdr(raw)
-        except ProbenchError as exc:
-            return self.stage.once(f"depth image dropped: {exc}")
-        stamp = int(img.header.stamp.sec) * 1_000_000_000 + int(img.header.stamp.nanosec)
-        self.stage.put_depth(DepthFields(stamp, img.height, img.width, img.encoding, img.is_bigendian,
-                                         img.step, img.data))
-        return None
+        msg = typestore().deserialize_cdr(raw, CAMERA_INFO_MSGTYPE)
+        return list(msg.k), int(msg.width), int(msg.height)

@@ -15,10 +15,28 @@ VIDEO_FOURCC = "mp4v"  # MPEG-4 Part 2: what OpenCV's wheels can encode (no H.26
 VIDEO_RATE_FRAMES = 30  # the video's rate: median interval of the first frames
 
 
+def letterbox(bgr: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``bgr`` fitted into ``size`` (width, height) without distortion: scaled by the larger
+    factor that keeps it inside, centred, the rest black."""
+    import cv2
+
+    w, h = size
+    ih, iw = bgr.shape[:2]
+    if (iw, ih) == (w, h):
+        return bgr
+    f = min(w / iw, h / ih)
+    nw, nh = max(1, min(w, round(iw * f))), max(1, min(h, round(ih * f)))
+    inter = cv2.INTER_AREA if f < 1 else cv2.INTER_LINEAR
+    out = np.zeros((h, w, 3), np.uint8)
+    x0, y0 = (w - nw) // 2, (h - nh) // 2
+    out[y0 : y0 + nh, x0 : x0 + nw] = cv2.resize(bgr, (nw, nh), interpolation=inter)
+    return out
+
+
 class VideoSink:
-    """The annotated frames as an MP4 at the recorded rate (frames of another size are
-    resized to the first one's). The rate is known once the first frames are in, so they
-    are held until then."""
+    """The annotated frames as an MP4 at the recorded rate (a frame of another size is
+    letterboxed into the first one's: scaled without distortion, black bars). The rate is
+    known once the first frames are in, so they are held until then."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -66,11 +84,7 @@ class VideoSink:
         self._held = []
 
     def _write(self, bgr: np.ndarray) -> None:
-        import cv2
-
-        if (bgr.shape[1], bgr.shape[0]) != self._size:
-            bgr = cv2.resize(bgr, self._size, interpolation=cv2.INTER_AREA)
-        self._writer.write(bgr)
+        self._writer.write(letterbox(bgr, self._size))
         self.frames_written += 1
 
     def _check_readable(self) -> None:

@@ -49,7 +49,9 @@ def add_common_model_arguments(parser: argparse.ArgumentParser) -> None:
         "--overwrite", action="store_true",
         help="replace a run folder that holds another model/dataset/settings instead of refusing",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from probench.models.progress import add_progress_arguments
+
+    add_progress_arguments(parser)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -152,10 +154,10 @@ def run(args: argparse.Namespace) -> int:
                           random_weights=bool(args.random_weights), runtime=args.runtime,
                           preprocess=args.preprocess)  # fmt: skip
         return infer_on_ray(model, ray, dataset, out, formulations, limit=args.limit,
-                            overwrite=args.overwrite, progress=not args.no_progress)
+                            overwrite=args.overwrite, progress=args.progress)
     detector, load_s = load_model(args, args.score_threshold)
     info = run_inference(
-        detector, dataset, out, formulations, progress=not args.no_progress,
+        detector, dataset, out, formulations, progress=args.progress,
         device=args.device, precision=args.precision, limit=args.limit, overwrite=args.overwrite,
         model_load_s=load_s, policy=policy,
     )

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_latency(
         detector, dataset, RunDir(out), n_images=args.images, warmup=args.warmup, runs=args.runs,
         device=args.device, precision=args.precision, overwrite=args.overwrite,
-        progress=not args.no_progress,
+        progress=args.progress,
     )
     print(format_summary(result))
     print(f"wrote {out / 'latency.json'}")

@@ -58,8 +58,8 @@ def _run(args: argparse.Namespace) -> int:
     rows = [_row(s) for s in ZOO.values()] + [_row(m.spec, m.distribution) for m in found]
     problems = [p.line() for p in broken]
     if args.json:
-        out = {"models": rows, "tiny": tiny_names(), "scripted": ["test-instant", "test-slow-<N>ms"],
-               "plugin_problems": problems}
+        scripted = ["test-instant", "test-masks", "test-slow-<N>ms"]
+        out = {"models": rows, "tiny": tiny_names(), "scripted": scripted, "plugin_problems": problems}
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return 0
     head = ("name", "paper", "family", "backend", "checkpoint", "masks", "trt", "batch", "weights", "here",
@@ -78,7 +78,7 @@ def _run(args: argparse.Namespace) -> int:
     print(f"\n{len(rows)} configurations ({len(found)} from plugins). weights = present in the local "
           "cache; here = its library imports on this machine; source = the distribution it comes from.")
     print("tiny test variants: " + ", ".join(tiny_names()))
-    print("scripted test detectors: test-instant, test-slow-<N>ms")
+    print("scripted test detectors: test-instant, test-masks, test-slow-<N>ms")
     print("one-off models: --model package.module:factory (docs/MODELS.md)")
     for line in problems:
         print(line)

@@ -30,6 +30,7 @@ from probench.detections import Detections
 from probench.errors import ProbenchError, UsageError
 from probench.models.base import Detector
 from probench.models.errors import InferenceError
+from probench.models.progress import bar_disabled
 from probench.vocabulary import (
     FORMULATIONS,
     POLICY_FORMULATION,
@@ -122,7 +123,7 @@ def run_inference(
     dataset: Dataset,
     run_dir: RunDir | str | Path,
     formulations: Sequence[str] = FORMULATIONS,
-    progress: bool = True,
+    progress: bool | None = None,
     *,
     device: str | None = None,
     precision: str = "fp32",
@@ -167,7 +168,7 @@ def _infer_all(
     session: RunSession,
     formulations: list[str],
     image_ids: list[int],
-    progress: bool,
+    progress: bool | None,
     prefetch: bool = True,
     policy: PromptPolicyLike | None = None,
 ) -> None:
@@ -181,7 +182,7 @@ def _infer_all(
     try:
         with tqdm(
             total=total, initial=done, desc=f"infer {info['model']['name']}", unit="img",
-            disable=not progress, dynamic_ncols=True,
+            disable=bar_disabled(progress), dynamic_ncols=True,
         ) as bar:
             for f, writer in writers.items():
                 t0 = time.perf_counter()

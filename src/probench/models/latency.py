@@ -40,6 +40,7 @@ from probench.data.dataset import Dataset
 from probench.errors import ProbenchError, UsageError
 from probench.models.base import Detector, TextCacheStats
 from probench.models.errors import InferenceError
+from probench.models.progress import bar_disabled
 from probench.stats import summarize as summary_stats
 from probench.vocabulary import unique_prompts
 
@@ -86,7 +87,7 @@ def measure_latency(
     warmup: int = 3,
     runs: int = 10,
     sync: Callable[[], None] | None = None,
-    progress: bool = False,
+    progress: bool | None = False,
 ) -> dict[str, Any]:
     """Time ``detector`` over ``workload`` ((image_id, decoded RGB image, prompts) triples).
 
@@ -105,7 +106,7 @@ def measure_latency(
     cold: list[bool] = []  # per timed sample: did the text encoder run
     with tqdm(
         total=warmup + runs * len(workload), desc=f"latency {detector.name}",
-        unit="inf", disable=not progress, dynamic_ncols=True,
+        unit="inf", disable=bar_disabled(progress), dynamic_ncols=True,
     ) as bar:
         for i in range(warmup):
             image_id, image, prompts = workload[i % len(workload)]
@@ -217,7 +218,7 @@ def run_latency(
     device: str | None = None,
     precision: str = "fp32",
     overwrite: bool = False,
-    progress: bool = True,
+    progress: bool | None = None,
 ) -> dict[str, Any]:
     """Run the protocol and write ``run_dir/latency.json`` (atomically); returns its content.
 
@@ -239,7 +240,7 @@ def run_latency(
 
 def _measure_into(
     detector: Detector, dataset: Dataset, run_dir: RunDir, identity: RunIdentity, *, n_images: int,
-    warmup: int, runs: int, device: str, progress: bool,
+    warmup: int, runs: int, device: str, progress: bool | None,
 ) -> dict[str, Any]:
     image_ids = latency_subset(dataset, n_images)
     decode_ms: list[float] = []

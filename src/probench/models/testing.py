@@ -3,6 +3,8 @@
 ``test-instant`` returns at once; ``test-slow-<N>ms`` sleeps N ms per frame (a model that
 cannot keep up with the camera). Both answer every prompt with one deterministic box
 derived from the prompt text and the image size, so outputs can be checked end to end.
+``test-masks`` is ``test-instant`` with instance masks: each box's mask is the ellipse
+inscribed in it (the pixels whose centres lie inside; :func:`ellipse_masks`).
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ def _unit(text: str, salt: str) -> float:
 class ScriptedDetector(BaseDetector):
     def __init__(
         self, name: str = "test-instant", delay_s: float = 0.0, *, device: str = "cpu",
-        score_threshold: float = 0.0,
+        score_threshold: float = 0.0, masks: bool = False,
     ) -> None:
         super().__init__(device=device, score_threshold=score_threshold)
         self.name = name
         self.delay_s = float(delay_s)
+        # a mask-capable model builds masks on request (the core sets it); the others have None
+        self.return_masks: bool | None = True if masks else None
 
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
         t0 = time.perf_counter()
@@ -44,21 +48,35 @@ class ScriptedDetector(BaseDetector):
             bw, bh = (0.1 + 0.4 * _unit(p, "w")) * w, (0.1 + 0.4 * _unit(p, "h")) * h
             boxes.append([cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2])
             scores.append(0.05 + 0.9 * _unit(p, "s"))
+        xyxy = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+        masks = ellipse_masks(xyxy, (h, w)) if self.return_masks else None
         ms = (time.perf_counter() - t0) * 1000.0
         return Detections.from_arrays(
-            boxes, scores, np.arange(len(boxes)), image_size=(h, w),
+            xyxy, scores, np.arange(len(boxes)), image_size=(h, w), masks=masks,
             timings_ms={"preprocess": 0.0, "forward": ms, "postprocess": 0.0},
         )
+
+
+def ellipse_masks(xyxy: np.ndarray, image_hw: tuple[int, int]) -> np.ndarray:
+    """Bool ``(N, H, W)``: for each box, the pixels whose centres lie inside the ellipse
+    inscribed in it (boxes in pixels, not yet clipped)."""
+    h, w = image_hw
+    x1, y1, x2, y2 = (np.asarray(xyxy, dtype=np.float64).reshape(-1, 4)[:, i, None, None] for i in range(4))
+    ys, xs = np.arange(h)[None, :, None] + 0.5, np.arange(w)[None, None, :] + 0.5
+    rx, ry = np.maximum((x2 - x1) / 2, 1e-9), np.maximum((y2 - y1) / 2, 1e-9)
+    out: np.ndarray = ((xs - (x1 + x2) / 2) / rx) ** 2 + ((ys - (y1 + y2) / 2) / ry) ** 2 <= 1.0
+    return out
 
 
 def scripted_detector(
     name: str, *, device: str = "cpu", score_threshold: float = 0.0
 ) -> ScriptedDetector | None:
     """The scripted detector a ``test-*`` name denotes, or None."""
-    if name == "test-instant":
+    if name in ("test-instant", "test-masks"):
         delay_s = 0.0
     elif m := _SLOW.match(name):
         delay_s = int(m.group(1)) / 1000.0
     else:
         return None
-    return ScriptedDetector(name, delay_s, device=device, score_threshold=score_threshold)
+    return ScriptedDetector(name, delay_s, device=device, score_threshold=score_threshold,
+                            masks=name == "test-masks")

@@ -8,7 +8,7 @@ Names:
   code, without weights (latency of the architecture, no meaningful predictions).
 - ``tiny-<name>``: a tiny configuration of the same adapter with random but deterministic
   weights (same predictions in every process); ``tiny-owlv2`` is ``tiny-owlv2-b``.
-- ``test-instant``, ``test-slow-<N>ms``: scripted detectors (:mod:`probench.models.testing`).
+- ``test-instant``, ``test-masks``, ``test-slow-<N>ms``: scripted detectors (:mod:`probench.models.testing`).
 - plugin models: those of installed distributions (entry-point group ``probench.models``),
   and one-off ``package.module:factory`` names (:mod:`probench.models.plugins`). They
   resolve like the zoo's own, so every command and the grounding node take them.

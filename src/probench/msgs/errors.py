@@ -29,3 +29,7 @@ class CompressedImageError(MessageConversionError):
 
 class PromptMessageError(UsageError):
     """A prompt message is empty, too long, or not decodable text."""
+
+
+class SemanticClassesError(MessageConversionError):
+    """More prompts than the semantic mask image (mono8, 0 = background) can hold."""

@@ -119,6 +119,15 @@ def header_stamp_ns(data: bytes) -> int | None:
     return sec * 1_000_000_000 + nanosec
 
 
+def restamp_cdr(data: bytes, stamp_ns: int) -> bytes:
+    """A serialized message that begins with a ``std_msgs/Header`` (Image, CompressedImage),
+    its header stamp set to ``stamp_ns`` (what a publisher that stamps a recorded frame sends)."""
+    r = _Cdr(data)
+    r._take("iI", 4)  # checks the encapsulation and the length
+    sec, nanosec = divmod(int(stamp_ns), 1_000_000_000)
+    return bytes(data[:4]) + struct.pack(r.order + "iI", sec, nanosec) + bytes(data[12:])
+
+
 def rgb_from_cdr(data: bytes, *, compressed: bool,
                  max_pixels: int | None = DEFAULT_MAX_PIXELS) -> tuple[Header, np.ndarray]:
     """``(header, rgb)`` of a serialized ``sensor_msgs/CompressedImage`` (``compressed``)

@@ -33,9 +33,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give at least one non-empty query")
     policy = None
     if args.policy is not None:
-        policy = resolve_policy(args.policy, model=args.model, paper_name=args.model, profile=args.profile)
+        policy = resolve_policy(args.policy, model=args.model, profile=args.profile)
         if policy.warning:
             print(f"probench prompt: warning: {policy.warning}", file=sys.stderr)
+        elif policy.row:
+            print(f"probench prompt: best for {args.model!r}: the {policy.profile} row {policy.row!r} gives "
+                  f"{policy.forms[0]}", file=sys.stderr)
     forms = [derive(t) for t in texts]  # every query checked before anything is printed
     for text, f in zip(texts, forms, strict=True):
         out = f.as_dict()

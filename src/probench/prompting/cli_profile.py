@@ -20,7 +20,11 @@ def run(args: argparse.Namespace) -> int:
     profile = profile_from_runs(args.runs)
     out = Path(args.out)
     write_json_atomic(out, profile.as_json())
+    import sys
+
     for name, k in sorted(profile.best.items()):
         print(f"{name}: best {k}")
+    for line in profile.warnings:
+        print(f"probench profile: warning: {line}", file=sys.stderr)
     print(f"{out}: profile of {len(profile.best)} model(s)")
     return 0

@@ -11,12 +11,17 @@ from typing import Any
 from probench.prompting.policy import DEFAULT_POLICY, POLICIES, PromptPolicy, resolve_policy
 
 
-def add_policy_arguments(parser: argparse._ActionsContainer, *, default: str | None = None) -> None:
-    """``default`` None: no policy unless asked (infer, eval, sweep: no fourth formulation)."""
+def add_policy_arguments(parser: argparse._ActionsContainer, *, default: str | None = None,
+                         purpose: str | None = None) -> None:
+    """``default`` None: no policy unless asked (infer, eval, sweep: no fourth formulation).
+    ``purpose``: what the flag does for this command, when it is not a run's formulation
+    (``console``: set on the node)."""
+    if purpose is None:
+        purpose = "" if default else "adds the formulation `policy` (orig through the policy) to the run"
     parser.add_argument(
         "--prompt-policy", default=default, choices=POLICIES, metavar="P",
         help=f"prompt policy, one of {', '.join(POLICIES)} (docs/PROMPTING.md)"
-        + ("" if default else "; adds the formulation `policy` (orig through the policy) to the run"),
+        + (f"; {purpose}" if purpose else ""),
     )
     parser.add_argument(
         "--profile", default=None, metavar="PROFILE",

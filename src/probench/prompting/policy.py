@@ -118,6 +118,7 @@ class PromptPolicy:
     profile: str = ""  # the profile's source ("paper Table II", a path), for best
     model: str = ""
     warning: str = ""  # e.g. best without a profile entry: as typed
+    row: str = ""  # best: the profile entry it was resolved from (a zoo name or a Table II row)
     _cache: OrderedDict[tuple[str, ...], PromptPlan] = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -161,10 +162,25 @@ class PromptPolicy:
         return PromptPlan(operator, tuple(texts), tuple(tuple(v) for v in texts.values()), forms, self.fuse)
 
 
+def paper_name_of(model: str) -> str:
+    """The Table II row of a zoo or plugin model name (``sam3`` -> ``SAM3``), else ""."""
+    from probench.errors import ProbenchError
+
+    if not model:
+        return ""
+    try:
+        from probench.models.zoo import model_record
+
+        return str(model_record(model)["paper_name"])
+    except ProbenchError:  # not a model name: it may be a Table II row itself
+        return ""
+
+
 def resolve_policy(
     name: str, *, model: str = "", paper_name: str = "", profile: str | Profile | None = None,
 ) -> PromptPolicy:
-    """The policy ``name`` for a model (zoo name, Table II row). ``profile``: a path, a
+    """The policy ``name`` for a model: its zoo name (its Table II row looked up in the zoo
+    when ``paper_name`` is not given) or a Table II row. ``profile``: a path, a
     :class:`Profile`, or None/``paper`` for the default. Errors are one line
     (:class:`PolicyError`, :class:`probench.prompting.profile.ProfileError`)."""
     check_policy_name(name)
@@ -175,7 +191,9 @@ def resolve_policy(
     if name == "ensemble":
         return PromptPolicy(name, ("orig", "cat", "tmpl"))
     assert prof is not None
-    k = prof.lookup(model, paper_name)
+    paper_name = paper_name or paper_name_of(model)
+    row = next((n for n in (model, paper_name) if n and n in prof.best), "")
+    k = prof.best[row] if row else None
     if k is None:
         if not prof.is_default:
             raise PolicyError(f"prompt policy best: profile {prof.source!r} has no entry for model {model!r}"
@@ -184,7 +202,7 @@ def resolve_policy(
         return PromptPolicy(name, ("orig",), prof.source, model,
                             warning=f"prompt policy best: the {prof.source} profile has no entry for model "
                                     f"{model!r}: prompts go to the model as typed")
-    return PromptPolicy(name, (k,), prof.source, model)
+    return PromptPolicy(name, (k,), prof.source, model, row=row)
 
 
 class PolicyDetector:

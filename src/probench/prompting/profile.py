@@ -47,6 +47,7 @@ class Profile:
     best: Mapping[str, str]
     map50: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     is_default: bool = False
+    warnings: tuple[str, ...] = ()  # why a k* read from runs may mean nothing (random weights, a tie)
 
     def lookup(self, *names: str) -> str | None:
         """k* of the first of ``names`` (zoo name, then Table II row) the profile lists."""
@@ -114,9 +115,11 @@ def load_profile(path: str | Path | None) -> Profile:
 def profile_from_runs(runs: Sequence[str | Path]) -> Profile:
     """A profile from scored run folders: each run's model (run.json ``model.name``) gets the
     k* of its metrics.json (mAP.5 over orig, cat, tmpl; a tie counts as orig). A later run of
-    the same model replaces an earlier one."""
+    the same model replaces an earlier one. ``warnings``: a run of a model without trained
+    weights, or whose formulations tie."""
     best: dict[str, str] = {}
     map50: dict[str, dict[str, float]] = {}
+    warnings: list[str] = []
     for run in runs:
         r = Path(run)
         try:
@@ -137,6 +140,23 @@ def profile_from_runs(runs: Sequence[str | Path]) -> Profile:
         winners = [f for f, v in vals.items() if v == top]
         best[name] = winners[0] if len(winners) == 1 else "orig"
         map50[name] = vals
+        warnings += _doubts(r, name, info.get("model") or {}, vals, winners)
     if not best:
         raise ProfileError("no runs given")
-    return Profile("runs: " + ", ".join(str(Path(r)) for r in runs), best, map50)
+    return Profile("runs: " + ", ".join(str(Path(r)) for r in runs), best, map50, warnings=tuple(warnings))
+
+
+def _doubts(run: Path, name: str, model: Mapping[str, Any], vals: Mapping[str, float],
+            winners: Sequence[str]) -> list[str]:
+    """Why ``run``'s k* may mean nothing: a model without trained weights (random weights,
+    a scripted test detector), or formulations that tie (k* is then orig by the rule)."""
+    out = []
+    if model.get("random_weights") or model.get("weights_source") == "scripted":
+        kind = "a scripted test detector" if model.get("weights_source") == "scripted" else "random weights"
+        out.append(f"{run}: {name} has {kind}: its mAP.5, and so its best formulation, mean nothing "
+                   "(profile a run with the model's real weights)")
+    if len(winners) > 1:
+        tied = ", ".join(winners)
+        out.append(f"{run}: {name}: {tied} tie at mAP.5 {max(vals.values()):.3f}, so its best is orig by the "
+                   "tie rule, not by a measured difference")
+    return out

@@ -4,8 +4,9 @@ Meanings follow NVIDIA ros2_benchmark's basic performance calculator; docs/EVALU
 "Real-time figures", puts each formula next to its ros2_benchmark counterpart. Times are
 the evaluator's monotonic clock: a frame's latency is the arrival of its Detection2DArray
 (taken on the raw bytes) minus the moment its image was published. A *stream* is one
-formulation within one session, sent without a pause; rates and spans are pooled over
-streams (intervals over summed spans), never over the gaps between them.
+formulation within one session (and one video, on a sequence bag), sent without a pause;
+rates and spans are pooled over streams (intervals over summed spans), never over the gaps
+between them.
 
 - ``frames_sent`` / ``frames_received`` / ``frames_missed`` / ``missed_share``: measured
   frames published; answered and credited; the rest (dropped by the node's newest-frame
@@ -53,10 +54,12 @@ def _round(v: float | None, nd: int = 4) -> float | None:
 
 
 def _streams(recs: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
-    """Uninterrupted streams: one formulation within one session, in send order."""
-    by: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
+    """Uninterrupted streams: one formulation within one session (and one video, on a
+    sequence bag: each is streamed on its own), in send order."""
+    by: dict[tuple[str, int, int], list[Mapping[str, Any]]] = {}
     for r in recs:
-        by.setdefault((str(r["formulation"]), int(r.get("session", 0))), []).append(r)
+        key = (str(r["formulation"]), int(r.get("session", 0)), int(r.get("video_id", -1)))
+        by.setdefault(key, []).append(r)
     return list(by.values())
 
 
@@ -166,6 +169,7 @@ def _without_warmup(fig: dict[str, Any]) -> dict[str, Any]:
 
 # -- why a frame was missed: the node's own evidence ----------------------------------------
 MAILBOX = "mailbox"  # the one excuse: dropped by the newest-frame mailbox behind a long frame
+MAILBOX_IDLE = "mailbox while idle"  # replaced before the worker took it: the worker had no CPU
 
 
 def explain_misses(
@@ -175,15 +179,22 @@ def explain_misses(
     node's own trace, never from the evaluator's latencies. ``node_frames``: one record per
     frame the node processed, with ``stamp_ns``, ``start_ns``, ``end_ns``,
     ``prompt_wait_ms`` (waiting for its stamped prompt set), ``bound`` (answered with its
-    own set) and ``replaced`` (the stamps replaced in its mailbox meanwhile).
+    own set) and ``replaced`` (the stamps replaced in its mailbox meanwhile); records
+    ``{"replaced_idle": stamp}`` (replaced while no frame was in flight) may be among them.
 
     Causes: ``mailbox`` (replaced while the node processed a frame that took longer than a
     period, not counting any wait for a prompt set: the only miss a correct pipeline makes
     with a model slower than the camera), ``late prompt set`` (replaced while the node
-    waited for a frame's stamped prompt set, or processed without its own set),
+    waited for a frame's stamped prompt set, a wait that made that frame outlast a period,
+    or processed without its own set),
     ``mailbox within a period`` (replaced although the frame in flight took no longer than
-    a period) and ``no evidence`` (the node never saw it, or did not say)."""
-    by_stamp = {int(f["stamp_ns"]): f for f in node_frames}
+    a period: the frames reached the node less than a period apart, a burst from the
+    transport, the executor or the sender), ``mailbox while idle`` (replaced in the mailbox
+    before the worker, idle, took it: its thread did not get the CPU) and ``no evidence``
+    (the node never saw it, or did not say)."""
+    node_frames = list(node_frames)
+    idle = {int(f["replaced_idle"]) for f in node_frames if "replaced_idle" in f}
+    by_stamp = {int(f["stamp_ns"]): f for f in node_frames if "stamp_ns" in f}
     replaced_by = {int(s): f for f in by_stamp.values() for s in f.get("replaced", ())}
     out: dict[int, tuple[str, str]] = {}
     for r in latest_frames(records):
@@ -197,15 +208,20 @@ def explain_misses(
         elif flight is not None:
             wait = float(flight.get("prompt_wait_ms") or 0.0)
             busy = (int(flight["end_ns"]) - int(flight["start_ns"])) / 1e6 - wait
-            if wait > 0 or not flight.get("bound", True):
-                out[stamp] = ("late prompt set", f"replaced while the node waited {wait:.1f} ms for the "
-                              f"stamped prompt set of frame {flight['stamp_ns']}")
-            elif busy > period_ms:
+            # the node measures every frame's wait, a few microseconds when its set was there:
+            # a wait is the cause only when it made the frame in flight outlast a period
+            if busy > period_ms:
                 out[stamp] = (MAILBOX, f"replaced while the node processed frame {flight['stamp_ns']} for "
                               f"{busy:.1f} ms (> a period of {period_ms:.1f} ms)")
+            elif busy + wait > period_ms or not flight.get("bound", True):
+                out[stamp] = ("late prompt set", f"replaced while the node waited {wait:.1f} ms for the "
+                              f"stamped prompt set of frame {flight['stamp_ns']}")
             else:
                 out[stamp] = ("mailbox within a period", f"replaced while the node processed frame "
-                              f"{flight['stamp_ns']} for only {busy:.1f} ms")
+                              f"{flight['stamp_ns']} for only {busy:.1f} ms: frames reached the node "
+                              "less than a period apart")
+        elif stamp in idle:
+            out[stamp] = (MAILBOX_IDLE, "replaced in the node's mailbox before its worker, idle, took it")
         else:
             out[stamp] = ("no evidence", "the node's trace neither processed nor replaced it")
     return out

@@ -68,7 +68,7 @@ class EvaluatorLink(Link, Protocol):
 # -- 1. plan -------------------------------------------------------------------------------
 def ros_identity(
     evaluator: Mapping[str, Any], grounding: Mapping[str, Any], dataset: Mapping[str, Any], *,
-    bag: str, compressed: bool,
+    bag: str, compressed: bool, sequence: bool = False,
 ) -> RunIdentity:
     """The identity of an evaluation through the ROS graph, from the evaluator's parameters,
     the grounding node's and the bag's dataset summary. ``probench eval`` builds the same
@@ -89,6 +89,9 @@ def ros_identity(
         "compressed": bool(compressed),
         "prompts": "per frame: its label space, stamped (frame_prompts)",
     }
+    if sequence:  # a sequence bag: realtime/eval_sequence.py
+        settings["prompts"] = "per video: operator prompts (prompt), at its start and at each prompt change"
+        settings["tracking"] = bool(grounding.get("tracking"))
     if evaluator.get("prompt_policy"):
         from probench.prompting.policy import resolve_policy
 
@@ -118,7 +121,7 @@ def plan(cfg: EvaluatorConfig, bag: ProbenchBag, grounding: Mapping[str, Any]) -
     from probench.cache.identity import open_run
 
     identity = ros_identity(asdict(cfg), grounding, bag.dataset.summary(), bag=cfg.bag,
-                            compressed=bag.compressed)
+                            compressed=bag.compressed, sequence=bool(bag.dataset.videos))
     session = open_run(cfg.out, identity, formulations=cfg.run_formulations, overwrite=cfg.overwrite,
                        timing_key="eval_s", extra={"ros": {
                            "mode": cfg.mode, "rate_hz": cfg.rate_hz, "bag": str(Path(cfg.bag).resolve()),
@@ -237,11 +240,16 @@ def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag, clock: Clo
     with tqdm(total=todo, desc="eval", unit="frame", disable=None) as bar, session.recording(), recorder:
         recorder.on_frame = lambda: bar.update(1)  # the bar on stderr, only on a terminal
         crash_point("eval.started")
-        collector = Collector(recorder.put, answer_timeout_s=cfg.answer_timeout,
+        emit = _with_video(recorder.put, bag.dataset) if bag.dataset.videos else recorder.put
+        collector = Collector(emit, answer_timeout_s=cfg.answer_timeout,
                               session=int(session.info.get("resumed", 0)), ok=link.ok, clock=clock)
         link.set_answer_handler(collector.collect)
         for f in run_plan.skipped:
             link.info(f"{f}: already complete, skipped")
+        if bag.dataset.videos:  # a sequence bag: video by video, with operator prompts
+            _run_sequences(link, cfg, bag, run_plan, collector, recorder)
+            recorder.check()
+            return finish(session, bag.dataset, cfg)
         todo_plans = [p for p in run_plan.formulations if p.frames]
         if todo_plans:
             link.wait_ready(bag.compressed, cfg.startup_timeout)
@@ -266,6 +274,49 @@ def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag, clock: Clo
             crash_point("eval.formulation_done")
         recorder.check()
     return finish(session, bag.dataset, cfg)
+
+
+def _with_video(put: Callable[[FramePlan | None, dict[str, Any] | None, list[CocoResult]], None],
+                dataset: Dataset) -> Callable[[FramePlan | None, dict[str, Any], list[CocoResult]], None]:
+    """The recorder's ``put`` adding each frame record's ``video_id``: a video is streamed on
+    its own, and the real-time figures take each as a stream (eval_realtime._streams)."""
+    video_of = {i: vid for vid, v in dataset.videos.items() for i in v.image_ids}
+
+    def emit(frame: FramePlan | None, record: dict[str, Any], results: list[CocoResult]) -> None:
+        if "image_id" in record and int(record["image_id"]) in video_of:
+            record["video_id"] = video_of[int(record["image_id"])]
+        put(frame, record, results)
+
+    return emit
+
+
+def _run_sequences(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag, run_plan: RunPlan,
+                   collector: Collector, recorder: Recorder) -> None:
+    """A sequence bag's replay (:mod:`probench.realtime.eval_sequence`)."""
+    from probench.realtime.eval_sequence import SequenceRun, run_sequences
+
+    if not all(hasattr(link, m) for m in ("set_prompts", "set_ack_handler", "ready_for_operator_prompts")):
+        raise TypeError(f"{type(link).__name__} cannot send operator prompts: a sequence bag needs them")
+    for f in run_plan.skipped:
+        link.info(f"{f}: already complete, skipped")
+    forms = [p.formulation for p in run_plan.formulations]
+    if forms:
+        link.wait_ready(bag.compressed, cfg.startup_timeout)
+
+    def set_policy(f: str) -> None:
+        if cfg.prompt_policy:  # the policy for its own frames only, as typed for the paper's
+            own = f == POLICY_FORMULATION
+            policy, profile = (cfg.prompt_policy, cfg.prompt_profile) if own else ("as_typed", "")
+            link.set_prompt_policy(policy, profile, cfg.startup_timeout)
+
+    def images(times: Sequence[int]) -> Iterator[Any]:
+        return prefetch(link.image_from_bag(raw) for raw in bag.iter_images(list(times)))
+
+    run = SequenceRun(forms, {f: recorder.writers[f].done_images for f in forms}, recorder.put,
+                      recorder.finalize, images, link.info, link.warning)
+    run_sequences(link, bag.dataset, bag.frame_infos(), run, collector,  # type: ignore[arg-type]
+                  mode=cfg.mode, rate_hz=cfg.rate_hz, answer_timeout_s=cfg.answer_timeout,
+                  ack_timeout_s=cfg.startup_timeout, warmup_frames=cfg.warmup_frames, set_policy=set_policy)
 
 
 # -- 4. finish -----------------------------------------------------------------------------

@@ -111,6 +111,7 @@ class Answer:
     xyxy: np.ndarray
     scores: np.ndarray
     class_ids: Sequence[str]
+    track_ids: Sequence[int] | None = None  # Detection2D.id of a tracking node (-1: none)
 
 
 class Link(Protocol):
@@ -229,7 +230,8 @@ class Collector:
                 self._emit_stray(answer)
                 return STRAY
             try:
-                results = results_for_frame(entry.frame, answer.xyxy, answer.scores, answer.class_ids)
+                results = results_for_frame(entry.frame, answer.xyxy, answer.scores, answer.class_ids,
+                                            answer.track_ids)
                 status = ANSWERED
             except (AttributionError, ValueError):
                 results, status = [], MISATTRIBUTED
@@ -257,15 +259,20 @@ class Collector:
 
 
 # -- warm-up and stream ----------------------------------------------------------------------
+# called with a frame's position in the stream just before it is sent (a sequence's prompt changes)
+BeforeSend = Callable[[int, FramePlan], None]
+
+
 def warm_up(link: Link, frames: Sequence[FramePlan], images: Sequence[Any], collector: Collector, *,
-            n: int, answer_timeout_s: float) -> None:
+            n: int, answer_timeout_s: float, announce: bool = True) -> None:
     """The discarded trial (module doc): ``n`` frames, cycling through ``frames`` (``images``:
-    their image messages), one at a time; every one resolved before this returns."""
+    their image messages), one at a time; every one resolved before this returns.
+    ``announce=False``: no stamped prompt sets (the node answers with the operator's)."""
     if n <= 0 or not frames:
         return
     picks = [i % len(frames) for i in range(n)]
     _stream_as_answered(link, [frames[i] for i in picks], iter([images[i] for i in picks]), collector,
-                        answer_timeout_s, warmup=True)
+                        answer_timeout_s, warmup=True, announce=announce)
     collector.drain()
 
 
@@ -278,22 +285,27 @@ def stream(
     mode: str,
     rate_hz: float,
     answer_timeout_s: float,
+    announce: bool = True,
+    before_send: BeforeSend | None = None,
 ) -> None:
     """Send ``frames`` (``images``: their image messages, in order, made lazily) and return
-    once every one is resolved (module doc)."""
+    once every one is resolved (module doc). ``announce=False`` sends no stamped prompt sets
+    (a sequence's frames are answered with the operator's prompts); ``before_send(i, frame)``
+    runs just before frame ``i`` is sent (a sequence's prompt changes)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if not frames:
         return
     if mode == "camera-rate":
-        _stream_at_rate(link, frames, images, collector, rate_hz)
+        _stream_at_rate(link, frames, images, collector, rate_hz, announce, before_send)
     else:
-        _stream_as_answered(link, frames, images, collector, answer_timeout_s)
+        _stream_as_answered(link, frames, images, collector, answer_timeout_s, announce=announce,
+                            before_send=before_send)
     collector.drain()
 
 
 def _stream_at_rate(link: Link, frames: Sequence[FramePlan], images: Iterator[Any], collector: Collector,
-                    rate_hz: float) -> None:
+                    rate_hz: float, announce: bool = True, before_send: BeforeSend | None = None) -> None:
     clock = collector.clock
     period_ns = round(1e9 / rate_hz)
     lead_ns = period_ns  # the first set gets a period's head start too
@@ -301,7 +313,8 @@ def _stream_at_rate(link: Link, frames: Sequence[FramePlan], images: Iterator[An
     t0 = clock.now_ns() + lead_ns
     stamp = t0_wall = collector.stamp(clock.wall_ns() + lead_ns)
     k0 = 0  # index of the frame the grid starts at (restarted when the sender fell behind)
-    link.announce(stamp, frames[0].texts)
+    if announce:
+        link.announce(stamp, frames[0].texts)
     for i, frame in enumerate(frames):
         if i:
             image = next(images)
@@ -312,12 +325,15 @@ def _stream_at_rate(link: Link, frames: Sequence[FramePlan], images: Iterator[An
         elif -delay > RESTART_PERIODS * period_ns:  # a long stall: restart the grid here, no burst
             t0, t0_wall, k0 = clock.now_ns(), stamp, i
             tick = t0
+        if before_send is not None:
+            before_send(i, frame)
         sent_ns = clock.now_ns()
         collector.expect(frame, stamp, tick, sent_ns)
         link.send(image, stamp)
         if i + 1 < len(frames):
             stamp = collector.stamp(t0_wall + (i + 1 - k0) * period_ns)
-            link.announce(stamp, frames[i + 1].texts)
+            if announce:
+                link.announce(stamp, frames[i + 1].texts)
         collector.expire()
         if not link.ok():
             raise Interrupted("ROS shut down")
@@ -328,12 +344,16 @@ def _answered(collector: Collector, stamp_ns: int) -> bool:
 
 
 def _stream_as_answered(link: Link, frames: Sequence[FramePlan], images: Iterator[Any], collector: Collector,
-                        answer_timeout_s: float, *, warmup: bool = False) -> None:
+                        answer_timeout_s: float, *, warmup: bool = False, announce: bool = True,
+                        before_send: BeforeSend | None = None) -> None:
     clock = collector.clock
-    for frame in frames:
+    for i, frame in enumerate(frames):
         image = next(images)
+        if before_send is not None:
+            before_send(i, frame)
         stamp = collector.stamp(clock.wall_ns())
-        link.announce(stamp, frame.texts)
+        if announce:
+            link.announce(stamp, frame.texts)
         sent_ns = clock.now_ns()
         collector.expect(frame, stamp, sent_ns, sent_ns, warmup=warmup)
         link.send(image, stamp)

@@ -30,16 +30,17 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from types import SimpleNamespace
 from typing import Any
-
-import numpy as np
 
 from probench.models.base import Detector
 from probench.models.testing import ScriptedDetector
-from probench.msgs.wire import rgb_from_cdr
+from probench.msgs.wire import restamp_cdr
 from probench.realtime.eval_stream import Answer
+from probench.realtime.frame_core import FrameAnswer, Wanted, enable_masks, node_core
 from probench.realtime.grounding_stats import GroundingStats
 from probench.realtime.grounding_worker import FrameWorker, ImageKind, Prompts, StampedPromptSets
+from probench.realtime.node_spec import GROUNDING_PARAMS, GroundingConfig
 
 __all__ = ["GROUNDING", "FakeClock", "FakeGroundingLink", "NodeFrame"]
 
@@ -122,6 +123,38 @@ class _InFlight:
     due_ns: int  # when the answers arrive (simulated mode)
 
 
+_NEVER = 2**63 - 1
+_ZERO_STAMP = SimpleNamespace(sec=0, nanosec=0)
+
+
+class _WorkerClock:
+    """The stamped-set map's clock on a :class:`FakeClock`: the evaluator's time, except while
+    the fake node answers a frame, when the frame's own time runs on alone. Waiting for a
+    stamped set then delivers the link's held sets due within the wait (the fake transport)
+    without moving the evaluator's clock, so the evaluator keeps sending on time meanwhile,
+    as it would while a real node waits."""
+
+    def __init__(self, link: FakeGroundingLink) -> None:
+        self.link = link
+        self.local_ns: int | None = None
+
+    def now_ns(self) -> int:
+        if self.local_ns is not None:
+            return self.local_ns
+        return self.link.clock.now_ns() if self.link.clock is not None else time.monotonic_ns()
+
+    def monotonic(self) -> float:
+        return self.now_ns() / 1e9
+
+    def wait(self, cond: threading.Condition, seconds: float) -> None:
+        if self.local_ns is None:  # not inside a frame: no simulated wait to run
+            return
+        target = self.local_ns + max(1, round(seconds * 1e9))
+        due = [d for d, _, _ in self.link.held_sets() if d <= target]
+        self.local_ns = min(due) if due else target
+        self.link.advance_sets(self.local_ns)  # delivered sets notify ``cond`` (an RLock: re-entrant)
+
+
 class FakeGroundingLink:
     def __init__(
         self,
@@ -136,6 +169,8 @@ class FakeGroundingLink:
         frame_prompts_wait: float = 0.5,
         clock: FakeClock | None = None,
         detector: Detector | None = None,
+        grounding: dict[str, Any] | None = None,
+        ack_s: float = 0.0,
     ) -> None:
         self.model_s = model_s
         self.wrong_class, self.duplicate = set(wrong_class), set(duplicate)
@@ -146,15 +181,30 @@ class FakeGroundingLink:
         self.frame_prompts_wait = frame_prompts_wait
         self.clock = clock
         self.detector = detector if detector is not None else ScriptedDetector("test-instant")
-        self.sets = StampedPromptSets()
+        self.worker_clock = _WorkerClock(self)
+        self.sets = StampedPromptSets(clock=self.worker_clock if clock is not None else None)
+        # the node's own core: every frame is answered exactly as the grounding node answers it
+        # the node's parameters (``grounding``: overrides, e.g. tracking, depth_topic) and its own core
+        self.parameters = {**GROUNDING, "frame_prompts_wait": frame_prompts_wait, **(grounding or {})}
+        cfg = GROUNDING_PARAMS.to_config(GroundingConfig, {
+            **GROUNDING_PARAMS.defaults(), **{k: v for k, v in self.parameters.items() if k != "prompts"}})
+        enable_masks(self.detector, cfg.masks)
+        self.core = node_core(self.detector, cfg, frame_sets=self.sets)
         self.stats = GroundingStats()
-        self.worker = FrameWorker(self.stats, self._handle_frame, lambda prompts, stamp: True, self._on_error)
+        self.worker = FrameWorker(self.stats, self._handle_frame, self._apply_prompts, self._on_error)
+        self.acks: list[bytes] = []  # the acknowledgements (LabelInfo) of operator prompt sets
+        self.ack_s = ack_s  # an acknowledgement reaches the evaluator this long after the set is ready
+        self._ack: Callable[[tuple[str, ...], int], object] | None = None
+        self.prompts_sent: list[tuple[int, tuple[str, ...]]] = []  # operator prompts: (time, texts)
+        self.ready_calls = 0
+        self._last_announce_ns: int | None = None
+        self.wanted = Wanted()  # the optional outputs a subscriber would want (masks, debug image)
+        self.answers: list[FrameAnswer] = []  # the core's answers, in order (its encoded messages)
         self.compressed = False
         self._lock = threading.RLock()
         self._handler: Callable[[Answer], object] | None = None
         self.sent: list[int] = []  # stamps, in send order
         self.announced = 0
-        self._newest_set = -1
         self.node_trace: list[NodeFrame] = []
         self.errors: list[BaseException] = []
         self.logs: list[str] = []
@@ -162,7 +212,6 @@ class FakeGroundingLink:
         self._free_ns = 0  # simulated mode: when the worker is free again
         self._held_sets: list[tuple[int, int, Prompts]] = []  # simulated: (due, stamp, set)
         self._started = False
-        self.policy: Any = None  # the prompt policy (as typed when None), as the node's worker holds it
         self.policies: list[str] = []  # every policy set, in order
         if clock is not None:
             clock.links.append(self)
@@ -183,7 +232,7 @@ class FakeGroundingLink:
     # -- EvaluatorLink ----------------------------------------------------------------------
     def grounding_parameters(self, timeout: float) -> dict[str, Any]:
         info = getattr(self.detector, "model_info", None) or {}
-        return {**GROUNDING, "model": info.get("name", GROUNDING["model"])}
+        return {**self.parameters, "model": info.get("name", self.parameters["model"])}
 
     def wait_ready(self, compressed: bool, timeout: float) -> None:
         self.compressed = compressed
@@ -205,7 +254,15 @@ class FakeGroundingLink:
         from probench.prompting.policy import resolve_policy
 
         self.policies.append(policy)
-        self.policy = resolve_policy(policy, model="test-instant", profile=profile or None)
+        # as the node: the worker holds the policy; the operator's prompts are made ready again
+        model = str((getattr(self.detector, "model_info", None) or {}).get("name", GROUNDING["model"]))
+        self.worker.put_policy(resolve_policy(policy, model=model, profile=profile or None), None)
+        self.advance(self._now())
+
+    @property
+    def policy(self) -> Any:
+        """The prompt policy in force (the worker's, as in the node)."""
+        return self.worker.policy
 
     def info(self, text: str) -> None:
         self.logs.append(text)
@@ -215,6 +272,7 @@ class FakeGroundingLink:
 
     def announce(self, stamp_ns: int, texts: Sequence[str]) -> None:
         n = self.announced  # the frame this set is for (sets go out in frame order)
+        self._last_announce_ns = self._now()
         self.announced += 1
         delay = self.late_prompts.get(n)
         if delay is None:
@@ -231,7 +289,8 @@ class FakeGroundingLink:
             self.advance(now)
             n = len(self.sent)
             self.sent.append(stamp_ns)
-            replaced = self.worker.put_frame("compressed" if self.compressed else "raw", (n, stamp_ns, image),
+            data = restamp_cdr(image, stamp_ns)  # stamped as the DDS link stamps the recorded frame
+            replaced = self.worker.put_frame("compressed" if self.compressed else "raw", (n, stamp_ns, data),
                                              now / 1e9)
             if replaced is not None and self._in_flight is not None:  # (idle: no frame to blame)
                 self._in_flight.frame.replaced.append(int(replaced[1]))
@@ -279,37 +338,37 @@ class FakeGroundingLink:
     def _handle_frame(self, kind: ImageKind, data: Any, t_arrival: float, prompts: Prompts) -> None:
         n, stamp, raw = data
         start = self._now()
-        texts, wait_ns = self._stamped_set(stamp, start)
-        frame = NodeFrame(n, stamp, start, start, wait_ns / 1e6, texts is not None)
-        self._in_flight = _InFlight(frame, [], 0)
-        answers: list[Answer] = []
-        model_ns = round(self.model_s * 1e9)
+        frame = NodeFrame(n, stamp, start, start, 0.0, False)
+        self._in_flight = _InFlight(frame, [], _NEVER)  # its answers are due once it is done
+        self.worker_clock.local_ns = start if self.clock is not None else None  # the frame's own time
+        try:
+            answer = self.core.answer(raw, compressed=kind != "raw", prompts=prompts,
+                                      policy=self.worker.policy, wanted=self.wanted)
+        finally:
+            self.worker_clock.local_ns = None
         if self.clock is None and self.model_s:
             time.sleep(self.model_s)
-        if texts is not None:
-            _, rgb = rgb_from_cdr(raw, compressed=kind != "raw")
-            if self.policy is not None:  # as the node: the policy's texts in, the operator's prompts out
-                plan = self.policy.plan(texts)
-                dets = plan.detect(self.detector, np.ascontiguousarray(rgb))
-                texts = plan.operator
-            else:
-                dets = self.detector.detect(np.ascontiguousarray(rgb), list(texts))
-            class_ids = [texts[i] for i in dets.prompt_index]
+        frame.prompt_wait_ms, frame.bound = answer.prompt_wait_ms, answer.bound
+        if answer.answered:
+            with self._lock:
+                self.answers.append(answer)
+        wait_ns = round(answer.prompt_wait_ms * 1e6)
+        model_ns = round(self.model_s * 1e9) if answer.answered else 0  # no set: no inference, no answer
+        answers: list[Answer] = []
+        if answer.answered:
+            dets = answer.detections
+            class_ids = [answer.prompts[i] for i in dets.prompt_index]
             if n in self.wrong_class:
                 class_ids = ["something never asked"] * len(class_ids)
             extra_ns = round(self.late.get(n, 0.0) * 1e9)
             if self.clock is None and extra_ns:
                 time.sleep(extra_ns / 1e9)
-            k = len(class_ids)
-            due = start + wait_ns + model_ns + extra_ns
-            answer = Answer(stamp, due, dets.xyxy[:k], dets.scores[:k], class_ids)
-            answers.append(answer)
+            first = Answer(stamp, start + wait_ns + model_ns + extra_ns, dets.xyxy, dets.scores, class_ids)
+            answers.append(first)
             if n in self.duplicate:
-                answers.append(answer)
+                answers.append(first)
             if n in self.stray_after:
-                answers.append(Answer(stamp + 1234, answer.received_ns, dets.xyxy, dets.scores, class_ids))
-        else:
-            model_ns = 0  # no set: no inference, no answer (the node's rule without operator prompts)
+                answers.append(Answer(stamp + 1234, first.received_ns, dets.xyxy, dets.scores, class_ids))
         if self.clock is None:
             frame.end_ns = self._now()
             with self._lock:
@@ -323,20 +382,9 @@ class FakeGroundingLink:
             done = max([frame.end_ns, *(a.received_ns for a in answers)])
             self._in_flight = _InFlight(frame, answers, done)
 
-    def _stamped_set(self, stamp: int, start: int) -> tuple[Prompts | None, int]:
-        """The frame's stamped set and how long the worker waited for it (ns)."""
-        if self.clock is None:
-            texts = self.sets.take(stamp, self.frame_prompts_wait)
-            return texts, self._now() - start
-        wait_limit = round(self.frame_prompts_wait * 1e9)
-        held = [due for due, s, _ in self._held_sets if s == stamp and due <= start + wait_limit]
-        if held:  # it arrives while the worker waits for it
-            due = min(held)
-            self.advance_sets(due)
-            return self.sets.take(stamp), due - start
-        texts = self.sets.take(stamp)
-        # the node waits only while no set stamped at or after the frame has come
-        return texts, (0 if texts is not None or self._newest_set >= stamp else wait_limit)
+    def held_sets(self) -> list[tuple[int, int, Prompts]]:
+        with self._lock:
+            return list(self._held_sets)
 
     def advance_sets(self, now_ns: int) -> None:
         for item in sorted(s for s in self._held_sets if s[0] <= now_ns):
@@ -344,8 +392,59 @@ class FakeGroundingLink:
             self._put_set(item[1], item[2])
 
     def _put_set(self, stamp: int, texts: Prompts) -> None:
-        self._newest_set = max(self._newest_set, int(stamp))
         self.sets.put(stamp, texts)
+
+    def send_depth(self, raw: bytes) -> None:
+        """A serialized depth Image, delivered at once (the node's depth subscription)."""
+        problem = self.core.put_depth_cdr(raw)
+        if problem:
+            self.logs.append("WARNING " + problem)
+
+    def send_camera_info(self, k: Sequence[float], width: int, height: int) -> None:
+        problem = self.core.put_camera_info(list(k), width, height)
+        if problem:
+            self.logs.append("WARNING no 3D output: " + problem)
+
+    # -- OperatorLink (a sequence bag's replay: realtime/eval_sequence.py) ---------------------
+    def set_prompts(self, texts: Sequence[str]) -> None:
+        """An operator prompt set, as on the node's ``prompt`` topic."""
+        self.prompts_sent.append((self._now(), tuple(texts)))
+        self.put_prompts(texts)
+
+    def set_ack_handler(self, handler: Callable[[tuple[str, ...], int], object]) -> None:
+        self._ack = handler
+
+    def ready_for_operator_prompts(self, timeout: float) -> None:
+        """As the DDS link: until the stamped sets announced so far are no longer in use (on a
+        fake clock the wait is simulated)."""
+        self.ready_calls += 1
+        if self.clock is None or self._last_announce_ns is None:
+            return
+        left = self._last_announce_ns + round(self.sets.in_use_s * 1e9) - self.clock.now_ns()
+        if left >= 0:
+            self.clock.sleep(left / 1e9 + 0.001)
+
+    def put_prompts(self, prompts: Sequence[str]) -> None:
+        """Operator prompts, as the node's ``prompt`` topic gives them (checked as it checks them)."""
+        from probench.prompting.messages import check_prompt_specs
+
+        with self._lock:
+            self.worker.put_prompts(check_prompt_specs(list(prompts)), None)
+        self.advance(self._now())
+
+    def _apply_prompts(self, prompts: Prompts, stamp: Any) -> bool:
+        """The worker's prompt job, as the node's: the core makes the set ready, then the ack."""
+        from probench.errors import ProbenchError
+
+        try:
+            ready = self.core.make_ready(prompts, stamp or _ZERO_STAMP, self.worker.policy)
+        except ProbenchError as exc:
+            self.logs.append(f"ERROR model refused prompts, previous stay active: {exc}")
+            return False
+        self.acks.append(ready.label_info_cdr)
+        if self._ack is not None:  # the node's label_info, received by the evaluator
+            self._ack(ready.plan.operator, self._now() + round(self.ack_s * 1e9))
+        return True
 
     def _on_error(self, exc: BaseException) -> None:
         self.errors.append(exc)

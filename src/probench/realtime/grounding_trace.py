@@ -75,7 +75,7 @@ class NodeTrace:
             self._file.close()
 
     @staticmethod
-    def read(path: str | Path) -> list[dict[str, Any]]:
-        """The frame records of a trace file (the idle replacements left out)."""
+    def read(path: str | Path, *, idle: bool = False) -> list[dict[str, Any]]:
+        """The frame records of a trace file; with ``idle``, the idle replacements too."""
         lines = Path(path).read_text(encoding="utf-8").splitlines()
-        return [r for r in (json.loads(x) for x in lines if x.strip()) if "stamp_ns" in r]
+        return [r for r in (json.loads(x) for x in lines if x.strip()) if "stamp_ns" in r or idle]

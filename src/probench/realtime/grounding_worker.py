@@ -24,7 +24,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from probench.realtime.grounding_stats import GroundingStats
 
@@ -53,6 +53,27 @@ class PromptJob:
 
 
 Job = FrameJob | PromptJob
+
+
+class WaitClock(Protocol):
+    """The time a :class:`StampedMap` waits on: real time for the node, a simulated one for
+    the evaluator's fake link (whose transport delivers held sets while a frame waits)."""
+
+    def monotonic(self) -> float: ...
+
+    def wait(self, cond: threading.Condition, seconds: float) -> None:
+        """Wait on ``cond`` (held) up to ``seconds``, or until notified."""
+        ...
+
+
+class RealClock:
+    """:class:`WaitClock` on ``time.monotonic`` and the condition's own wait."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def wait(self, cond: threading.Condition, seconds: float) -> None:
+        cond.wait(timeout=seconds)
 
 
 class FrameWorker:
@@ -226,11 +247,12 @@ class StampedMap(Generic[V]):
     :meth:`take` waits up to ``wait_s`` for it. A stream that sends none never waits.
     """
 
-    def __init__(self, capacity: int = 1024, in_use_s: float = 5.0) -> None:
+    def __init__(self, capacity: int = 1024, in_use_s: float = 5.0, clock: WaitClock | None = None) -> None:
         if capacity < 1:
             raise ValueError("capacity must be >= 1")
         self.capacity = capacity
         self.in_use_s = in_use_s
+        self.clock: WaitClock = clock if clock is not None else RealClock()
         self._cond = threading.Condition()
         self._sets: OrderedDict[int, V] = OrderedDict()
         self._newest = -1  # the highest stamp ever put
@@ -241,7 +263,7 @@ class StampedMap(Generic[V]):
 
     def put(self, stamp_ns: int, value: V, now: float | None = None) -> None:
         with self._cond:
-            self._last_put = time.monotonic() if now is None else now
+            self._last_put = self.clock.monotonic() if now is None else now
             self._sets[int(stamp_ns)] = value
             self._newest = max(self._newest, int(stamp_ns))
             while len(self._sets) > self.capacity:
@@ -250,7 +272,7 @@ class StampedMap(Generic[V]):
             self._cond.notify_all()
 
     def in_use(self, now: float | None = None) -> bool:
-        now = time.monotonic() if now is None else now
+        now = self.clock.monotonic() if now is None else now
         return now - self._last_put <= self.in_use_s
 
     def _match(self, stamp_ns: int, tolerance_ns: int) -> int | None:
@@ -263,13 +285,14 @@ class StampedMap(Generic[V]):
         """The value stamped ``stamp_ns`` (or the nearest within ``tolerance_ns``), forgetting
         it and every older one; None when there is none."""
         stamp_ns = int(stamp_ns)
-        deadline = time.monotonic() + wait_s
+        clock = self.clock
+        deadline = clock.monotonic() + wait_s
         with self._cond:
             while self._match(stamp_ns, tolerance_ns) is None and self._newest < stamp_ns and self.in_use():
-                left = deadline - time.monotonic()
+                left = deadline - clock.monotonic()
                 if left <= 0:
                     break
-                self._cond.wait(timeout=left)
+                clock.wait(self._cond, left)
             key = self._match(stamp_ns, tolerance_ns)
             found = None if key is None else self._sets.pop(key)
             for s in [s for s in self._sets if s < stamp_ns]:

@@ -98,6 +98,12 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
           low=1, high=10_000_000),
     Param("tracking", "bool", False, "stable track ids per prompt (ByteTrack) in Detection2D/3D.id",
           "configure"),
+    Param("target_timeout", "double", 2.0,
+          "seconds the operator's target track (target_select) may be lost before the target gives way to "
+          "the best detection of the first prompt", "live", low=0.0, high=3600.0),
+    Param("masks", "bool", True,
+          "ask a mask-capable model (SAM3, YOLOE, ...) for instance masks: the segmentation/* outputs and "
+          "mask-based 3D depth; false: boxes only (faster)", "configure"),
     Param("max_image_pixels", "integer", DEFAULT_MAX_PIXELS,
           "a CompressedImage whose header gives more pixels (width x height) is refused before decoding",
           "configure", low=1, high=1 << 30),
@@ -128,6 +134,8 @@ class GroundingConfig:
     min_depth_pixels: int
     tracking: bool
     max_image_pixels: int
+    target_timeout: float = 2.0
+    masks: bool = True
     trace_file: str = ""
     prompt_policy: str = DEFAULT_POLICY
     prompt_profile: str = ""
@@ -213,6 +221,10 @@ def budget_ms(given: float, rate_hz: float) -> float:
 
 PARAMETER_DEFAULTS: dict[str, Any] = GROUNDING_PARAMS.defaults()
 
+# The segmentation images of a model that gives instance masks (docs/GROUNDING_NODE.md,
+# "Instance masks"): registered to the colour frame, built only while subscribed.
+MASK_TOPICS = ("segmentation/instances", "segmentation/semantic", "segmentation/confidence")
+
 # Relative names (remappable) except /diagnostics, which is global by convention.
 TOPICS: dict[str, tuple[str, str, str]] = {
     # name -> (direction, type, QoS)
@@ -237,6 +249,27 @@ TOPICS: dict[str, tuple[str, str, str]] = {
                     "only when depth_topic is set; the best 3D detection of the first prompt"),
     "markers": ("pub", "visualization_msgs/msg/MarkerArray",
                 "only when depth_topic is set; built only when subscribed"),
+    "target_select": ("sub", "std_msgs/msg/Int64",
+                      "reliable, keep last 10; a track id makes that track the target, -1 clears"),
+    "target": ("pub", "vision_msgs/msg/Detection2D",
+               "reliable, transient_local, keep last 1; the target detection: the frame's header, "
+               "id = the track id, class_id = its prompt"),
+    "segmentation/instances": ("pub", "sensor_msgs/msg/Image",
+                               "only for a model that gives masks (`masks`); mono16, 0 = background, k = the "
+                               "k-th Detection2D of the same stamp; reliable, keep last 1, built only when "
+                               "subscribed"),
+    "segmentation/semantic": ("pub", "sensor_msgs/msg/Image",
+                              "as segmentation/instances; mono8, 0 = background, c = class c of "
+                              "segmentation/label_info (prompt c-1)"),
+    "segmentation/confidence": ("pub", "sensor_msgs/msg/Image",
+                                "as segmentation/instances; mono8, round(255 x score) of the pixel's "
+                                "detection"),
+    "segmentation/label_info": ("pub", "vision_msgs/msg/LabelInfo",
+                                "only for a model that gives masks; reliable, transient_local, keep last 1: "
+                                "0 = background, c = prompt c-1"),
+    "target_points": ("pub", "sensor_msgs/msg/PointCloud2",
+                      "only with depth_topic and masks; the first prompt's best detection's mask pixels "
+                      "in 3D (x, y, z float32, m); built only when subscribed"),
 }
 
 # Launch arguments of launch/grounding.launch.py: name -> (default, description).

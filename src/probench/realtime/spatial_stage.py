@@ -25,7 +25,7 @@ import numpy as np
 from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.realtime.grounding_worker import StampedMap
-from probench.spatial.depth import Detections3D, Intrinsics, depth_from_bytes, estimate_3d
+from probench.spatial.depth import DepthImage, Detections3D, Intrinsics, depth_from_bytes, estimate_3d
 from probench.spatial.errors import IntrinsicsError
 from probench.spatial.tracking import PromptTrackers
 
@@ -66,6 +66,8 @@ class SpatialStage:
         self._k_problem = "no CameraInfo received yet"
         self._said: set[str] = set()
         self.waiting = "" if not settings.depth else self._k_problem
+        # the depth image and intrinsics the last located frame used (its target's points)
+        self.last_depth: tuple[DepthImage, Intrinsics] | None = None
         self.counts = {"frames_3d": 0, "frames_without_depth": 0, "depth_errors": 0, "boxes_3d": 0,
                        "boxes_without_depth": 0, "boxes_waiting_3d": 0}
 
@@ -97,6 +99,7 @@ class SpatialStage:
     def locate(self, dets: Detections, track_ids: np.ndarray, stamp_ns: int,
                image_hw: tuple[int, int]) -> tuple[Detections3D | None, float, str | None]:
         """``(3D estimates or None, ms spent, a line to log or None)`` for the frame."""
+        self.last_depth = None
         if not self.settings.depth:
             return None, 0.0, None
         tol_ns = int(self.settings.tolerance_s * 1e9)
@@ -128,6 +131,7 @@ class SpatialStage:
             self.counts["depth_errors"] += 1
             return None, 0.0, self._wait(f"depth image dropped: {exc}")
         self.waiting = ""
+        self.last_depth = (image, k)
         self.counts["frames_3d"] += 1
         self.counts["boxes_3d"] += len(est)
         self.counts["boxes_without_depth"] += est.without_depth

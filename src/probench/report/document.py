@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 from probench import __version__
 from probench.report.load import Entry
-from probench.report.table import format_number
+from probench.report.table import format_number, md_text
 from probench.scoring.suite import json_object
 from probench.vocabulary import PROMPT_TYPES
 
@@ -26,14 +26,34 @@ FIGURE_CAPTIONS: dict[str, str] = {
             "end-to-end latency `probench eval` measured through ROS 2 at camera rate (labelled so), "
             "beside the offline protocol's point; hollow grey: random weights (a pipeline test), "
             "never on the Pareto frontier, which is drawn over the offline protocol's points.",
+    "pr": "Precision-recall - per formulation, every query pooled, IoU 0.5: each point one score "
+          "threshold (0 to 1, step 0.01) (docs/METRICS.md, Curves).",
+    "f1": "F1 versus confidence - F1 at each score threshold per formulation (queries pooled, IoU 0.5); "
+          "the dot and its label: the threshold of the best F1, the operating point to give the grounding "
+          "node as score_threshold.",
+    "prompt_types": "Prompt types - mAP.5 (orig) per prompt type, a bar per run; n on each tick: the "
+                    "queries of the type (a query can carry several types, so the n add up to more than "
+                    "the queries).",
+    "fig6": "Fig. 6 - qualitative grounding: rows are scenes (one per domain, then one per prompt type not "
+            "covered yet, or --scenes), columns runs; in each cell the ground truth of every target query "
+            "(dashed) and the run's top-confidence prediction per target prompt, labelled with the prompt "
+            "text and its score.",
     "timeline": "Latency timeline - the latency of every replayed frame over time (one panel per "
                 "formulation and run; hollow: warm-up frames, red crosses along the top: missed "
                 "frames, dashed: the real-time budget).",
 }  # fmt: skip
 
 
-def _md(text: object) -> str:
-    return str(text).replace("|", "\\|")
+GALLERY_CAPTION = (
+    "Per run, the (image, query) pairs whose top-confidence prediction fails, most confident first, "
+    "as crops (dashed green: the target, red: the prediction): missed (no prediction for the query in "
+    "the image), mislocalised (IoU < 0.5 with every target of the query) and wrong target (IoU >= 0.5 "
+    "with another query's target)."
+)
+
+
+def _md(text: object) -> str:  # a string from a file: inert in Markdown and HTML
+    return md_text(text)
 
 
 def _runs_table(runs: list[Entry]) -> list[str]:
@@ -82,7 +102,32 @@ def _breakdown(runs: list[Entry], key: str, title: str) -> list[str]:
             text = format_number("map50", v if isinstance(v, (int, float)) else None) or "-"
             cells.append(f"{text} (n={n})" if n is not None else text)
         lines.append("| " + " | ".join(cells) + " |")
-    return [*lines, ""]
+    return [*lines, "", _breakdown_n(runs, key), ""]
+
+
+_N_MEANS = {
+    "by_prompt_type": ("queries of the prompt type with ground truth",
+                       "a query can carry several prompt types"),
+    "by_domain": ("queries with ground truth in the domain's images",
+                  "a query with targets in several domains counts in each"),
+    "by_size": ("queries with ground truth of that size",
+                "a query with targets of several sizes counts in each"),
+}  # fmt: skip
+
+
+def _breakdown_n(runs: list[Entry], key: str) -> str:
+    """What a breakdown's n counts, and why the n can add up to more than the queries."""
+    means, why = _N_MEANS.get(key, ("queries in the group", "a query can be in several groups"))
+    sums = []
+    for e in runs:
+        by = e.metrics.get(key)
+        total = e.metrics.get("n_queries_with_gt")
+        ns = [r.get("n_queries") for r in by.values() if isinstance(r, dict)] if isinstance(by, dict) else []
+        n_sum = sum(n for n in ns if isinstance(n, int))
+        if isinstance(total, int) and n_sum > total:
+            sums.append(f"{_md(e.label)}: {n_sum} over {total} queries")
+    tail = f" (here {'; '.join(sums)})" if sums else ""
+    return f"n: {means}; {why}, so the n can add up to more than the queries with ground truth{tail}."
 
 
 def _realtime(runs: list[Entry]) -> list[str]:
@@ -138,19 +183,103 @@ def _latency(runs: list[Entry]) -> list[str]:
     return [*lines, ""]
 
 
+ERROR_TYPES = ("cls", "loc", "both", "dupe", "bkg", "missed")
+ERROR_NAMES = {"cls": "wrong query", "loc": "mislocalised", "both": "wrong query and mislocalised",
+               "dupe": "duplicates", "bkg": "background", "missed": "missed targets"}  # fmt: skip
+
+
+def _errors(runs: list[Entry]) -> list[str]:
+    """The TIDE table (metrics.json ``errors``): per run and formulation, the mAP.5 each
+    error type costs (its count in brackets), and what each reformulation changes."""
+    rows = [(e, json_object(json_object(e.metrics.get("errors")).get("by_formulation"))) for e in runs]
+    rows = [(e, by) for e, by in rows if by]
+    if not rows:
+        return []
+    lines = [
+        "## Error analysis (TIDE)", "",
+        "What each error type costs: the mAP.5 gained if exactly those errors were fixed (TIDE's "
+        "oracles; the count of errors in brackets). cls: a prediction on another query's target "
+        "(IoU >= 0.5); loc: the right query, 0.1 <= IoU < 0.5; both: wrong query and 0.1 <= IoU < 0.5; "
+        "dupe: a second prediction on a target already taken; bkg: IoU < 0.1 with every target; "
+        "missed: a target nothing recovers. Only predictions inside an image's label space are "
+        "counted. Definitions: docs/METRICS.md.", "",
+        "| row | formulation | mAP.5 | " + " | ".join(ERROR_TYPES) + " |",
+        "|---|---|:-:|" + ":-:|" * len(ERROR_TYPES),
+    ]  # fmt: skip
+    changes: list[str] = []
+    for e, by in rows:
+        for f, rec in by.items():
+            rec = json_object(rec)
+            delta, counts = json_object(rec.get("delta_ap")), json_object(rec.get("counts"))
+            cells = [f"{_fmt3(delta.get(t))} ({counts.get(t, '-')})" for t in ERROR_TYPES]
+            lines.append("| " + " | ".join([_md(e.label), _md(f), _fmt3(rec.get("ap50")), *cells]) + " |")
+        changes += _error_changes(e, by)
+    lines.append("")
+    if changes:
+        lines += ["What a reformulation changes (against orig, the largest change of each sign):", "",
+                  *(f"- {c}" for c in changes), ""]  # fmt: skip
+    return lines
+
+
+def _operating_points(runs: list[Entry]) -> list[str]:
+    """Per run and formulation, the score threshold of the best F1 (metrics.json ``curves``):
+    what to give the grounding node as ``score_threshold``."""
+    lines = []
+    for e in runs:
+        by = json_object(json_object(e.metrics.get("curves")).get("by_formulation"))
+        for f, c in by.items():
+            c = json_object(c)
+            t, f1 = c.get("best_f1_threshold"), c.get("best_f1")
+            if isinstance(t, (int, float)) and isinstance(f1, (int, float)):
+                lines.append(f"| {_md(e.label)} | {_md(f)} | {t:.2f} | {f1:.3f} |")
+    if not lines:
+        return []
+    return ["## Operating points", "",
+            "The score threshold of the best F1 per run and formulation (IoU 0.5, every query pooled; "
+            "`fig_f1_confidence.png`): the `score_threshold` to give the grounding node for that model.", "",
+            "| row | formulation | score_threshold | F1 |", "|---|---|:-:|:-:|", *lines, ""]  # fmt: skip
+
+
+def _error_changes(e: Entry, by: dict[str, object]) -> list[str]:
+    base = json_object(json_object(by.get("orig")).get("delta_ap"))
+    out = []
+    for f in ("cat", "tmpl", "policy"):
+        other = json_object(json_object(by.get(f)).get("delta_ap"))
+        diffs = {t: float(other[t]) - float(base[t]) for t in ERROR_TYPES
+                 if isinstance(base.get(t), (int, float)) and isinstance(other.get(t), (int, float))}
+        if not diffs:
+            continue
+        parts = []
+        fixed = min(diffs, key=lambda t: diffs[t])
+        if diffs[fixed] < -0.005:
+            parts.append(f"recovers {ERROR_NAMES[fixed]} (their cost {_fmt3(base[fixed])} -> "
+                         f"{_fmt3(other[fixed])})")
+        added = max(diffs, key=lambda t: diffs[t])
+        if diffs[added] > 0.005:
+            parts.append(f"adds {ERROR_NAMES[added]} ({_fmt3(base[added])} -> {_fmt3(other[added])})")
+        said = "; ".join(parts) if parts else "changes no error type's cost by more than 0.005"
+        out.append(f"{_md(e.label)}: {f} {said}")
+    return out
+
+
+def _fmt3(v: object) -> str:
+    return f"{v:.3f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
+
+
 def _fmt(v: object) -> str:
     return f"{v:.1f}" if isinstance(v, (int, float)) else ""
 
 
 def _warnings(runs: list[Entry]) -> list[str]:
     out = []
-    hashes = {h for e in runs if (h := json_object(e.info.get("dataset")).get("hash"))}
+    hashes = {h for e in runs if (h := e.dataset_hash())}
     if len(hashes) > 1:
-        out.append("The runs were made on **different datasets** (run.json dataset hashes differ): "
+        out.append("The runs were scored on **different datasets** (their dataset hashes differ): "
                    "their rows are not comparable.")
     stale = [e.label for e in runs if e.metrics.get("dataset_hash_matches") is False]
     if stale:
-        out.append("Scored against a dataset that differs from the one inferred on: " + ", ".join(stale))
+        out.append("Scored against a dataset that differs from the one inferred on: "
+                   + ", ".join(map(_md, stale)))
     models = [e.info.get("model") for e in runs]
     if any(isinstance(m, dict) and m.get("random_weights") is True for m in models):
         out.append("Rows marked *(random weights)* come from models with random weights: they test the "
@@ -158,8 +287,10 @@ def _warnings(runs: list[Entry]) -> list[str]:
     return out
 
 
-def render(entries: list[Entry], table_md: str, figures: dict[str, str | None], notes: list[str]) -> str:
-    """The report as Markdown; ``figures`` maps fig3/fig4/fig5 to a PNG file name or None."""
+def render(entries: list[Entry], table_md: str, figures: dict[str, str | None], notes: list[str],
+           galleries: list[tuple[str, str]] | None = None) -> str:
+    """The report as Markdown; ``figures`` maps fig3/fig4/fig5... to a PNG file name or None;
+    ``galleries``: (run label, PNG) of each run's failure gallery."""
     runs = [e for e in entries if not e.reference]
     refs = [e for e in entries if e.reference]
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -181,6 +312,10 @@ def render(entries: list[Entry], table_md: str, figures: dict[str, str | None], 
             out += [f"![{caption}]({name})", "", f"*{caption}*", ""]
         else:
             out += [f"*{caption.split(' - ')[0]}: not drawn (no row has the data it needs).*", ""]
+    if galleries:
+        out += ["### Failure galleries", "", GALLERY_CAPTION, ""]
+        for label, name in galleries:
+            out += [f"![failures of {_md(label)}]({name})", "", f"*{_md(label)}*", ""]
     if notes:
         out += ["Rows left out of a figure:", "", *(f"- {_md(n)}" for n in notes), ""]
     breakdown = []
@@ -188,6 +323,8 @@ def render(entries: list[Entry], table_md: str, figures: dict[str, str | None], 
         breakdown += _breakdown(runs, key, title)
     if breakdown:
         out += ["## Breakdowns", "", *breakdown]
+    out += _operating_points(runs)
+    out += _errors(runs)
     out += _latency(runs)
     out += _realtime(runs)
     return "\n".join(out).rstrip("\n") + "\n"

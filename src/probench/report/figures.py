@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from probench.cache.atomic import write_bytes_atomic
 from probench.report.load import Entry
 from probench.scoring.suite import json_object
@@ -189,8 +191,11 @@ def fig_pareto(entries: list[Entry]) -> Plot:
     fig = _figure(8.6, 5.0)
     ax = fig.add_subplot()
     ax.set_xscale("log")
-    lats = [r[1] for r in rows]
-    lo, hi = min([*lats, BUDGET_MS]) / 1.6, max([*lats, BUDGET_MS]) * 2.5  # room for labels
+    # the x range holds every std bar (room for labels on both sides)
+    spans = [(lat, std) for i, (e, lat, _) in enumerate(rows)
+             for std in [0.0 if i in texts else (e.latency_std or 0.0)]]  # fmt: skip
+    lows = [lat - s if lat - s > 0 else lat / 2 if s else lat for lat, s in spans]
+    lo, hi = min([*lows, BUDGET_MS]) / 1.6, max([*(lat + s for lat, s in spans), BUDGET_MS]) * 2.5
     ax.set_xlim(lo, hi)
     ax.axvspan(lo, BUDGET_MS, color="tab:green", alpha=0.08, lw=0, gid="realtime-region")
     ax.axvline(BUDGET_MS, color="tab:green", ls="--", lw=1.0, gid="budget")
@@ -216,9 +221,8 @@ def fig_pareto(entries: list[Entry]) -> Plot:
             coll.set_gid(f"std:{e.label}")
     ymax = max(r[2] for r in rows)
     _ylim(ax, ymax * 1.15)
-    _labels(ax, fig, rows, texts)
     ranked = [i for i, r in enumerate(rows) if i not in texts and not r[0].random_weights]
-    _family_connectors(ax, [rows[i] for i in ranked])
+    families = _family_connectors(ax, [rows[i] for i in ranked])
     front = [ranked[k] for k in pareto_front([(rows[i][1], rows[i][2]) for i in ranked])]
     if front:
         ax.plot([rows[i][1] for i in front], [rows[i][2] for i in front], drawstyle="steps-post",
@@ -226,72 +230,128 @@ def fig_pareto(entries: list[Entry]) -> Plot:
     ax.set_xlabel("end-to-end latency per image (ms, log scale)")
     ax.set_ylabel("mAP.5 (vertical connector: down to mAP.5:.95)")
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(handles=_pareto_legend(rows, texts), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7,
-              frameon=False)
+    ax.legend(handles=_pareto_legend(rows, texts, frontier=bool(front), families=families), loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     ax.set_title("Fig. 5 - accuracy-latency trade-off", fontsize=10)
+    plain_text(fig)
+    fig.canvas.draw()  # lay the figure out, then freeze it: labels are placed in its final pixels
+    fig.set_layout_engine("none")
+    _labels(ax, fig, rows, texts)
     return Plot(fig, notes)
 
 
-def _pareto_legend(rows: list[tuple[Entry, float, float]], texts: dict[int, str]) -> list[Artist]:
+def _pareto_legend(
+    rows: list[tuple[Entry, float, float]], texts: dict[int, str], *, frontier: bool, families: bool
+) -> list[Artist]:
+    """Legend entries for what is drawn only."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles: list[Artist] = [
-        Line2D([], [], marker="o", ls="", color="0.5", mec="black", label="your runs (probench latency)"),
-        Line2D([], [], marker="s", ls="", color="0.5", label="paper (RTX 4090)"),
-    ]
+    handles: list[Artist] = []
+    if any(i not in texts and not e.reference and not e.random_weights for i, (e, _, _) in enumerate(rows)):
+        handles.append(Line2D([], [], marker="o", ls="", color="0.5", mec="black",
+                              label="your runs (probench latency)"))
+    if any(e.reference for e, _, _ in rows):
+        handles.append(Line2D([], [], marker="s", ls="", color="0.5", label="paper (RTX 4090)"))
     if texts:
         handles.append(Line2D([], [], marker="D", ls="", color="0.5", mec="black",
                               label="your runs end-to-end through ROS 2\nat camera rate (probench eval)"))
     if any(r[0].random_weights for r in rows):
         handles.append(Line2D([], [], marker="o", ls="", color="0.55", mfc="white", mec="black",
                               label="random weights: tests the pipeline,\nnot ranked, off the frontier"))
-    handles += [
-        Line2D([], [], color="0.2", lw=1.2, label="Pareto frontier (offline protocol)"),
-        Line2D([], [], color="0.5", ls=":", lw=1.0, label="scale variants"),
-        Patch(color="tab:green", alpha=0.15, label="0-33.3 ms: 30 Hz real time"),
-    ]
+    if frontier:
+        handles.append(Line2D([], [], color="0.2", lw=1.2, label="Pareto frontier (offline protocol)"))
+    if families:
+        handles.append(Line2D([], [], color="0.5", ls=":", lw=1.0, label="scale variants"))
+    handles.append(Patch(color="tab:green", alpha=0.15, label="0-33.3 ms: 30 Hz real time"))
     return handles
 
 
+# label places around a point, in points: (dx, dy, horizontal alignment); near ones first
+_LABEL_PLACES: tuple[tuple[float, float, str], ...] = (
+    (5, 2, "left"), (5, -9, "left"), (-5, 2, "right"), (-5, -9, "right"),
+    (0, 7, "center"), (0, -15, "center"),
+    *((dx * s, dy * s, ha) for s in (1.0, 1.8, 2.6, 3.4)
+      for dx, dy, ha in ((10, 12, "left"), (10, -20, "left"), (-10, 12, "right"), (-10, -20, "right"),
+                         (0, 20, "center"), (0, -28, "center"))),
+)  # fmt: skip
+
+
 def _labels(ax: Axes, fig: Figure, rows: list[tuple[Entry, float, float]], texts: dict[int, str]) -> None:
-    """Point labels (``texts[i]`` where row ``i`` has its own), moved a line down (or, near
-    the bottom of the axes, up) when they would overprint one already placed."""
+    """Point labels (``texts[i]`` where row ``i`` has its own), each at the first place of
+    :data:`_LABEL_PLACES` where its box overlaps no label already placed, no marker and stays
+    inside the axes (the least overlapping place when none is free); a leader line joins a
+    label placed away from its point. The figure's layout is final (frozen) when called."""
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # the Agg canvas has one
     to_px = ax.transData.transform
-    line_px = 9.0 * fig.dpi / 72.0  # one 6.5 pt label line, with leading
-    bottom = ax.transAxes.transform((0.0, 0.0))[1]
-    placed: list[tuple[float, float, float]] = []  # (x, y, width) in pixels, of placed labels
+    inside = ax.get_window_extent(renderer)
+    r_px = 4.0 * fig.dpi / 72.0  # a marker's half size
+    markers = [to_px((lat, m50)) for _, lat, m50 in rows]
+    placed: list[Any] = []  # Bbox of every label placed
     for i in sorted(range(len(rows)), key=lambda k: -rows[k][2]):
         e, lat, m50 = rows[i]
         text = texts.get(i, e.label)
-        x, y = to_px((lat, m50))
-        width = 6.5 * 0.55 * len(text) * fig.dpi / 72.0
-        dy = 3.0
-        for shift in (-9.0, -18.0, -27.0, -36.0, -45.0, 9.0, 18.0, 27.0, 36.0):
-            y_text = y + dy * fig.dpi / 72.0
-            clash = any(abs(y_text - py) < line_px and px - width < x < px + pw for px, py, pw in placed)
-            if not clash and y_text >= bottom:
+        best: tuple[float, Any] | None = None
+        for dx, dy, ha in _LABEL_PLACES:
+            ann = ax.annotate(text, (lat, m50), xytext=(dx, dy), textcoords="offset points", fontsize=6.5,
+                              parse_math=False,
+                              ha=ha, color="black" if not e.reference else "0.3", gid=f"label:{text}",
+                              zorder=5,
+                              bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.6})
+            box = ann.get_window_extent(renderer)
+            cost = sum(_overlap(box, p) for p in placed)
+            cost += sum(_overlap(box, _square(x, y, r_px)) for k, (x, y) in enumerate(markers) if k != i)
+            cost += box.width * box.height - _overlap(box, inside)  # outside the axes
+            if best is None or cost < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (cost, ann)
+            else:
+                ann.remove()
+            if cost == 0:
                 break
-            dy = 3.0 + shift
-        placed.append((x, y + dy * fig.dpi / 72.0, width))
-        leader = {"arrowstyle": "-", "lw": 0.5, "color": "0.45"} if abs(dy) > 10 else None  # moved far
-        ax.annotate(text, (lat, m50), xytext=(4, dy), textcoords="offset points", fontsize=6.5,
-                    color="black" if not e.reference else "0.3", gid=f"label:{text}", zorder=5,
-                    arrowprops=leader,
-                    bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.6})
+        assert best is not None
+        ann = best[1]
+        if np.hypot(*ann.xyann) > 12:  # placed away from its point: a leader line
+            ann.remove()
+            ann = ax.annotate(text, (lat, m50), xytext=ann.xyann, textcoords="offset points", fontsize=6.5,
+                              parse_math=False,
+                              ha=ann.get_ha(), color=ann.get_color(), gid=f"label:{text}", zorder=5,
+                              arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.45", "shrinkA": 0,
+                                          "shrinkB": 3},
+                              bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.6})
+        ann.set_parse_math(False)
+        placed.append(ann.get_window_extent(renderer))
 
 
-def _family_connectors(ax: Axes, rows: list[tuple[Entry, float, float]]) -> None:
-    """Dotted lines joining scale variants of one architecture (same family, same source)."""
+def _overlap(a: Any, b: Any) -> float:
+    """The area two boxes (matplotlib Bbox) share, in pixels²."""
+    w = min(a.x1, b.x1) - max(a.x0, b.x0)
+    h = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return float(w * h) if w > 0 and h > 0 else 0.0
+
+
+def _square(x: float, y: float, r: float) -> Any:
+    from matplotlib.transforms import Bbox
+
+    return Bbox.from_extents(x - r, y - r, x + r, y + r)
+
+
+def _family_connectors(ax: Axes, rows: list[tuple[Entry, float, float]]) -> bool:
+    """Dotted lines joining scale variants of one architecture (same family, same source);
+    whether any was drawn."""
     groups: dict[tuple[str, bool], list[tuple[float, float]]] = {}
     for e, lat, m50 in rows:
         if e.family:
             groups.setdefault((e.family, e.reference), []).append((lat, m50))
+    drawn = False
     for (family, _ref), pts in groups.items():
         if len(pts) >= 2:
             pts.sort()
             ax.plot([p[0] for p in pts], [p[1] for p in pts], ls=":", lw=1.0, color="0.5",
                     gid=f"family:{family}")
+            drawn = True
+    return drawn
 
 
 def timeline_points(
@@ -350,13 +410,23 @@ def fig_latency_timeline(entries: list[Entry]) -> Plot:
         rt = json_object(e.metrics.get("realtime"))
         budget = float(rt.get("budget_ms") or BUDGET_MS)
         rate = float(rt.get("rate_hz") or 30.0)
+        row_pts = {f: timeline_points(e.trace, f, 1.0 / rate) for f in forms}
+        # one y range for the row's shared axis, from every answered frame of every panel
+        lat_all = [v for pts in row_pts.values() for kind in ("answered", "warmup") for _, v in pts[kind]]
+        log = bool(lat_all) and max(lat_all) / max(min(lat_all), 1e-3) > 30
+        hi = max([*lat_all, budget])
+        if log:
+            axes[i][0].set_yscale("log")
+            y_range = (max(min([*lat_all, budget]), 1e-3) / 1.5, hi * 1.6)
+        else:
+            y_range = (0.0, hi * 1.15)
         for j in range(n_cols):
             ax = axes[i][j]
             if j >= len(forms):
                 ax.set_visible(False)
                 continue
             f = forms[j]
-            pts = timeline_points(e.trace, f, 1.0 / rate)
+            pts = row_pts[f]
             key = f"{e.label}:{f}"
             for kind, style in (("answered", {"color": "tab:blue", "marker": "o", "ms": 3.0}),
                                 ("warmup", {"color": "0.55", "marker": "o", "ms": 3.0, "mfc": "none"})):
@@ -369,12 +439,16 @@ def fig_latency_timeline(entries: list[Entry]) -> Plot:
                         color="tab:red", transform=top, gid=f"missed:{key}", label="missed")
             ax.axhline(budget, color="tab:green", ls="--", lw=1.0, gid=f"budget:{key}",
                        label=f"{budget:g} ms budget")
-            lat = [v for kind in ("answered", "warmup") for _, v in pts[kind]]
-            if lat and max(lat) / max(min(lat), 1e-3) > 30:
-                ax.set_yscale("log")
-            ax.set_ylim(bottom=0 if ax.get_yscale() == "linear" else None)
-            n_missed, n_all = len(pts["missed"]), sum(len(v) for v in pts.values())
-            ax.set_title(f"{e.label}: {f} ({n_missed} of {n_all} missed)", fontsize=8)
+            ax.set_ylim(*y_range)  # set once the row's data is known: every answered frame inside
+            times = [t for v in pts.values() for t, _ in v]
+            if times:
+                span = max(times) - min(times)
+                pad = max(span * 0.03, 0.5 / rate)
+                ax.set_xlim(min(times) - pad, max(times) + pad)
+            # the title counts the measured frames; warm-up frames are apart (scored nowhere)
+            n_missed, n_measured = len(pts["missed"]), len(pts["answered"]) + len(pts["missed"])
+            warm = f", + {len(pts['warmup'])} warm-up" if pts["warmup"] else ""
+            ax.set_title(f"{e.label}: {f} ({n_missed} of {n_measured} measured missed{warm})", fontsize=8)
             ax.set_xlabel("replay time (s)", fontsize=8)
             if j == 0:
                 ax.set_ylabel("latency (ms)", fontsize=8)
@@ -391,8 +465,136 @@ def fig_latency_timeline(entries: list[Entry]) -> Plot:
     return Plot(fig, notes)
 
 
+FORMULATION_COLOURS = {"orig": "tab:blue", "cat": "tab:orange", "tmpl": "tab:green", "policy": "tab:purple"}
+
+
+def _curves_of(e: Entry) -> dict[str, dict[str, Any]]:
+    """metrics.json ``curves.by_formulation`` of a run ({} when it has none)."""
+    return {f: c for f, c in json_object(json_object(e.metrics.get("curves")).get("by_formulation")).items()
+            if isinstance(c, dict)}
+
+
+def _panels(n: int, width: float = 3.4, height: float = 2.9) -> tuple[Figure, list[Axes]]:
+    cols = min(n, 3)
+    rows = (n + cols - 1) // cols
+    fig = _figure(width * cols + 0.4, height * rows + 0.5)
+    axes = fig.subplots(rows, cols, squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def _curve_plot(entries: list[Entry], what: str) -> Plot:
+    """PR (``what`` "pr") or F1-versus-confidence ("f1") curves, a panel per run, a line per
+    formulation (metrics.json ``curves``)."""
+    notes, rows = [], []
+    name = "the PR curves" if what == "pr" else "the F1 curves"
+    for e in entries:
+        if e.reference:
+            continue
+        curves = _curves_of(e)
+        if not curves:
+            notes.append(f"{e.label}: left out of {name} (no curves in its metrics: score it again)")
+            continue
+        rows.append((e, curves))
+    if not rows:
+        return Plot(None, notes)
+    fig, axes = _panels(len(rows))
+    for ax, (e, curves) in zip(axes, rows, strict=True):
+        for f, c in curves.items():
+            colour = FORMULATION_COLOURS.get(f, "0.3")
+            if what == "pr":
+                pts = [(r, p) for r, p in zip(c.get("recall") or [], c.get("precision") or [], strict=False)
+                       if r is not None and p is not None]
+                ax.plot([r for r, _ in pts], [p for _, p in pts], color=colour, lw=1.4, label=f,
+                        gid=f"pr:{e.label}:{f}")
+            else:
+                thresholds = c.get("score_thresholds") or []
+                pts = [(s, v) for s, v in zip(thresholds, c.get("f1") or [], strict=False) if v is not None]
+                ax.plot([s for s, _ in pts], [v for _, v in pts], color=colour, lw=1.4, label=f,
+                        gid=f"f1:{e.label}:{f}")
+                best, at = c.get("best_f1"), c.get("best_f1_threshold")
+                if isinstance(best, (int, float)) and isinstance(at, (int, float)):
+                    ax.plot([at], [best], marker="o", ms=4, color=colour, gid=f"best:{e.label}:{f}")
+                    ax.annotate(f"{at:.2f}", (at, best), xytext=(3, 3), textcoords="offset points",
+                                fontsize=6.5, color=colour)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("recall (IoU 0.5, queries pooled)" if what == "pr" else "score threshold", fontsize=8)
+        ax.set_ylabel("precision" if what == "pr" else "F1", fontsize=8)
+        ax.set_title(e.label, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="upper right" if what == "pr" else "lower left")
+    title = ("Precision-recall per formulation" if what == "pr"
+             else "F1 versus score threshold (dot: the operating point, the node's score_threshold)")
+    fig.suptitle(title, fontsize=10)
+    return Plot(fig, notes)
+
+
+def fig_pr_curves(entries: list[Entry]) -> Plot:
+    """Precision-recall curves per formulation, a panel per run."""
+    return _curve_plot(entries, "pr")
+
+
+def fig_f1_curves(entries: list[Entry]) -> Plot:
+    """F1 against the score threshold per formulation, its best point marked (the operating point)."""
+    return _curve_plot(entries, "f1")
+
+
+def fig_prompt_types(entries: list[Entry]) -> Plot:
+    """mAP.5 (orig) per prompt type: grouped bars, one bar per run, n queries on each tick."""
+    from probench.vocabulary import PROMPT_TYPES
+
+    runs = [e for e in entries if not e.reference and json_object(e.metrics.get("by_prompt_type"))]
+    notes = [f"{e.label}: left out of the prompt-type bars (no by_prompt_type)"
+             for e in entries if not e.reference and e not in runs]  # fmt: skip
+    if not runs:
+        return Plot(None, notes)
+    types: list[str] = []
+    for e in runs:
+        types += [t for t in json_object(e.metrics.get("by_prompt_type")) if t not in types]
+    types.sort(key=lambda t: (PROMPT_TYPES.index(t) if t in PROMPT_TYPES else len(PROMPT_TYPES), t))
+    fig = _figure(max(5.0, 0.9 * len(types) * max(1, len(runs)) ** 0.5 + 2.5), 3.6)
+    ax = fig.add_subplot()
+    width = 0.8 / len(runs)
+    for k, (e, colour) in enumerate(zip(runs, _colours(len(runs)), strict=True)):
+        by = json_object(e.metrics.get("by_prompt_type"))
+        xs, ys = [], []
+        for i, t in enumerate(types):
+            v = json_object(by.get(t)).get("map50")
+            if isinstance(v, (int, float)):
+                xs.append(i - 0.4 + width * (k + 0.5))
+                ys.append(float(v))
+        ax.bar(xs, ys, width=width * 0.95, color=colour, label=e.label, gid=f"bars:{e.label}")
+    ns = []
+    for t in types:
+        counts = {n for e in runs if isinstance(
+            n := json_object(json_object(e.metrics.get("by_prompt_type")).get(t)).get("n_queries"), int)}
+        ns.append("/".join(str(c) for c in sorted(counts)) or "?")
+    ax.set_xticks(range(len(types)))
+    ax.set_xticklabels([f"{t}\n(n={n})" for t, n in zip(types, ns, strict=True)], fontsize=7)
+    ax.set_ylabel("mAP.5 (orig)")
+    ax.set_ylim(0, 1.02)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.set_title("mAP.5 per prompt type (n: queries of the type; a query can have several types)", fontsize=9)
+    _legend(ax, len(runs))
+    return Plot(fig, notes)
+
+
+def plain_text(fig: Figure) -> None:
+    """Every text of the figure as plain text: labels come from files, and a ``$`` in one
+    (``cost $\\frac{1``) would otherwise be parsed as mathtext, and fail or render as math."""
+    from matplotlib.text import Text
+
+    for t in fig.findobj(Text):
+        t.set_parse_math(False)
+
+
 def save_png(fig: Figure, path: str | Path) -> Path:
-    """Render at 150 dpi and write atomically."""
+    """Render at 150 dpi (every text plain: :func:`plain_text`) and write atomically."""
+    plain_text(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
     write_bytes_atomic(path, buf.getvalue())

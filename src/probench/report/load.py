@@ -102,6 +102,40 @@ class Entry:
             return f"bag {Path(str(ds['bag'])).name or ds['bag']}"
         return "?"
 
+    def dataset_hash(self) -> str | None:
+        """The content hash of the dataset the row was scored on: metrics.json
+        ``dataset_hash``, else run.json's ``dataset.hash`` (the one it was made on)."""
+        made_on = json_object(json_object(self.info).get("dataset")).get("hash")
+        for h in (self.metrics.get("dataset_hash"), made_on):
+            if isinstance(h, str) and h:
+                return h
+        return None
+
+    def interval(self, column: str) -> tuple[float, float] | None:
+        """The bootstrap's 95% interval of a Table II column (metrics.json ``intervals``), or
+        None. ``map50``/``map75``/``map50_95`` are orig's, ``m_cat``/``m_tmpl`` the mAP.5 of
+        cat/tmpl; the others are top-level keys (``delta_max``, ``pcr50``, ``delta_orig_cat``...)."""
+        iv = json_object(self.metrics.get("intervals"))
+        by = json_object(iv.get("by_formulation"))
+        if column in ("map50", "map75", "map50_95"):
+            v, key = json_object(by.get("orig")).get(column), f"intervals.by_formulation.orig.{column}"
+        elif column in ("m_cat", "m_tmpl", "m_orig", "m_policy"):
+            f = column[2:]
+            v, key = json_object(by.get(f)).get("map50"), f"intervals.by_formulation.{f}.map50"
+        else:
+            v, key = iv.get(column), f"intervals.{column}"
+        if v is None:
+            return None
+        if not (isinstance(v, list) and len(v) == 2):
+            raise ReportError(f"{self._where(key)} is {v!r}, not an interval [low, high]")
+        lo, hi = _num(v[0], self._where(key)), _num(v[1], self._where(key))
+        return None if lo is None or hi is None else (lo, hi)
+
+    def best_support(self) -> float | None:
+        """The share of bootstrap resamples in which k* is the best formulation, or None."""
+        return _num(json_object(self.metrics.get("intervals")).get("best_formulation_support"),
+                    self._where("intervals.best_formulation_support"))
+
     def text(self, column: str) -> str | None:
         v = self.metrics.get(column)
         return None if v is None else str(v)
@@ -143,8 +177,9 @@ def _num(v: object, where: str) -> float | None:
 
 
 # -- run folders ------------------------------------------------------------------------------
-def load_run(path: str | Path, dataset: str | Path | None = None) -> Entry:
-    """An :class:`Entry` from a run folder, scoring it when it has no metrics.json."""
+def load_run(path: str | Path, dataset: str | Path | None = None, *, bootstrap: int = 0) -> Entry:
+    """An :class:`Entry` from a run folder, scoring it when it has no metrics.json (with
+    ``bootstrap`` resamples for its intervals)."""
     from probench.cache.run import RunDir
     from probench.cache.trace import TRACE_FILE, read_trace
 
@@ -160,7 +195,7 @@ def load_run(path: str | Path, dataset: str | Path | None = None) -> Entry:
     metrics = run.read_json("metrics.json")
     scored_now = False
     if metrics is None:
-        metrics = _score(run, info, dataset)
+        metrics = _score(run, info, dataset, bootstrap)
         scored_now = True
     if not isinstance(metrics, dict):
         raise ReportError(f"{run.path / 'metrics.json'}: expected a JSON object")
@@ -179,7 +214,9 @@ def load_run(path: str | Path, dataset: str | Path | None = None) -> Entry:
                  latency=json_object(latency))  # fmt: skip
 
 
-def _score(run: RunDir, info: dict[str, Any], dataset: str | Path | None) -> dict[str, Any]:
+def _score(
+    run: RunDir, info: dict[str, Any], dataset: str | Path | None, bootstrap: int = 0
+) -> dict[str, Any]:
     ds = json_object(info.get("dataset"))
     ds_path = dataset if dataset is not None else ds.get("path")
     where = run.path
@@ -197,18 +234,19 @@ def _score(run: RunDir, info: dict[str, Any], dataset: str | Path | None) -> dic
         # a DatasetError lists every problem on its own line: keep the headline, name the run
         first = str(exc).splitlines()[0]
         raise ReportError(f"{where}: cannot score it (no metrics.json): {first}") from exc
-    return score_run(data, where)
+    return score_run(data, where, bootstrap=bootstrap, errors=True)
 
 
 def check_datasets(entries: list[Entry], *, allow_mismatch: bool = False) -> bool:
-    """Refuse runs made on different datasets (run.json ``dataset.hash``): their rows are not
-    comparable. With ``allow_mismatch`` they are reported, each run's label marked with its
-    dataset (``[dataset NAME sha256:abcd1234]``); returns whether the datasets differ. Runs
-    whose run.json names no hash are not compared."""
+    """Refuse runs scored on different datasets (:meth:`Entry.dataset_hash`: metrics.json
+    ``dataset_hash``, else run.json's ``dataset.hash``): their rows are not comparable. With
+    ``allow_mismatch`` they are reported, each run's label marked with its dataset
+    (``[dataset NAME sha256:abcd1234]``); returns whether the datasets differ. Runs with no
+    hash in either file are not compared."""
     by_hash: dict[str, list[Entry]] = {}
     for e in entries:
-        h = json_object(e.info.get("dataset")).get("hash")
-        if not e.reference and isinstance(h, str) and h:
+        h = e.dataset_hash()
+        if not e.reference and h:
             by_hash.setdefault(h, []).append(e)
     if len(by_hash) < 2:
         return False

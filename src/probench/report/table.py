@@ -21,9 +21,12 @@ in the notes under the table.
 from __future__ import annotations
 
 import csv
+import html
 import io
+import re
 
 from probench.report.load import COLUMNS, NUMERIC, ROS_LATENCY, Entry
+from probench.scoring.bootstrap import SIGNIFICANT_SUPPORT
 from probench.scoring.suite import best_formulation_text
 
 LOWER_IS_BETTER: frozenset[str] = frozenset({"latency_ms", "delta_max"})
@@ -83,6 +86,66 @@ def cell(entry: Entry, column: str) -> str:
     return format_number(column, entry.number(column))
 
 
+# Table II's columns with a bootstrap interval, and the deltas the intervals CSV adds
+INTERVAL_COLUMNS: tuple[str, ...] = ("map50", "map75", "map50_95", "m_cat", "m_tmpl", "m_policy", "delta_max",
+                                     "pcr50", "plc", "pcr50_top1", "plc_top1")
+DELTA_COLUMNS: tuple[str, ...] = ("delta_orig_cat", "delta_tmpl_orig")
+NOT_SIGNIFICANT = "†"  # a k* best in < 95% of the resamples; a delta whose interval holds 0
+
+
+def interval_text(entry: Entry, column: str) -> str:
+    iv = entry.interval(column) if column in INTERVAL_COLUMNS else None
+    return "" if iv is None else f" [{iv[0]:.3f}, {iv[1]:.3f}]"
+
+
+def not_significant(entry: Entry, column: str) -> bool:
+    """k* best in fewer than 95% of the resamples; a delta whose 95% interval holds 0."""
+    if column == "best_formulation":
+        support = entry.best_support()
+        return support is not None and support < SIGNIFICANT_SUPPORT and entry.text(column) is not None
+    if column in ("delta_max", *DELTA_COLUMNS):
+        iv = entry.interval(column)
+        return iv is not None and iv[0] <= 0.0 <= iv[1]
+    return False
+
+
+def md_cell(entry: Entry, column: str, rank: int | None) -> str:
+    """A Markdown cell: the value (escaped), its rank mark, its interval, † when not significant."""
+    text = cell(entry, column)
+    text = mark(text, rank) if column not in ("model", "best_formulation") else md_text(text)
+    if text and not_significant(entry, column):
+        text += NOT_SIGNIFICANT
+    if column == "best_formulation" and text and (support := entry.best_support()) is not None:
+        text += f" ({support:.0%})"
+    return text + interval_text(entry, column) if text else text
+
+
+def intervals_csv(entries: list[Entry]) -> str | None:
+    """The intervals beside Table II (table2_intervals.csv): per row, each column's 95%
+    bootstrap interval (``<column>_low``, ``<column>_high``), the deltas orig-cat and
+    tmpl-orig with theirs, and k*'s support; None when no row has intervals."""
+    rows = [e for e in sort_entries(entries) if isinstance(e.metrics.get("intervals"), dict)]
+    if not rows:
+        return None
+    cols = (*INTERVAL_COLUMNS, *DELTA_COLUMNS)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["model", *(f"{c}_{end}" for c in cols for end in ("low", "high")), "delta_orig_cat",
+                "delta_tmpl_orig", "best_formulation", "best_formulation_support", "resamples", "seed"])
+    for e in rows:
+        cells = [e.label]
+        for c in cols:
+            iv = e.interval(c)
+            cells += ["", ""] if iv is None else [f"{iv[0]:.4f}", f"{iv[1]:.4f}"]
+        iv_all = e.metrics["intervals"]
+        support = e.best_support()
+        cells += [format_number(c, e.number(c)) for c in DELTA_COLUMNS]
+        cells += [cell(e, "best_formulation"), "" if support is None else f"{support:.3f}",
+                  str(iv_all.get("resamples", "")), str(iv_all.get("seed", ""))]
+        w.writerow(cells)
+    return buf.getvalue()
+
+
 def to_csv(entries: list[Entry]) -> str:
     """Table II as CSV: exactly the paper's columns, its rounding (3 decimals, latency 1)."""
     buf = io.StringIO()
@@ -91,6 +154,20 @@ def to_csv(entries: list[Entry]) -> str:
     for e in sort_entries(entries):
         w.writerow([cell(e, c) for c in COLUMNS])
     return buf.getvalue()
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
+_MD_SPECIAL = re.compile(r"([\\`*|])")
+
+
+def md_text(text: object) -> str:
+    """A string from a file (a label, a path, a reason) made inert in Markdown and HTML:
+    line breaks and control characters become a space (a newline would end a table row or
+    start a heading), ``& < >`` become entities (no raw HTML: ``<img onerror=...>`` is shown,
+    never run), ``\\ ` * |`` are escaped and ``](`` is broken (no link or image syntax)."""
+    s = _CONTROL.sub(" ", str(text))
+    s = html.escape(s, quote=False)
+    return _MD_SPECIAL.sub(r"\\\1", s).replace("](", "]\\(")
 
 
 def mark(text: str, rank: int | None) -> str:
@@ -118,11 +195,7 @@ def to_markdown(entries: list[Entry]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + [":-:"] * (len(header) - 1)) + "|"]
     for i, e in enumerate(rows):
         cells = []
-        for c in columns:
-            text = cell(e, c)
-            if c in rank_by_col:
-                text = mark(text, rank_by_col[c][i])
-            cells.append(text.replace("|", "\\|"))
+        cells = [md_cell(e, c, rank_by_col[c][i] if c in rank_by_col else None) for c in columns]
         lines.append("| " + " | ".join(cells) + " |")
     legend = (
         "Sorted by map50 (mAP.5 under the orig formulation). Top five per column: **bold** = best, "
@@ -144,6 +217,15 @@ def to_markdown(entries: list[Entry]) -> str:
         legend += (" m_policy: mAP.5 of the run's prompt policy (orig through the policy, scored against "
                    "the same targets; not one of the paper's formulations, so not in delta_max, "
                    "best_formulation, pcr50 or plc; docs/PROMPTING.md).")
+    if any(isinstance(e.metrics.get("intervals"), dict) for e in rows):
+        legend += (
+            " [low, high]: the 95% paired bootstrap interval over images (metrics.json `intervals`; the "
+            "resamples redraw the images with replacement, the same draw for every formulation). "
+            f"{NOT_SIGNIFICANT} on delta_max: its interval holds 0 (no formulation reliably differs); on "
+            f"best_formulation: k* is the best in fewer than 95% of the resamples (its support, in "
+            "brackets), so not significant. Intervals of every column, and of the deltas orig-cat and "
+            "tmpl-orig: [`table2_intervals.csv`](table2_intervals.csv)."
+        )
     notes = "".join(f"- {n}\n" for n in table_notes(rows))
     return "\n".join(lines) + "\n\n" + legend + "\n" + (f"\n{notes}" if notes else "")
 
@@ -172,7 +254,7 @@ def table_notes(entries: list[Entry]) -> list[str]:
     out: list[str] = []
     published: list[str] = []
     for e in entries:
-        label = e.label.replace("|", "\\|")
+        label = md_text(e.label)
         empty = [c for c in MARKDOWN_NUMERIC if e.number(c) is None]
         if e.number("pcr50") is None and isinstance(e.metrics.get("pcr_null_reason"), str):
             empty = [c for c in empty if c not in ("pcr50", "plc", "pcr50_top1", "plc_top1")]  # said below
@@ -184,8 +266,9 @@ def table_notes(entries: list[Entry]) -> list[str]:
         ros = e.ros_latency()
         if ros is not None:
             p95 = f", p95 {format_number(ROS_LATENCY, ros['p95'])} ms" if ros.get("p95") is not None else ""
+            how = md_text(e.ros_latency_text())
             out.append(f"{label}: latency ROS 2 {format_number(ROS_LATENCY, ros['mean'])} ms (mean{p95}) "
-                       f"end-to-end through the ROS 2 graph ({e.ros_latency_text()}, `probench eval`); "
+                       f"end-to-end through the ROS 2 graph ({how}, `probench eval`); "
                        "not the offline protocol's latency_ms.")
         if e.random_weights and not e.reference:
             out.append(f"{label}: random weights: not marked or ranked in any column.")
@@ -199,15 +282,16 @@ def pcr_notes(entries: list[Entry]) -> list[str]:
     """Per row: why its PCR/PLC is empty, and the PCR at a score threshold when one was asked."""
     out = []
     for e in entries:
-        label = e.label.replace("|", "\\|")
+        label = md_text(e.label)
         reason = e.metrics.get("pcr_null_reason")
         if e.number("pcr50") is None and isinstance(reason, str):
-            out.append(f"{label}: PCR/PLC not computed: {reason}.")
+            out.append(f"{label}: PCR/PLC not computed: {md_text(reason)}.")
         settings = e.info.get("settings")
         policy = settings.get("prompt_policy") if isinstance(settings, dict) else None
         if isinstance(policy, dict) and e.number(POLICY_COLUMN) is not None:
-            out.append(f"{label}: m_policy under prompt policy {policy.get('name')} "
-                       f"(gives {'+'.join(policy.get('gives') or [])}).")
+            gives = "+".join(map(str, policy.get("gives") or []))
+            out.append(f"{label}: m_policy under prompt policy {md_text(policy.get('name'))} "
+                       f"(gives {md_text(gives)}).")
         threshold = e.metrics.get("pcr_score_threshold")
         if isinstance(threshold, (int, float)) and e.number("pcr50_at") is not None:
             plc = format_number("plc", e.number("plc_at")) or "-"

@@ -30,6 +30,7 @@ from probench.errors import CheckFailed, Interrupted, UsageError
 from probench.realtime.eval_run import read_result
 from probench.realtime.node_spec import GROUNDING_PARAMS, MODES
 from probench.scoring.printed import pcr_lines
+from probench.scoring.temporal import temporal_lines
 from probench.vocabulary import RUN_FORMULATIONS
 
 if TYPE_CHECKING:
@@ -42,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="zoo model name (`probench models`), e.g. tiny-owlv2")
     parser.add_argument("--bag", required=True, help="probench bag (`probench bag`)")
     parser.add_argument("--out", required=True, help="run folder (resumed if it holds a partial run)")
-    parser.add_argument("--rate", type=float, default=None, help="camera-rate replay rate in Hz (default 30)")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="camera-rate replay rate in Hz (default 30; a sequence bag: its own frame rate)")
     parser.add_argument("--mode", choices=MODES, default=None,
                         help="camera-rate (default: frames the model cannot keep up with are missed) or "
                              "as-fast-as-answered (every frame answered: for accuracy)")
@@ -155,7 +157,7 @@ def check_run_folder(graph: list[dict[str, Any]], bag: ProbenchBag) -> None:
     except ValueError as exc:
         raise UsageError(f"bad parameter: {exc}") from None
     identity = ros_identity(evaluator, grounding, bag.dataset.summary(), bag=str(evaluator["bag"]),
-                            compressed=bag.compressed)
+                            compressed=bag.compressed, sequence=bool(bag.dataset.videos))
     check_folder(evaluator["out"], identity)
 
 
@@ -212,16 +214,19 @@ def run(args: argparse.Namespace) -> int:
         policy_from_args(args, model_record(args.model), "eval")
         if args.profile not in (None, "", "paper"):
             args.profile = str(Path(args.profile).resolve())  # the nodes read it
-    graph = eval_graph(
-        bag=args.bag, out=args.out, model=args.model, device=args.device,
-        mode="as-fast-as-answered" if args.parity else args.mode, rate=args.rate,
-        formulations=parse_formulations(args.formulations) if args.formulations else None,
-        answer_timeout=args.answer_timeout, warmup_frames=args.warmup_frames, overwrite=args.overwrite,
-        params_file=args.params_file, evaluator_extra=extra, prompt_policy=args.prompt_policy,
-        prompt_profile=args.profile, weights=args.weights,
-    )
     with ProbenchBag(args.bag) as bag:  # a bad bag fails here, in one line, before any node starts
         n_frames = bag.n_frames
+        sequence = bool(bag.dataset.videos)  # a sequence bag: the node tracks (docs/EVALUATION.md)
+        if sequence and args.rate is None:  # replayed at the rate it was recorded at
+            args.rate = bag_rate_hz(bag)
+        graph = eval_graph(
+            bag=args.bag, out=args.out, model=args.model, device=args.device,
+            mode="as-fast-as-answered" if args.parity else args.mode, rate=args.rate,
+            formulations=parse_formulations(args.formulations) if args.formulations else None,
+            answer_timeout=args.answer_timeout, warmup_frames=args.warmup_frames, overwrite=args.overwrite,
+            params_file=args.params_file, evaluator_extra=extra, prompt_policy=args.prompt_policy,
+            prompt_profile=args.profile, weights=args.weights, tracking=True if sequence else None,
+        )
         if not args.overwrite and not args.find_max_rate:  # the search writes max_rate.json only
             check_run_folder(graph, bag)
     env = child_environment(args.domain_id)
@@ -300,6 +305,16 @@ def _fmt(v: Any, pct: bool = False) -> str:
     return f"{float(v):.3f}" if isinstance(v, float) else str(v)
 
 
+def bag_rate_hz(bag: ProbenchBag) -> float | None:
+    """The bag's frame rate: its median frame spacing (None for a single frame)."""
+    import numpy as np
+
+    times = [t for t, _ in bag.frame_infos()]
+    gaps = np.diff(times)
+    gaps = gaps[gaps > 0]
+    return round(1e9 / float(np.median(gaps)), 6) if len(gaps) else None
+
+
 def summary_table(metrics: dict[str, Any], info: dict[str, Any]) -> str:
     model = info.get("model") or {}
     ros = info.get("ros") or {}
@@ -315,6 +330,7 @@ def summary_table(metrics: dict[str, Any], info: dict[str, Any]) -> str:
         m = by_f[f]
         lines.append(f"| {f} | {_fmt(m.get('map50'))} | {_fmt(m.get('map75'))} | {_fmt(m.get('map50_95'))} |")
     lines += ["", *pcr_lines(metrics)]
+    lines += temporal_lines(metrics)  # a sequence bag: continuity, flicker, IDF1, prompt-change latency
     lines += realtime_lines(rt)
     return "\n".join(lines)
 

@@ -5,6 +5,9 @@
     probench node prompt "a red backpack; a door handle"   # waits for the node's ack
     probench node prompt "a mug" --watch 10      # then prints detections for 10 s
     probench node deactivate                     # configure | activate | deactivate | cleanup
+    probench node param list                     # every parameter, its value and description
+    probench node param set prompt_policy categorical   # the node's reason when it refuses
+    probench node target 7                       # track 7 is the target; --clear: the best again
     probench node status --node /robot1/grounding_node
 
 It talks to the grounding node through the console's ROS bridge
@@ -27,6 +30,7 @@ from probench.errors import CheckFailed
 
 if TYPE_CHECKING:
     from probench.console.bridge import NodeView
+    from probench.console.params import ParamInfo
     from probench.ros.console_bridge import RosConsoleBridge
 
 LIFECYCLE_ACTIONS = ("configure", "activate", "deactivate", "cleanup")
@@ -62,11 +66,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="then print the detections for S seconds")
     for action in LIFECYCLE_ACTIONS:
         actions.add_parser(action, parents=[common], help=f"lifecycle transition: {action}")
+    param = actions.add_parser("param", help="list, get or set the node's parameters (its "
+                                             "ListParameters / GetParameters / SetParameters services)")
+    param_actions = param.add_subparsers(dest="param_action", metavar="list|get|set", required=True)
+    listing = param_actions.add_parser(
+        "list", parents=[common], help="every parameter: type, value, when a change applies, description")
+    listing.add_argument("--json", action="store_true", help="one JSON list instead of text")
+    get = param_actions.add_parser("get", parents=[common], help="one parameter's value and description")
+    get.add_argument("name", metavar="NAME")
+    get.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    put = param_actions.add_parser("set", parents=[common],
+                                   help="set one parameter; a refused value exits 1 with the node's reason")
+    put.add_argument("name", metavar="NAME")
+    put.add_argument("value", metavar="VALUE",
+                     help="read as the parameter's type: true/false, a number, text, or a YAML list of "
+                          "strings (\"['a mug', 'a kettle']\")")
+    put.add_argument("--reconfigure", action="store_true",
+                     help="for a configure-time parameter (score_threshold, ...): then run cleanup + "
+                          "configure (+ activate when it was active), so the value is in force (reloads "
+                          "the model)")
+    target = actions.add_parser("target", parents=[common],
+                                help="make a track the node's target (target_pose follows it), or --clear")
+    target.add_argument("track_id", metavar="TRACK_ID", nargs="?", type=int,
+                        help="a track id, as in Detection2D.id (the node's `tracking` parameter on)")
+    target.add_argument("--clear", action="store_true", help="back to the best detection of the first prompt")
 
 
 def run(args: argparse.Namespace) -> int:
     split_node_name(args.node)  # a usage error before anything starts
-    timeout = args.timeout if args.timeout is not None else (60.0 if args.action == "configure" else 10.0)
+    reload = args.action == "configure" or (args.action == "param" and getattr(args, "reconfigure", False))
+    timeout = args.timeout if args.timeout is not None else (60.0 if reload else 10.0)
     if timeout <= 0:
         raise ConsoleUsageError(f"--timeout must be > 0, got {timeout:g}")
     prompts: tuple[str, ...] = ()
@@ -76,6 +105,12 @@ def run(args: argparse.Namespace) -> int:
         prompts = prompts_from_message(args.text)  # checked as the node checks it
         if args.watch < 0:
             raise ConsoleUsageError(f"--watch must be >= 0, got {args.watch:g}")
+
+    if args.action == "target":
+        if (args.track_id is None) == (not args.clear):
+            raise ConsoleUsageError("give a TRACK_ID or --clear (one of them)")
+        if args.track_id is not None and args.track_id < 0:
+            raise ConsoleUsageError(f"TRACK_ID must be >= 0, got {args.track_id} (--clear: the best again)")
 
     from probench.ros.console_bridge import LIFECYCLE_TRANSITIONS, RosConsoleBridge
     from probench.ros.dds_profile import apply_profile
@@ -87,6 +122,10 @@ def run(args: argparse.Namespace) -> int:
             return _status(bridge, timeout, watch=args.watch, as_json=args.json)
         if args.action == "prompt":
             return _prompt(bridge, prompts, timeout, args.watch)
+        if args.action == "param":
+            return _param(bridge, args, timeout)
+        if args.action == "target":
+            return _target(bridge, None if args.clear else args.track_id, timeout)
         return _transition(bridge, args.action, timeout)
     finally:
         bridge.close()
@@ -146,6 +185,8 @@ def status_text(view: NodeView) -> str:
         lines.append(f"model        {values['model']} on {values.get('device', '?')} "
                      f"({values.get('precision', '?')})")
     lines.append("prompts      " + (" ; ".join(view.prompts) if view.prompts else "(none)"))
+    if values.get("target", "-") != "-":  # how the node chose its target (tracking or depth on)
+        lines.append(f"target       {values['target']}")
     if "transport_loss" in values:
         share = float(values["transport_loss"])
         lines.append(f"transport    {share:.1%} of camera frames lost in the last 10 s "
@@ -194,16 +235,21 @@ def _prompt(bridge: RosConsoleBridge, prompts: tuple[str, ...], timeout: float, 
     except BridgeError as exc:
         raise NodeCliError(str(exc)) from exc
 
+    from probench.prompting.derive import derive
+
+    # the node acknowledges the operator's parts (an explicit `ORIG => CAT` lists ORIG): the class ids
+    operator = tuple(derive(p).orig for p in prompts)
+
     def acked() -> bool:  # a LabelInfo with exactly this set, received after it was sent
         v = bridge.view()
         age = v.prompts_age_s
-        return v.prompts == prompts and age is not None and time.monotonic() - age > sent
+        return v.prompts == operator and age is not None and time.monotonic() - age > sent
 
     if not _wait(acked, max(0.0, deadline - time.monotonic())):
         raise NodeCliError(f"no acknowledgement from {bridge.names['node']} within {timeout:g} s (prompt "
                            "refused, or the node is not active? `probench node status` shows "
                            "prompts_rejected and the state)")
-    print("active prompts: " + " ; ".join(prompts), flush=True)
+    print("active prompts: " + " ; ".join(operator), flush=True)
     if watch_s > 0:
         _print_detections(bridge, watch_s)
     return 0
@@ -231,4 +277,90 @@ def _transition(bridge: RosConsoleBridge, action: str, timeout: float) -> int:
     except BridgeError as exc:
         raise NodeCliError(str(exc)) from exc
     print(f"{bridge.names['node']}: {before} -> {state}", file=sys.stdout, flush=True)
+    return 0
+
+
+# -- param -----------------------------------------------------------------------------------
+def param_lines(params: list[ParamInfo]) -> list[str]:
+    """``param list``'s text: one line per parameter (name, type, value, applies), its
+    description indented below."""
+    width = max((len(p.name) for p in params), default=0)
+    lines = []
+    for p in params:
+        applies = p.applies or ("read-only" if p.read_only else "")
+        head = f"{p.name.ljust(width)}  {p.type:<12} {p.value_text()}"
+        lines.append(head + (f"  ({applies})" if applies else ""))
+        if p.description:
+            lines.append(f"{'':{width}}    {p.description}")
+    return lines
+
+
+def _param(bridge: RosConsoleBridge, args: argparse.Namespace, timeout: float) -> int:
+    from probench.console.params import applies_text, format_value, parse_value
+
+    deadline = time.monotonic() + timeout
+    try:
+        if args.param_action == "list":
+            params = bridge.parameters(None, timeout)
+            print(json.dumps([p.as_dict() for p in params]) if args.json else "\n".join(param_lines(params)),
+                  flush=True)
+            return 0
+        (info,) = bridge.parameters([args.name], timeout)
+        if args.param_action == "get":
+            print(json.dumps(info.as_dict()) if args.json else "\n".join(param_lines([info])), flush=True)
+            return 0
+        value = parse_value(info.type, args.value, args.name)
+        bridge.set_parameter(args.name, value, info.type, max(1.0, deadline - time.monotonic()))
+        (now,) = bridge.parameters([args.name], max(1.0, deadline - time.monotonic()))
+    except BridgeError as exc:
+        raise NodeCliError(str(exc)) from exc
+    said = applies_text(now.applies)
+    if args.reconfigure and now.applies == "configure":
+        print(f"{now.name} = {format_value(now.value)}; reconfiguring {bridge.names['node']} so that it is "
+              "in force", flush=True)
+        _reconfigure(bridge, max(1.0, deadline - time.monotonic()))
+        said = "in force now (the node was reconfigured)"
+    print(f"{now.name} = {format_value(now.value)}" + (f": {said}" if said else ""), flush=True)
+    return 0
+
+
+def _reconfigure(bridge: RosConsoleBridge, timeout: float) -> None:
+    """cleanup + configure (deactivate first and activate after when the node was active)."""
+    deadline = time.monotonic() + timeout
+    was = _present(bridge, timeout).lifecycle
+    steps = {"active": ("deactivate", "cleanup", "configure", "activate"),
+             "inactive": ("cleanup", "configure")}.get(was)
+    if steps is None:
+        raise NodeCliError(f"{bridge.names['node']} is {was}: nothing to reconfigure (the value is read at "
+                           "its next configure)")
+    for step in steps:
+        try:
+            state = bridge.change_state(step, max(1.0, deadline - time.monotonic()))
+        except BridgeError as exc:
+            raise NodeCliError(str(exc)) from exc
+        print(f"{bridge.names['node']}: {step} -> {state}", flush=True)
+
+
+# -- target ----------------------------------------------------------------------------------
+def _target(bridge: RosConsoleBridge, track_id: int | None, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    if not _wait(bridge.target_listens, timeout):
+        topic = bridge.names["target_select"]
+        raise NodeCliError(f"no grounding node subscribes {topic} ({_absent(bridge)})")
+    _wait(lambda: bridge.view().target is not None, 0.3)  # the latched target of before, if any
+    try:
+        bridge.select_target(track_id)
+    except BridgeError as exc:
+        raise NodeCliError(str(exc)) from exc
+    if track_id is None:
+        print("target cleared: the best detection of the first prompt again", flush=True)
+        return 0
+    wanted = str(track_id)
+    got = _wait(lambda: (t := bridge.view().target) is not None and t[0] == wanted and t,
+                max(0.0, deadline - time.monotonic()))
+    if not got:
+        raise NodeCliError(f"no `target` naming track {track_id} from {bridge.names['node']} within "
+                           f"{timeout:g} s (is the track in view, with the node's tracking on? "
+                           "`probench node status` shows the target state)")
+    print(f"target: track {got[0]}" + (f" ({got[1]})" if got[1] else ""), flush=True)
     return 0

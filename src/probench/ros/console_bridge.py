@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ from probench.console.bridge import (
     split_node_name,
 )
 from probench.console.errors import BridgeError, ConsoleUsageError
+from probench.console.params import ParamInfo, table_applies
 from probench.errors import ProbenchError
 from probench.ros import convert
 
@@ -44,6 +46,9 @@ LIFECYCLE_TRANSITIONS = (*TRANSITIONS, "cleanup")
 _RECENT_IMAGES = 60  # camera frames kept to meet their detections (stream_source="image")
 _STATE_POLL_S = 1.0  # get_state while the state is known (transition events update it at once)
 _STATE_POLL_UNKNOWN_S = 0.2  # until the first answer: the page shows the node sooner
+# rcl_interfaces/ParameterType -> the parameter tables' type names
+_TYPE_NAMES = {0: "unset", 1: "bool", 2: "integer", 3: "double", 4: "string", 5: "byte_array",
+               6: "bool_array", 7: "integer_array", 8: "double_array", 9: "string_array"}
 
 
 class RosConsoleBridge:
@@ -61,8 +66,8 @@ class RosConsoleBridge:
         from lifecycle_msgs.srv import ChangeState, GetState
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-        from std_msgs.msg import String
-        from vision_msgs.msg import Detection2DArray, Detection3DArray, LabelInfo
+        from std_msgs.msg import Int64, String
+        from vision_msgs.msg import Detection2D, Detection2DArray, Detection3DArray, LabelInfo
 
         from probench.realtime.node_spec import diagnostic_status_name
 
@@ -79,6 +84,8 @@ class RosConsoleBridge:
         self._lifecycle = "unknown"
         self._prompts: tuple[str, ...] = ()
         self._prompts_at: float | None = None
+        self._threshold: float | None = None  # the score threshold in force (the node's LabelInfo)
+        self._target: tuple[str, str] | None = None  # (track id, prompt) of the latched `target`
         self._detections: tuple[DetectionItem, ...] = ()
         self._detections_stamp: float | None = None
         # the newest detections_3d: stamp (ns), distance by (class, score, id), distance by id
@@ -106,6 +113,9 @@ class RosConsoleBridge:
             n, names = self._node, self.names
             self._String = String
             self._pub_prompt = n.create_publisher(String, names["prompt"], reliable)
+            self._Int64 = Int64
+            self._pub_target = n.create_publisher(Int64, names["target_select"], reliable)
+            n.create_subscription(Detection2D, names["target"], self._on_target, latched)
             n.create_subscription(LabelInfo, names["label_info"], self._on_label_info, latched)
             n.create_subscription(Detection2DArray, names["detections"], self._on_detections,
                                   QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE))
@@ -139,7 +149,7 @@ class RosConsoleBridge:
             return NodeView(
                 node=self.names["node"], present=present,
                 lifecycle=self._lifecycle if present else "unknown",
-                prompts=self._prompts,
+                prompts=self._prompts, threshold=self._threshold, target=self._target,
                 prompts_age_s=None if self._prompts_at is None else now - self._prompts_at,
                 detections=self._detections, detections_stamp=self._detections_stamp,
                 diagnostics=diag,
@@ -205,6 +215,94 @@ class RosConsoleBridge:
         finally:
             self._node.destroy_client(client)
 
+    # -- parameters (probench node param, the console's controls) ------------------------
+    def _client(self, srv_type: Any, service: str, timeout_s: float) -> Any:
+        """A client of the node's ``service``, once the node offers it (BridgeError 503 otherwise)."""
+        client = self._node.create_client(srv_type, f"{self.names['node']}/{service}")
+        deadline = time.monotonic() + timeout_s
+        while not client.service_is_ready():
+            if time.monotonic() > deadline:
+                self._node.destroy_client(client)
+                raise BridgeError(f"no node {self.names['node']} offers {service} (is it running, with the "
+                                  f"same ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}?)", 503)
+            time.sleep(0.05)
+        return client
+
+    def _ask(self, srv_type: Any, service: str, request: Any, timeout_s: float) -> Any:
+        client = self._client(srv_type, service, timeout_s)
+        try:
+            return self._call(client, request, timeout_s)
+        finally:
+            self._node.destroy_client(client)
+
+    def parameters(self, names: Sequence[str] | None, timeout_s: float) -> list[ParamInfo]:
+        """The node's parameters (``names``; None: every one it declares, by ListParameters),
+        each with its declared type, description and value (DescribeParameters, GetParameters)."""
+        from rcl_interfaces.srv import DescribeParameters, GetParameters, ListParameters
+        from rclpy.parameter import parameter_value_to_python
+
+        deadline = time.monotonic() + timeout_s
+
+        def left() -> float:
+            return max(1.0, deadline - time.monotonic())
+
+        if names is None:
+            listed = self._ask(ListParameters, "list_parameters", ListParameters.Request(), left())
+            names = sorted(str(n) for n in listed.result.names)
+        wanted = list(names)
+        descs = list(self._ask(DescribeParameters, "describe_parameters",
+                               DescribeParameters.Request(names=wanted), left()).descriptors)
+        if len(descs) != len(wanted):  # rclpy answers nothing at all when one name is not declared
+            listed = self._ask(ListParameters, "list_parameters", ListParameters.Request(), left())
+            missing = sorted(set(wanted) - {str(n) for n in listed.result.names})
+            raise BridgeError(f"{self.names['node']} has no parameter {', '.join(map(repr, missing))} "
+                              "(`probench node param list` lists them)", 404)
+        values = list(self._ask(GetParameters, "get_parameters", GetParameters.Request(names=wanted),
+                                left()).values)
+        if len(values) != len(wanted):  # ... and no value at all when one is unset (prompts, at first)
+            values = []
+            for name in wanted:
+                got = self._ask(GetParameters, "get_parameters", GetParameters.Request(names=[name]),
+                                left()).values
+                values.append(got[0] if got else None)
+        out = []
+        for name, desc, value in zip(wanted, descs, values, strict=True):
+            kind = _TYPE_NAMES.get(int(desc.type), "other")
+            py = parameter_value_to_python(value) if value is not None and int(value.type) else None
+            out.append(ParamInfo(name, kind, py, str(desc.description), bool(desc.read_only),
+                                 table_applies(name)))
+        return out
+
+    def set_parameter(self, name: str, value: Any, kind: str, timeout_s: float) -> None:
+        """Set one parameter (of declared type ``kind``) through the node's SetParameters; a
+        BridgeError 409 with the node's reason, word for word, when it refuses."""
+        from rcl_interfaces.srv import SetParameters
+        from rclpy.parameter import Parameter
+
+        types = {"bool": Parameter.Type.BOOL, "integer": Parameter.Type.INTEGER,
+                 "double": Parameter.Type.DOUBLE, "string": Parameter.Type.STRING,
+                 "string_array": Parameter.Type.STRING_ARRAY}
+        if kind not in types:
+            raise BridgeError(f"{name} has type {kind}: probench node cannot set it", 400)
+        msg = Parameter(name, types[kind], value).to_parameter_msg()
+        result = self._ask(SetParameters, "set_parameters", SetParameters.Request(parameters=[msg]),
+                           timeout_s).results[0]
+        if not result.successful:
+            why = result.reason or "(no reason given)"
+            raise BridgeError(f"{self.names['node']} refused {name}: {why}", 409)
+
+    # -- target (interaction-driven grounding) ---------------------------------------------
+    def target_listens(self) -> bool:
+        """Whether a node subscribes ``target_select``."""
+        return bool(self._pub_target.get_subscription_count() > 0)
+
+    def select_target(self, track_id: int | None) -> None:
+        """Make track ``track_id`` the node's target (None: back to the best detection)."""
+        if not self.target_listens():
+            raise BridgeError(f"no grounding node subscribes {self.names['target_select']} (a node without "
+                              "target selection, or none running)", 503)
+        self._pub_target.publish(self._Int64(data=-1 if track_id is None else int(track_id)))
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5.0)
@@ -262,6 +360,12 @@ class RosConsoleBridge:
         prompts = tuple(convert.label_info_to_prompts(msg))
         with self._lock:
             self._prompts, self._prompts_at = prompts, time.monotonic()
+            self._threshold = float(msg.threshold)
+
+    def _on_target(self, msg: Any) -> None:
+        prompt = str(msg.results[0].hypothesis.class_id) if msg.results else ""
+        with self._lock:
+            self._target = (str(msg.id), prompt) if msg.id else None
 
     def _on_diagnostics(self, msg: Any) -> None:
         for name, level, message, values in convert.diagnostics_to_statuses(msg):

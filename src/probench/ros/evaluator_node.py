@@ -23,8 +23,8 @@ import numpy as np
 import rclpy
 from rclpy.duration import Duration
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-from std_msgs.msg import Header
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import Header, String
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
 from probench.errors import ProbenchError
@@ -39,6 +39,7 @@ NODE_NAME = EVALUATOR_NAME
 # A prompt set that binds to no frame (stamp 1 ns): sent once, acknowledged, before the
 # stream, so that the first frame's set does not travel while discovery is still settling.
 _HANDSHAKE = ("probench evaluator: link check",)
+_IN_USE_MARGIN_S = 0.5  # beyond the node's in_use_s for stamped sets
 
 
 class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by mypy: Any
@@ -55,6 +56,14 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
         # raw: the arrival time is taken on the bytes, before any deserialization (whose cost
         # grows with the number of detections), as ros2_benchmark's monitor does
         self.create_subscription(Detection2DArray, "detections", self._on_detections, reliable, raw=True)
+        # a sequence bag (realtime/eval_sequence.py): operator prompts and their acknowledgements
+        self.prompt_pub = self.create_publisher(String, "prompt", QoSProfile(
+            history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE))
+        latched = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.create_subscription(LabelInfo, "label_info", self._on_label_info, latched)
+        self._ack_handler: Callable[[tuple[str, ...], int], object] | None = None
+        self._last_announce = float("-inf")  # monotonic time of the last stamped set
         self.image_pub: Any = None
         self.image_type: Any = None
 
@@ -67,6 +76,7 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
 
     # -- the link (probench.realtime.eval_stream.Link) -------------------------------------------
     def announce(self, stamp_ns: int, texts: Sequence[str]) -> None:
+        self._last_announce = time.monotonic()
         header = Header()
         convert.set_stamp(header.stamp, stamp_ns)
         self.frame_prompts_pub.publish(convert.prompts_to_label_info(list(texts), header))
@@ -82,6 +92,31 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
 
     def set_answer_handler(self, handler: Callable[[Answer], object]) -> None:
         self._handler = handler
+
+    # -- operator prompts (probench.realtime.eval_sequence.OperatorLink) -------------------------
+    def set_prompts(self, texts: Sequence[str]) -> None:
+        """An operator prompt on the grounding node's ``prompt`` topic (``;``-separated)."""
+        self.prompt_pub.publish(String(data=";".join(texts)))
+
+    def set_ack_handler(self, handler: Callable[[tuple[str, ...], int], object]) -> None:
+        self._ack_handler = handler
+
+    def ready_for_operator_prompts(self, timeout: float) -> None:
+        """Until the node's stamped prompt sets (this link's handshake, a warm-up) are no longer
+        in use: until then it holds each frame up to ``frame_prompts_wait`` for one."""
+        from probench.realtime.grounding_worker import StampedPromptSets
+
+        left = self._last_announce + StampedPromptSets().in_use_s + _IN_USE_MARGIN_S - time.monotonic()
+        if left > 0:
+            self.info(f"waiting {left:.1f} s until the grounding node no longer waits for stamped sets")
+            deadline = time.monotonic() + left
+            self._wait(lambda: time.monotonic() >= deadline, left + 1.0)  # Interrupted on shutdown
+
+    def _on_label_info(self, msg: LabelInfo) -> None:  # executor thread
+        received_ns = time.monotonic_ns()
+        handler = self._ack_handler
+        if handler is not None:
+            handler(tuple(convert.label_info_to_prompts(msg)), received_ns)
 
     def image_from_bag(self, raw: bytes) -> Any:
         from rclpy.serialization import deserialize_message
@@ -111,7 +146,9 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
         except ValueError as exc:
             self.get_logger().warning(f"unreadable Detection2DArray, not credited: {exc}")
             xyxy, scores, class_ids = np.zeros((1, 4)), np.zeros(1), ["<unreadable>"]
-        handler(Answer(convert.stamp_ns(msg.header.stamp), received_ns, xyxy, scores, class_ids))
+        # a tracking node's Detection2D.id (its track id; "" for none)
+        track_ids = [_track_id(d.id) for d in msg.detections] if any(d.id for d in msg.detections) else None
+        handler(Answer(convert.stamp_ns(msg.header.stamp), received_ns, xyxy, scores, class_ids, track_ids))
 
     # -- set-up ------------------------------------------------------------------------------
     def _wait(self, ready: Callable[[], bool], timeout: float) -> bool:
@@ -183,6 +220,7 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
                 raise RosError(f"grounding node {name!r} reports no model parameter")
             # asked apart: a never-set prompts parameter makes the service answer nothing at all
             values["prompts"] = get(["prompts"]).get("prompts") or []
+            values["tracking"] = bool(get(["tracking"]).get("tracking"))  # a sequence bag's identity
             return values
         finally:
             self.destroy_client(client)
@@ -209,6 +247,14 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
             self.info(f"grounding node prompt policy: {policy}")
         finally:
             self.destroy_client(client)
+
+
+def _track_id(text: str) -> int:
+    """A Detection2D.id as a track id (-1 when it is none)."""
+    try:
+        return int(text)
+    except ValueError:
+        return -1
 
 
 def _param_value(v: Any) -> Any:

@@ -99,9 +99,12 @@ def eval_graph(
     prompt_policy: str | None = None,
     prompt_profile: str | None = None,
     weights: str | Path | None = None,
+    tracking: bool | None = None,
 ) -> list[dict[str, Any]]:
     """``launch_ros.actions.Node`` keyword arguments of the two nodes (grounding first).
-    ``evaluator_extra``: more evaluator parameters, by name (e.g. ``find_max_rate``)."""
+    ``evaluator_extra``: more evaluator parameters, by name (e.g. ``find_max_rate``);
+    ``tracking``: the grounding node's ``tracking`` (``probench eval`` turns it on for a
+    sequence bag; None: the params file's value)."""
     if not str(bag):
         raise UsageError("a bag is required")
     if not str(out):
@@ -116,6 +119,8 @@ def eval_graph(
         grounding["device"] = device
     if weights:
         grounding["weights"] = str(Path(weights).resolve())
+    if tracking is not None:
+        grounding["tracking"] = bool(tracking)
     if mode == "as-fast-as-answered":
         # No frame may be lost in transport when accuracy is what is measured.
         grounding["image_reliability"] = "reliable"

@@ -42,7 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from probench.prompting.options import add_policy_arguments
 
     add_policy_arguments(parser)  # --prompt-policy P [--profile PROFILE]: the formulation `policy` per model
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    from probench.models.progress import add_progress_arguments
+
+    add_progress_arguments(parser, "progress bars")
 
 
 def _models(text: str) -> list[str]:
@@ -116,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         models=models, out=args.out, formulations=formulations,
         device=args.device, precision=args.precision, runtime=args.runtime, limit=args.limit,
         latency=None if args.no_latency else LatencyProtocol(args.latency_images, args.warmup, args.runs),
-        reference=reference, ray=ray, weights=weights, progress=not args.no_progress,
+        reference=reference, ray=ray, weights=weights, progress=args.progress,
         prompt_policy=args.prompt_policy, prompt_profile=args.profile,
     )  # fmt: skip
     summary = run_sweep(cfg, dataset)

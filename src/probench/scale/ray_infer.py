@@ -33,6 +33,7 @@ from probench.data.dataset import Dataset
 from probench.errors import ProbenchError
 from probench.models.errors import InferenceError
 from probench.models.infer import empty_label_spaces, offline_identity, select_images
+from probench.models.progress import bar_disabled
 from probench.scale.cluster import Cluster, import_ray, ray_cluster
 from probench.scale.errors import RayClusterError, RayUsageError, WorkerLostError
 from probench.scale.options import RayOptions
@@ -238,7 +239,7 @@ def drive(
     image_ids: Sequence[int],
     *,
     chunk_size: int | None = None,
-    progress: bool = True,
+    progress: bool | None = None,
     on_record: OnRecord | None = None,
 ) -> dict[str, Any]:
     """Fill the run folder of ``session`` through ``pool``; returns the driver's counters."""
@@ -263,7 +264,7 @@ def drive(
         done = total - plan.remaining
         flights: dict[ObjectRefGenerator, Flight] = {}
         with tqdm(total=total, initial=done, desc=f"infer {pool.model.name} (ray)", unit="img",
-                  disable=not progress, dynamic_ncols=True) as bar:  # fmt: skip
+                  disable=bar_disabled(progress), dynamic_ncols=True) as bar:  # fmt: skip
             for f in list(writers):
                 if plan.formulation_done(f):
                     _finalize(writers.pop(f), session)
@@ -374,7 +375,7 @@ def run_ray_inference(
     chunk_size: int | None = None,
     limit: int | None = None,
     overwrite: bool = False,
-    progress: bool = True,
+    progress: bool | None = None,
     pool: RayWorkerPool | None = None,
     on_record: OnRecord | None = None,
 ) -> dict[str, Any]:
@@ -419,12 +420,12 @@ def infer_on_ray(
     *,
     limit: int | None = None,
     overwrite: bool = False,
-    progress: bool = True,
+    progress: bool | None = None,
 ) -> int:
     """``probench infer ... --ray``: the run on Ray workers, its one-line summary printed."""
     ray.check(model.device)
     with ray_cluster(ray.address, timeout_s=ray.connect_timeout_s) as cluster:
-        if progress:
+        if progress is not False:
             print(f"probench infer: on {cluster.describe()}", file=sys.stderr)
         info = run_ray_inference(
             model, dataset, out, formulations, cluster, workers=ray.workers,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -67,7 +68,7 @@ class SweepConfig:
     reference: str | None = "paper"
     ray: RayOptions = field(default_factory=RayOptions)  # address None: this process
     weights: dict[str, str] = field(default_factory=dict)  # model -> local weights (--weights M=PATH)
-    progress: bool = True
+    progress: bool | None = None  # None: bars on a terminal only
     prompt_policy: str | None = None  # adds the formulation `policy` to every model's run
     prompt_profile: str | None = None
 
@@ -338,7 +339,8 @@ def _report_step(cfg: SweepConfig, steps: list[Step], previous: dict[str, Any]) 
 
     def build(step: Step) -> None:
         inputs: list[str | Path] = list(runs)
-        build_report(inputs, cfg.out / "report", reference=cfg.reference, progress=cfg.progress)
+        build_report(inputs, cfg.out / "report", reference=cfg.reference,
+                     progress=sys.stderr.isatty() if cfg.progress is None else cfg.progress)
         step.where = "this process"
         step.detail = f"{len(runs)} run(s)" + (" + the paper's rows" if cfg.reference == "paper" else "")
 

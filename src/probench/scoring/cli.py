@@ -1,5 +1,6 @@
 """``probench score --dataset D --run RUN [--out F] [--pcr-score-threshold T]
-[--allow-dataset-mismatch] [--allow-unknown]``: the full metric suite of a run.
+[--allow-dataset-mismatch] [--allow-unknown] [--bootstrap N]``: the full metric suite of a run,
+with paired bootstrap confidence intervals (``intervals``, scoring/bootstrap.py).
 
 Reads annotations only (no image files), writes RUN/metrics.json (or ``--out``) atomically
 and prints a short summary table. A dataset whose content hash differs from the one in
@@ -15,7 +16,6 @@ import sys
 from pathlib import Path
 
 from probench.errors import UsageError
-from probench.scoring.printed import degenerate_lines, summary_table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +35,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="score even if predictions name images or queries the dataset does not have (they never "
         "match; counted in n_unknown_predictions)",
     )  # fmt: skip
+    parser.add_argument(
+        "--bootstrap", type=resamples, default=1000, metavar="N",
+        help="paired bootstrap resamples over images for the confidence intervals (default 1000; 0: none)",
+    )  # fmt: skip
+    parser.add_argument("--bootstrap-seed", type=int, default=0, metavar="S",
+                        help="the bootstrap's seed (default 0)")
+    parser.add_argument("--no-errors", action="store_true",
+                        help="skip the TIDE error analysis (metrics.json `errors`)")
     parser.add_argument("--quiet", action="store_true", help="do not print the summary table")
+
+
+def resamples(text: str) -> int:
+    """A ``--bootstrap`` value: a whole number of resamples, 0 (off) to 100000."""
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of resamples") from exc
+    if not 0 <= value <= 100_000:
+        raise argparse.ArgumentTypeError(f"{value} resamples is outside 0-100000 (0 turns the bootstrap off)")
+    return value
 
 
 def _threshold(text: str) -> float:
@@ -53,6 +72,7 @@ def _threshold(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     from probench.cache.atomic import write_json_atomic
     from probench.data.dataset import load_dataset
+    from probench.scoring.printed import degenerate_lines, summary_table
     from probench.scoring.suite import score_run
 
     ds_path, run_path = Path(args.dataset), Path(args.run)
@@ -64,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     metrics = score_run(
         ds, run_path, pcr_score_threshold=args.pcr_score_threshold,
         dataset_check="allow" if args.allow_dataset_mismatch else "refuse", progress=not args.quiet,
-        allow_unknown=args.allow_unknown,
+        allow_unknown=args.allow_unknown, bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed,
+        errors=not args.no_errors,
     )  # fmt: skip
     if metrics.get("n_unknown_predictions"):
         print(f"probench score: warning: {metrics['n_unknown_predictions']} prediction(s) name images or "

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from probench.scoring.temporal import temporal_lines
+
 
 def _fmt(v: object) -> str:
     return "-" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v)
@@ -29,12 +31,51 @@ def summary_table(m: Mapping[str, Any]) -> str:
     if "delta_policy_orig" in m:
         rows.append(f"delta_policy_orig {_fmt(m['delta_policy_orig'])}  (prompt policy vs as typed)")
     rows += pcr_lines(m)
+    rows += temporal_lines(m)  # a sequence dataset's run only
     if m["formulations_missing"]:
         rows.append(f"missing formulations: {', '.join(m['formulations_missing'])}")
     if "latency_ms" in m:
         lat = m["latency_ms"]
         rows.append(f"latency ms: mean {_fmt(lat.get('mean'))}  p95 {_fmt(lat.get('p95'))}")
+    rows += operating_lines(m)
+    rows += interval_lines(m)
     return "\n".join(rows)
+
+
+def operating_lines(m: Mapping[str, Any]) -> list[str]:
+    """The best-F1 operating point per formulation (metrics.json ``curves``)."""
+    by = m.get("curves", {}).get("by_formulation") if isinstance(m.get("curves"), dict) else None
+    if not isinstance(by, dict):
+        return []
+    parts = [f"{f} {c['best_f1_threshold']:.2f} (F1 {c['best_f1']:.3f})" for f, c in by.items()
+             if isinstance(c, dict) and isinstance(c.get("best_f1_threshold"), float)]  # fmt: skip
+    if not parts:
+        return []
+    return [f"operating point (best F1, IoU .5, queries pooled): score_threshold {', '.join(parts)}"]
+
+
+def _iv(v: object) -> str:
+    return f"[{v[0]:.3f}, {v[1]:.3f}]" if isinstance(v, list) and len(v) == 2 else "-"
+
+
+def interval_lines(m: Mapping[str, Any]) -> list[str]:
+    """The bootstrap's 95% intervals (metrics.json ``intervals``), when there are any."""
+    iv = m.get("intervals")
+    if not isinstance(iv, dict):
+        return []
+    rows = [f"95% intervals ({iv.get('resamples')} paired bootstrap resamples over images, "
+            f"seed {iv.get('seed')}):"]
+    for f, s in (iv.get("by_formulation") or {}).items():
+        rows.append(f"  {f:<10} mAP.5 {_iv(s.get('map50'))}  mAP.75 {_iv(s.get('map75'))}  "
+                    f"mAP.5:.95 {_iv(s.get('map50_95'))}")
+    rows.append(f"  delta_orig_cat {_iv(iv.get('delta_orig_cat'))}  "
+                f"delta_tmpl_orig {_iv(iv.get('delta_tmpl_orig'))}  delta_max {_iv(iv.get('delta_max'))}  "
+                f"PCR@.5 {_iv(iv.get('pcr50'))}  PLC {_iv(iv.get('plc'))}")
+    support = iv.get("best_formulation_support")
+    if isinstance(support, (int, float)):
+        rows.append(f"  k* {best_text(m)} is best in {support:.1%} of the resamples"
+                    + ("" if support >= 0.95 else " (not significant: below 95%)"))
+    return rows
 
 
 def pcr_lines(m: Mapping[str, Any]) -> list[str]:

@@ -136,12 +136,15 @@ def score(
     realtime: Mapping[str, object] | None = None,
     pcr_score_threshold: float | None = None,
     progress: bool = False,
+    bootstrap: int = 0,
+    bootstrap_seed: int = 0,
 ) -> dict[str, Any]:
     """Every metric of docs/METRICS.md for the formulations given (a subset of orig/cat/tmpl,
     and ``policy`` for a prompt policy's run: by_formulation, m_policy, delta_policy_orig).
     ``pcr_score_threshold`` adds pcr50_at / plc_at (recovery by predictions scoring at
     least that). ``progress`` shows a tqdm bar on stderr (one step per formulation, then
-    breakdowns)."""
+    breakdowns). ``bootstrap`` resamples (seeded by ``bootstrap_seed``) add ``intervals``
+    (scoring/bootstrap.py)."""
     unknown = sorted(set(predictions) - set(RUN_FORMULATIONS))
     if unknown:
         raise ScoringUsageError(
@@ -193,6 +196,13 @@ def score(
     # PCR/PLC over the paper's formulations only
     recovery = {f: ev.recovered() for f, ev in evals.items() if f in FORMULATIONS}
     out.update(pcr_plc(gt.query_coref, gt.gt_query, gt.gt_crowd, recovery, pcr_score_threshold))
+    if bootstrap:  # confidence intervals (scoring/bootstrap.py); the point values above are unchanged
+        from probench.scoring.bootstrap import intervals
+
+        out["intervals"] = intervals(gt, evals, out["best_formulation"], bootstrap, bootstrap_seed)
+    from probench.scoring.curves import curves  # PR and F1-vs-confidence sweeps (scoring/curves.py)
+
+    out["curves"] = curves(evals, int((~gt.gt_crowd).sum()))
     out["by_prompt_type"], out["by_domain"], out["by_size"] = {}, {}, {}
     if "orig" in evals:
         ev = evals["orig"]
@@ -318,6 +328,9 @@ def score_run(
     dataset_check: str = "record",
     progress: bool = False,
     allow_unknown: bool = False,
+    bootstrap: int = 0,
+    bootstrap_seed: int = 0,
+    errors: bool = False,
 ) -> dict[str, Any]:
     """Score a run folder (docs/FORMATS.md, "Run folders"): its complete formulations, latency and realtime.
 
@@ -328,7 +341,8 @@ def score_run(
     ``dataset_check`` decides what a dataset whose content hash differs from run.json's
     ``dataset.hash`` does: "record" (``dataset_hash_matches`` false), "refuse" (a
     :class:`DatasetMismatch` naming both hashes, before any scoring) or "allow" (scored; a
-    mismatch is recorded as ``dataset_mismatch_allowed``, absent when the hashes match)."""
+    mismatch is recorded as ``dataset_mismatch_allowed``, absent when the hashes match).
+    ``bootstrap`` adds ``intervals`` (as :func:`score`), ``errors`` the TIDE error analysis."""
     from probench.cache.run import RunDir
 
     if dataset_check not in DATASET_CHECKS:
@@ -372,8 +386,12 @@ def score_run(
     rt = realtime if isinstance(realtime, dict) else None
     out = score(
         dataset, preds, latency=summary, realtime=rt, pcr_score_threshold=pcr_score_threshold,
-        progress=progress,
+        progress=progress, bootstrap=bootstrap, bootstrap_seed=bootstrap_seed,
     )  # fmt: skip
+    if dataset.videos:  # a sequence dataset: the temporal metrics (scoring/temporal.py)
+        from probench.scoring.temporal import run_temporal
+
+        out["temporal"] = run_temporal(dataset, run, forms)
     model = info.get("model")
     out["model"] = model.get("name") if isinstance(model, dict) else None
     out["dataset_hash"] = dataset.content_hash
@@ -381,6 +399,10 @@ def score_run(
     if dataset_check == "allow" and matches is False:
         out["dataset_mismatch_allowed"] = True
     out["formulations_incomplete"] = run.incomplete_formulations()
+    if errors:  # TIDE's error types per formulation (scoring/errors_tide.py)
+        from probench.scoring.errors_tide import tide_errors
+
+        out["errors"] = tide_errors(dataset, preds)
     if n_unknown:
         out["n_unknown_predictions"] = n_unknown
     return out

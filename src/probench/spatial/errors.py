@@ -13,3 +13,15 @@ class DepthEncodingError(SpatialError):
 
 class IntrinsicsError(SpatialError):
     """The CameraInfo's K cannot back-project (zero or non-finite focal length, zero size)."""
+
+
+class MaskError(SpatialError):
+    """Instance masks that cannot be turned into the mask images."""
+
+
+class NoMasksError(MaskError):
+    """The detections carry no instance masks (a model without masks)."""
+
+
+class MaskShapeError(MaskError):
+    """The masks' (H, W) differ from the image's (a plugin's masks of the wrong shape)."""

@@ -12,12 +12,14 @@
   const STALE_MS = 3000; // no frame for this long: the stream is marked stale
   const ACK_WAIT_MS = 15000; // a sent prompt not acknowledged by then is reported
   let pending = null; // {prompts, at}: sent, waiting for the node's LabelInfo
-  let shown = { prompts: null, history: null, given: null }; // last rendered lists (re-render on change only)
+  let shown = { prompts: null, history: null, given: null, detections: null }; // last rendered lists (re-render on change only)
   let frames = 0;
   let frameTimes = [];
   let lastFrameAt = 0;
   let prevUrl = null;
   let ws = null;
+  let latest = null; // the newest state (detections for a click on the stream)
+  let frameSize = null; // {width, height} of the shown frame, in the detections' pixels
 
   // -- helpers ----------------------------------------------------------------------------
   function feedback(text, kind) {
@@ -92,6 +94,70 @@
       if (r.ok) feedback(`${transition}: the node is now ${r.data.state}`, "ok");
       else feedback(`${transition} failed: ${r.error}`, "error");
     });
+  }
+
+  // -- controls (node parameters) and the target ---------------------------------------------
+  function controlFeedback(text, kind) {
+    const e = $("control-feedback");
+    e.textContent = text;
+    e.className = kind;
+  }
+  async function setParam(name, value) {
+    controlFeedback(`setting ${name}…`, "info");
+    const r = await post("/api/param", { name, value });
+    if (r.ok) controlFeedback(`${name} = ${r.data.value}: ${r.data.said}`, "ok");
+    else controlFeedback(r.error, "error");
+  }
+  $("policy-set").addEventListener("click", () => setParam("prompt_policy", $("policy-select").value));
+  $("threshold-set").addEventListener("click", () => {
+    const v = $("threshold-input").value;
+    setParam("score_threshold", v === "" ? null : Number(v));
+  });
+
+  async function selectTarget(trackId) {
+    const r = await post("/api/target", { track_id: trackId });
+    if (r.ok) controlFeedback(trackId === null ? "target cleared: the best detection again"
+      : `target: track ${trackId} (sent)`, "ok");
+    else controlFeedback(r.error, "error");
+  }
+  $("target-clear").addEventListener("click", () => selectTarget(null));
+
+  // a click on the stream: the smallest tracked box under the pointer becomes the target
+  $("stream").addEventListener("click", (ev) => {
+    if (!latest || !frameSize) return;
+    const r = $("stream").getBoundingClientRect();
+    const x = (ev.clientX - r.left) * frameSize.width / r.width;
+    const y = (ev.clientY - r.top) * frameSize.height / r.height;
+    let best = null;
+    for (const d of latest.detections) {
+      const [x1, y1, x2, y2] = d.box;
+      if (!d.track_id || x < x1 || x > x2 || y < y1 || y > y2) continue;
+      const area = (x2 - x1) * (y2 - y1);
+      if (!best || area < best.area) best = { area, id: d.track_id };
+    }
+    if (best) selectTarget(Number(best.id));
+    else controlFeedback("no tracked detection there (the node's tracking parameter must be on)", "error");
+  });
+
+  function renderControls(s) {
+    const select = $("policy-select");
+    const policies = (s.controls && s.controls.prompt_policy) || [];
+    if (select.options.length !== policies.length) {
+      select.replaceChildren(...policies.map((p) => {
+        const o = el("option", p);
+        o.value = p;
+        return o;
+      }));
+      const d = s.diagnostics;
+      if (d && d.prompt_policy) select.value = d.prompt_policy;
+    }
+    $("threshold").textContent = num(s.threshold, 2);
+    if ($("threshold-input").value === "" && typeof s.threshold === "number") {
+      $("threshold-input").value = String(s.threshold.toFixed(2));
+    }
+    $("target").textContent = s.target
+      ? `track ${s.target.track_id}${s.target.prompt ? ` (${s.target.prompt})` : ""}`
+      : "the best detection of the first prompt";
   }
 
   // -- state ------------------------------------------------------------------------------
@@ -172,8 +238,17 @@
 
   function renderDetections(s) {
     $("n-detections").textContent = `(${s.n_detections})`;
+    const key = JSON.stringify([s.detections, s.target]);
+    if (key === shown.detections) return; // re-rendering under the pointer would swallow clicks
+    shown.detections = key;
     $("detections").tBodies[0].replaceChildren(...s.detections.map((d) => {
       const tr = el("tr");
+      if (d.track_id) {
+        tr.className = s.target && s.target.track_id === d.track_id ? "tracked target" : "tracked";
+        tr.dataset.track = d.track_id;
+        tr.title = "click: make this track the target";
+        tr.addEventListener("click", () => selectTarget(Number(d.track_id)));
+      }
       tr.append(el("td", d.label, "label"), el("td", num(d.score, 2)),
         el("td", d.track_id ? `#${d.track_id}` : ""),
         el("td", d.distance_m === null ? "" : `${num(d.distance_m, 2)} m`),
@@ -183,6 +258,7 @@
   }
 
   function render(s) {
+    latest = s;
     $("node-name").textContent = s.node;
     $("stream-source").textContent = s.stream.source;
     $("prompt-input").maxLength = s.limits.message_chars;
@@ -191,6 +267,7 @@
     renderPrompts(s);
     renderHistory(s);
     renderDetections(s);
+    renderControls(s);
   }
 
   // -- stream -----------------------------------------------------------------------------
@@ -208,7 +285,10 @@
       frameTimes = frameTimes.filter((t) => now - t <= 2000);
       $("stream-frames").textContent = String(frames);
       img.dataset.seq = meta ? String(meta.seq) : "";
-      if (meta) $("stream-size").textContent = `${meta.width}×${meta.height}`;
+      if (meta) {
+        $("stream-size").textContent = `${meta.width}×${meta.height}`;
+        frameSize = { width: meta.width, height: meta.height };
+      }
       $("stream-empty").className = "hidden";
       if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "ack" }));
     });

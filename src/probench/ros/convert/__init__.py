@@ -33,6 +33,7 @@ from probench.msgs.wire import (
 )
 from probench.ros.convert.messages import (
     LEVELS,
+    checked_parameters,
     detection_array_to_arrays,
     detections_to_msg,
     diagnostics_to_statuses,
@@ -52,6 +53,7 @@ __all__ = [
     "ENCODINGS",
     "LEVELS",
     "MAX_SIDE",
+    "checked_parameters",
     "compressed_from_cdr",
     "compressed_to_rgb",
     "detection_array_to_arrays",

@@ -20,7 +20,7 @@ from probench.msgs.images import rgb_to_fields
 from probench.msgs.shapes import Detection2DArray as Detection2DArrayShape
 from probench.msgs.shapes import DiagnosticArray, Header, LabelInfo, Stamp
 from probench.msgs.wire import detections_to_cdr, label_info_to_cdr
-from probench.realtime.params import Param
+from probench.realtime.params import Param, ParamTable
 
 
 # -- messages (need the ROS message packages, not a running rclpy) -------------------------
@@ -176,6 +176,26 @@ def diagnostics_to_statuses(msg: DiagnosticArray) -> list[tuple[str, str, str, d
 
 
 # -- parameter declarations ------------------------------------------------------------------
+def checked_parameters(node: Any, table: ParamTable) -> dict[str, Any]:
+    """A node's parameter values as given at startup (``-p``, a params file: they bypass the
+    set-parameters callback), each checked by ``table``; the first bad one raises
+    :class:`probench.realtime.errors.ParameterValueError` naming it."""
+    from rclpy.exceptions import ParameterUninitializedException
+
+    from probench.errors import ProbenchError
+    from probench.realtime.errors import ParameterValueError
+
+    out: dict[str, Any] = {}
+    for spec in table:
+        try:
+            out[spec.name] = table.check(spec.name, node.get_parameter(spec.name).value)
+        except ParameterUninitializedException:
+            continue
+        except (ProbenchError, ValueError) as exc:
+            raise ParameterValueError(f"parameter {spec.name}: {exc}") from exc
+    return out
+
+
 def param_declaration(param: Param) -> tuple[Any, Any]:
     """``(default, ParameterDescriptor)`` to declare a :class:`probench.realtime.params.Param`:
     its type, description, when it applies, and its range or choices as data."""

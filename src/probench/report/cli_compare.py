@@ -1,0 +1,96 @@
+"""``probench compare RUN_A RUN_B [--dataset D] [--bootstrap N] [--formulation F] [--top K]
+[--out FILE]``: two runs of one dataset, every metric's change B - A with a paired bootstrap
+interval, and the queries whose AP.5 changed most (docs/OFFLINE.md, "Compare")."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from probench.errors import UsageError
+from probench.scoring.cli import resamples
+from probench.vocabulary import FORMULATIONS
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_a", metavar="RUN_A", type=Path, help="the baseline run folder")
+    parser.add_argument("run_b", metavar="RUN_B", type=Path, help="the run compared with it")
+    parser.add_argument("--dataset", type=Path, metavar="D",
+                        help="the dataset both runs were made on (default: the path in RUN_A's run.json)")
+    parser.add_argument("--bootstrap", type=resamples, default=1000, metavar="N",
+                        help="paired bootstrap resamples over images (default 1000; 0: no intervals)")
+    parser.add_argument("--bootstrap-seed", type=int, default=0, metavar="S",
+                        help="the bootstrap's seed (default 0)")
+    parser.add_argument("--formulation", choices=FORMULATIONS, default="orig",
+                        help="the formulation of the per-query AP changes (default orig)")
+    parser.add_argument("--top", type=int, default=10, metavar="K",
+                        help="queries listed (default 10; 0: all)")
+    parser.add_argument("--out", type=Path, metavar="FILE", help="also write the whole comparison as JSON")
+
+
+def _dataset_path(args: argparse.Namespace) -> Path:
+    if args.dataset is not None:
+        return Path(args.dataset)
+    from probench.cache.run import RunDir
+    from probench.scoring.suite import json_object
+
+    if not (args.run_a / "run.json").is_file():
+        raise UsageError(f"{args.run_a}: no run.json, so not a probench run folder")
+    path = json_object(RunDir(args.run_a).info.get("dataset")).get("path")
+    if not path:
+        raise UsageError(f"{args.run_a}: run.json names no dataset path; pass --dataset")
+    return Path(str(path))
+
+
+def _fmt(v: object, sign: bool = False) -> str:
+    if not isinstance(v, (int, float)):
+        return "-"
+    return f"{v:+.3f}" if sign else f"{v:.3f}"
+
+
+def render(result: dict[str, Any], top: int) -> str:
+    a, b = result["runs"]
+    lines = [f"A: {a}", f"B: {b}",
+             f"dataset {result['dataset_hash']}; {result['resamples']} paired bootstrap resamples over "
+             f"images (seed {result['seed']}); * = the 95% interval of B - A excludes 0", "",
+             f"{'metric':<18} {'A':>7} {'B':>7} {'B - A':>8}  95% interval of B - A"]  # fmt: skip
+    for key, m in result["metrics"].items():
+        iv = m["interval"]
+        iv_text = f"[{iv[0]:+.3f}, {iv[1]:+.3f}]" if iv else "-"
+        star = " *" if m["significant"] else ""
+        lines.append(f"{key:<18} {_fmt(m['a']):>7} {_fmt(m['b']):>7} {_fmt(m['delta'], True):>8}  "
+                     f"{iv_text}{star}")
+    queries = result["queries"]
+    shown = queries if top <= 0 else queries[:top]
+    lines += ["", f"AP.5 per query ({result['formulation']}), largest change first "
+              f"({len(shown)} of {len(queries)} queries):", f"{'query':<32} {'A':>7} {'B':>7} {'B - A':>8}"]
+    for q in shown:
+        name = f"{q['query_id']} {q['name']}"[:32]
+        lines.append(f"{name:<32} {_fmt(q['a']):>7} {_fmt(q['b']):>7} {_fmt(q['delta'], True):>8}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from probench.cache.atomic import write_json_atomic
+    from probench.data.dataset import load_dataset
+    from probench.scoring.compare import compare_runs
+
+    for p in (args.run_a, args.run_b):
+        if not p.is_dir():
+            raise UsageError(f"{p}: no such run folder")
+    ds_path = _dataset_path(args)
+    if not ds_path.exists():
+        raise UsageError(f"{ds_path}: no such dataset folder")
+    dataset = load_dataset(ds_path, check_files=False)
+    result = compare_runs(dataset, args.run_a, args.run_b, n_resamples=args.bootstrap,
+                          seed=args.bootstrap_seed, formulation=args.formulation)  # fmt: skip
+    print(render(result, args.top))
+    if args.out is not None:
+        try:
+            write_json_atomic(args.out, result)
+        except OSError as exc:
+            raise UsageError(f"{args.out}: cannot write: {exc}") from exc
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0

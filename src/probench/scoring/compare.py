@@ -1,0 +1,136 @@
+"""Two runs on one dataset, side by side: did a change (model, policy, prompts) help?
+(``probench compare``, docs/OFFLINE.md "Compare").
+
+Both runs are scored on the same dataset; every metric's difference B - A gets a paired
+bootstrap interval: each resample draws the images once and scores both runs on that
+draw (scoring/bootstrap.py), so what the two runs share (the hard images) cancels. Per
+query, the AP.5 difference of a formulation, sorted by its size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from probench.data.dataset import Dataset
+from probench.scoring import bootstrap as bs
+from probench.scoring.errors import DatasetMismatch, ScoringError, ScoringUsageError
+from probench.scoring.suite import ORIG_AREAS, _Formulation, json_object, unknown_predictions
+from probench.scoring.tables import DetArrays, GroundTruth
+from probench.vocabulary import FORMULATIONS
+
+# the metrics compared, as the bootstrap names them, and how they are printed
+METRICS: tuple[str, ...] = (
+    *(f"{f}.{m}" for f in FORMULATIONS for m in ("map50", "map75", "map50_95")),
+    "delta_orig_cat", "delta_tmpl_orig", "delta_max", "pcr50", "plc", "pcr50_top1", "plc_top1",
+)  # fmt: skip
+
+
+def run_hash(path: Path) -> str | None:
+    """The dataset a run is of: run.json's ``dataset.hash``, else metrics.json's
+    ``dataset_hash`` (the dataset it was scored on)."""
+    from probench.cache.run import RunDir
+
+    run = RunDir(path)
+    h = json_object(run.info.get("dataset")).get("hash")
+    if not (isinstance(h, str) and h):
+        h = json_object(run.read_json("metrics.json")).get("dataset_hash")
+    return h if isinstance(h, str) and h else None
+
+
+def _evaluations(gt: GroundTruth, dataset: Dataset, path: Path) -> dict[str, _Formulation]:
+    from probench.cache.run import RunDir
+
+    run = RunDir(path)
+    forms = [f for f in run.formulations() if f in FORMULATIONS]
+    if not forms:
+        raise ScoringError(f"{run.path}: no complete predictions/<formulation>.json to compare")
+    preds: dict[str, list[dict[str, Any]] | DetArrays] = {}
+    for f in forms:
+        records, columns = run.predictions_and_columns(f)
+        preds[f] = records if columns is None else DetArrays.from_columns(*columns, where=f"{f} predictions")
+    n_unknown, first = unknown_predictions(dataset, preds)
+    if n_unknown:
+        raise ScoringError(f"{run.path}: {n_unknown} prediction(s) are for images or queries this dataset "
+                           f"does not have, the first {first}; compare runs of the dataset given")
+    return {f: _Formulation(gt, DetArrays.from_results(p, where=f"{f} predictions"),
+                            ORIG_AREAS if f == "orig" else ("all",)) for f, p in preds.items()}  # fmt: skip
+
+
+def compare_runs(
+    dataset: Dataset, run_a: str | Path, run_b: str | Path, *, n_resamples: int = bs.DEFAULT_RESAMPLES,
+    seed: int = bs.DEFAULT_SEED, formulation: str = "orig",
+) -> dict[str, Any]:
+    """Every metric of both runs, B - A with its paired bootstrap interval, and the per-query
+    AP.5 changes of ``formulation`` sorted by size (largest first). Runs made on another
+    dataset than ``dataset`` (their hash differs) are refused: :class:`DatasetMismatch`."""
+    if formulation not in FORMULATIONS:
+        raise ScoringUsageError(f"formulation {formulation!r} is not one of {', '.join(FORMULATIONS)}")
+    paths = [Path(run_a), Path(run_b)]
+    for p in paths:
+        if not p.is_dir():
+            raise ScoringUsageError(f"{p}: no such run folder")
+    hashes = [run_hash(p) for p in paths]
+    known = {h for h in hashes if h}
+    if len(known) > 1:
+        raise DatasetMismatch(
+            f"{paths[0]} and {paths[1]} were made on different datasets ({hashes[0]} and {hashes[1]}): "
+            "their metrics are not comparable"
+        )
+    if known and dataset.content_hash not in known:
+        raise DatasetMismatch(
+            f"the runs were made on dataset {known.pop()}, not on the one given ({dataset.content_hash}); "
+            "compare with the dataset the runs were made on"
+        )
+    gt = GroundTruth.from_dataset(dataset)
+    evals = [_evaluations(gt, dataset, p) for p in paths]
+    w = np.vstack([np.ones((1, len(gt.image_ids))), bs.weights(len(gt.image_ids), n_resamples, seed)])
+    samples = []
+    for ev in evals:
+        tgt = bs.targets_of(gt, {f: e.recovered() for f, e in ev.items()})
+        samples.append(bs.resample(bs.tables_of(gt, ev), tgt, w))  # row 0: unit weights, the point values
+    metrics: dict[str, Any] = {}
+    for key in METRICS:
+        if key not in samples[0] or key not in samples[1]:
+            continue
+        a, b = samples[0][key], samples[1][key]
+        diff = b[1:] - a[1:]
+        iv = bs.interval(diff) if n_resamples else None
+        metrics[key] = {"a": _f(a[0]), "b": _f(b[0]), "delta": _f(b[0] - a[0]), "interval": iv,
+                        "significant": None if iv is None else not bs.holds_zero(iv)}  # fmt: skip
+    return {
+        "dataset_hash": dataset.content_hash,
+        "runs": [str(p) for p in paths],
+        "resamples": n_resamples,
+        "seed": seed,
+        "metrics": metrics,
+        "formulation": formulation,
+        "queries": _query_deltas(dataset, gt, evals, formulation),
+    }
+
+
+def _query_deltas(
+    dataset: Dataset, gt: GroundTruth, evals: Sequence[Mapping[str, _Formulation]], formulation: str
+) -> list[dict[str, Any]]:
+    """Per query with ground truth, AP.5 in A and B and B - A, largest |change| first."""
+    if not all(formulation in ev for ev in evals):
+        return []
+    aps = []
+    for ev in evals:
+        e = ev[formulation]
+        aps.append(e.ap[:, e.areas.index("all"), int(np.searchsorted(e.thr, 0.5))])
+    out = []
+    for qi, qid in enumerate(gt.query_ids.tolist()):
+        a, b = float(aps[0][qi]), float(aps[1][qi])
+        if a < 0 or b < 0:  # no ground truth (pycocotools' -1)
+            continue
+        out.append({"query_id": qid, "name": dataset.queries[qid].name, "a": a, "b": b, "delta": b - a})
+    out.sort(key=lambda r: (-abs(r["delta"]), r["query_id"]))
+    return out
+
+
+def _f(v: float) -> float | None:
+    return None if not np.isfinite(v) else float(v)

@@ -1,0 +1,106 @@
+"""TIDE error analysis (Bolya et al., ECCV 2020) per formulation: what the AP lost, by cause.
+
+The six error types, at the foreground IoU 0.5 and background IoU 0.1 (docs/METRICS.md,
+"Error analysis"):
+
+- ``cls``: a false positive overlapping (IoU >= 0.5) a GT of another query in the image;
+- ``loc``: right query, 0.1 <= IoU < 0.5 with its GT;
+- ``both``: wrong query and 0.1 <= IoU < 0.5;
+- ``dupe``: right query, IoU >= 0.5, but the GT was taken by a higher-scoring prediction;
+- ``bkg``: IoU < 0.1 with every GT of the image;
+- ``missed``: a GT no prediction recovers and no other error accounts for.
+
+Each type's ``delta_ap`` is how much mAP.5 rises when exactly those errors are fixed
+(TIDE's oracles); ``counts`` is how many errors of the type there are. ``delta_ap_fp`` /
+``delta_ap_fn`` are TIDE's two broader oracles (every false positive suppressed; every
+missed GT dropped).
+
+The computation is hotcoco's (``COCOeval.tide_errors``, a maintained reimplementation of
+tidecv), run on the predictions **inside the images' label spaces** only: a prediction for a
+query outside an image's label space is not evaluated by probench, so it is never an
+error there (counted in ``n_outside_label_space``). ``ap50`` is the mAP.5 hotcoco measures
+on the same input: the suite's mAP.5 of the formulation (a test checks they agree).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from probench.data.dataset import Dataset
+from probench.scoring.tables import DetArrays
+
+FG_IOU = 0.5
+BG_IOU = 0.1
+ERROR_TYPES: tuple[str, ...] = ("cls", "loc", "both", "dupe", "bkg", "missed")
+_HOTCOCO_KEYS = {"cls": "Cls", "loc": "Loc", "both": "Both", "dupe": "Dupe", "bkg": "Bkg", "missed": "Miss"}
+METHOD = "TIDE (hotcoco COCOeval.tide_errors), foreground IoU 0.5, background IoU 0.1, label spaces kept"
+
+
+def _coco_gt(dataset: Dataset) -> dict[str, Any]:
+    return {
+        "images": [{"id": i.id, "width": i.width, "height": i.height, "file_name": i.file_name}
+                   for i in dataset.images.values()],
+        "categories": [{"id": q.id, "name": q.name} for q in dataset.queries.values()],
+        "annotations": [{"id": a.id, "image_id": a.image_id, "category_id": a.query_id, "bbox": list(a.bbox),
+                         "area": a.area, "iscrowd": int(a.iscrowd)} for a in dataset.annotations],
+    }  # fmt: skip
+
+
+def in_label_space(dataset: Dataset, dets: DetArrays) -> np.ndarray:
+    """Per prediction, whether its (image, query) is one the dataset evaluates."""
+    pairs = {(img, q) for img in dataset.images for q in dataset.label_space(img)}
+    if not pairs:
+        return np.zeros(len(dets), bool)
+    keys = np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2)
+    mult = int(max(keys[:, 1].max(), int(dets.query_id.max()) if len(dets) else 0)) + 1
+    flat = keys[:, 0] * mult + keys[:, 1]
+    return np.isin(dets.image_id * mult + dets.query_id, flat)
+
+
+def tide_errors(
+    dataset: Dataset, predictions: Mapping[str, Iterable[Mapping[str, Any]] | DetArrays]
+) -> dict[str, Any]:
+    """metrics.json's ``errors``: per formulation, ``ap50``, ``delta_ap`` and ``counts`` per
+    error type, ``delta_ap_fp`` / ``delta_ap_fn`` and ``n_outside_label_space``."""
+    import hotcoco
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt = hotcoco.COCO(_coco_gt(dataset))
+    out: dict[str, Any] = {"method": METHOD, "by_formulation": {}}
+    for f, preds in predictions.items():
+        dets = DetArrays.from_results(preds, where=f"{f} predictions")
+        keep = in_label_space(dataset, dets)
+        rows = np.column_stack([dets.image_id[keep], dets.box[keep], dets.score[keep], dets.query_id[keep]])
+        with contextlib.redirect_stdout(io.StringIO()):
+            if len(rows):
+                ev = hotcoco.COCOeval(gt, gt.load_res(rows.astype(np.float64)), "bbox")
+                ev.evaluate()
+                res = ev.tide_errors(pos_thr=FG_IOU, bg_thr=BG_IOU)
+            else:
+                res = None
+        if res is None:  # nothing predicted: every GT is missed
+            n_gt = sum(1 for a in dataset.annotations if not a.iscrowd)
+            out["by_formulation"][f] = {"ap50": 0.0 if n_gt else None, "delta_ap": None,
+                                        "counts": {**dict.fromkeys(ERROR_TYPES, 0), "missed": n_gt},
+                                        "n_outside_label_space": int((~keep).sum())}  # fmt: skip
+            continue
+        out["by_formulation"][f] = {
+            "ap50": _num(res["ap_base"]),
+            "delta_ap": {t: _num(res["delta_ap"][k]) for t, k in _HOTCOCO_KEYS.items()},
+            "counts": {t: int(res["counts"][k]) for t, k in _HOTCOCO_KEYS.items()},
+            "delta_ap_fp": _num(res["delta_ap"]["FP"]),
+            "delta_ap_fn": _num(res["delta_ap"]["FN"]),
+            "n_outside_label_space": int((~keep).sum()),
+        }
+    return out
+
+
+def _num(v: object) -> float | None:
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v):
+        return None
+    return float(v)

@@ -1,0 +1,59 @@
+"""``probench compare RUN_A RUN_B`` on two runs of the bundled sample."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from probench.cli import main
+from probench.data.dataset import load_dataset
+from probench.scoring.suite import score
+
+SAMPLE = Path(__file__).resolve().parents[2] / "datasets" / "probench-sample"
+
+
+def test_compare_two_sample_runs(sample_run, tmp_path, capsys):
+    a = sample_run("a", 0.4, seed=1)
+    b = sample_run("b", 0.9, seed=1)
+    out = tmp_path / "cmp.json"
+    assert main(["compare", str(a), str(b), "--bootstrap", "200", "--out", str(out), "--top", "0"]) == 0
+    text = capsys.readouterr().out
+    assert "orig.map50" in text and "95% interval of B - A" in text and "AP.5 per query (orig)" in text
+    result = json.loads(out.read_text(encoding="utf-8"))
+    ds = load_dataset(SAMPLE, check_files=False)
+    point = {}
+    for run in (a, b):
+        preds = {f: json.loads((run / "predictions" / f"{f}.json").read_text())
+                 for f in ("orig", "cat", "tmpl")}
+        point[run.name] = score(ds, preds)
+    m = result["metrics"]["orig.map50"]
+    assert m["a"] == pytest.approx(point["a"]["map50"], abs=1e-9)
+    assert m["b"] == pytest.approx(point["b"]["map50"], abs=1e-9)
+    assert m["delta"] == pytest.approx(m["b"] - m["a"]) and m["delta"] > 0
+    lo, hi = m["interval"]
+    assert lo <= m["delta"] <= hi
+    assert result["metrics"]["pcr50"]["a"] == pytest.approx(point["a"]["pcr50"], abs=1e-9)
+    deltas = [q["delta"] for q in result["queries"]]
+    assert len(deltas) == point["a"]["n_queries_with_gt"]
+    assert [abs(d) for d in deltas] == sorted((abs(d) for d in deltas), reverse=True)
+    assert {q["name"] for q in result["queries"]} <= {c.name for c in ds.queries.values()}
+
+
+def test_a_run_compared_with_itself_changes_nothing(sample_run, tmp_path, capsys):
+    a = sample_run("a", 0.6, seed=2)
+    out = tmp_path / "same.json"
+    assert main(["compare", str(a), str(a), "--bootstrap", "50", "--out", str(out)]) == 0
+    result = json.loads(out.read_text(encoding="utf-8"))
+    for key, m in result["metrics"].items():
+        assert m["delta"] in (0.0, None) and m["significant"] in (False, None), key
+
+
+def test_runs_of_different_datasets_are_refused(sample_run, tmp_path, capsys):
+    a = sample_run("a", 0.6, seed=1)
+    b = sample_run("b", 0.6, seed=1, dataset_hash="sha256:" + "0" * 64)
+    rc = main(["compare", str(a), str(b), "--bootstrap", "0"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and "different datasets" in err and "\n" not in err
+    assert main(["compare", str(a), str(tmp_path / "nope")]) == 2
