@@ -1,20 +1,30 @@
 """Benchmarks of scoring and dataset loading.
 
-By default, the two targets of loading as fast as scoring, side by side in one run:
+By default, the targets of scoring side by side in one run:
 
 1. ``probench score`` end to end (a fresh ``python -m probench score`` process: start-up,
    dataset load and validation, the three formulations' predictions, the full suite,
    metrics.json) on a synthetic case of 4,000 images x 150 queries (``--images``,
    ``--queries``; synthetic_coco's ~5.7 instances per image; predictions with
    ``--case-fp-per-pair`` random boxes per label-space pair, the synthetic generator's
-   default 3), against faster-coco-eval's ``evaluate() + accumulate()`` of ONE formulation
-   in this process (``loadRes`` not timed). Target: <= 0.5x.
+   default 3; 0 gives about 22k predictions per formulation), against its peers on the
+   same three formulations (label-space-filtered results, written once to files):
+
+   - **hotcoco** (a Rust, pycocotools-compatible evaluator) end to end: a fresh process
+     that imports it, loads the dataset's JSON and each formulation's results file, and
+     runs ``evaluate() + accumulate() + summarize()`` on each. Target: ours <= 1.0x, ours
+     with ``--bootstrap 0`` (the suite without its confidence intervals, which hotcoco does
+     not compute); the command's default, 1000 resamples, is timed once beside it.
+   - the metric core alone, in this process (JSON already loaded, ``loadRes`` not
+     timed): hotcoco, faster-coco-eval and pycocotools ``evaluate() + accumulate()`` of the
+     three formulations at the standard ten thresholds, beside ours (``score`` of the
+     three formulations' columns: the full suite).
 2. ``load_dataset`` (parse + validation + indexing, no image files) of a Pro-Bench-size
    dataset (13k images, 74.5k instances, 515 queries). Target: <= 1 s.
 
 Each timing is the best of ``--repeat`` runs, taken in turns; wall time and CPU time
 (user + system) are both printed, and the ratio of each (the machine is shared: CPU time
-is the steadier one).
+is the steadier one). ``--skip-pycocotools`` leaves pycocotools out (the slowest).
 
 ``--suite``: the older comparison instead, the metric suite in this process against
 pycocotools at Pro-Bench's scale. It builds a synthetic dataset and run the size of
@@ -31,7 +41,8 @@ in this process:
 Prints both times, their ratio (ours / pycocotools; < 1 means faster) and the peak RSS
 after our run (before pycocotools runs).
 
-    python bench/bench_score.py                        # the two targets (a minute or two)
+    python bench/bench_score.py                        # the targets (a minute or two)
+    python bench/bench_score.py --case-fp-per-pair 0   # ~22k predictions per formulation
     python bench/bench_score.py --suite                # full scale (pycocotools takes minutes)
     python bench/bench_score.py --suite --scale 0.05   # a quick look
 """
@@ -66,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case-fp-per-pair", type=float, default=3.0,
                     help="random boxes per label-space pair in the end-to-end case (default 3)")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each timing; the best is kept (default 3)")
+    ap.add_argument("--bootstrap", type=int, default=1000,
+                    help="resamples of the extra end-to-end run with confidence intervals (default 1000, the "
+                    "command's default; the ratio to hotcoco is taken without them)")
     args = ap.parse_args(argv)
     if not args.suite:
         return targets(args)
@@ -154,57 +168,135 @@ def _write_case(folder: Path, coco: dict, fp_per_pair: float, seed: int) -> tupl
     return ds_dir, run_dir
 
 
-def targets(args: argparse.Namespace) -> int:
-    from faster_coco_eval import COCO, COCOeval_faster
+# hotcoco end to end, as a user runs it: a fresh process, JSON loaded from the files
+HOTCOCO_E2E = """
+import contextlib, io, sys
+from hotcoco import COCO, COCOeval
+gt = COCO(sys.argv[1])
+for path in sys.argv[2:]:
+    ev = COCOeval(gt, gt.load_res(path), "bbox")
+    ev.evaluate()
+    ev.accumulate()
+    with contextlib.redirect_stdout(io.StringIO()):
+        ev.summarize()
+    print(ev.stats[1])
+"""
 
-    from probench.data.dataset import Dataset, load_dataset
-    from probench.data.synthetic import synthetic_coco
 
-    print(f"machine: {os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.1f}", flush=True)
-    with tempfile.TemporaryDirectory(prefix="bench-score-") as tmp:
-        coco = synthetic_coco(args.images, args.queries, seed=args.seed)
-        ds_dir, run_dir = _write_case(Path(tmp) / "case", coco, args.case_fp_per_pair, args.seed)
-        n_pred = len(json.loads((run_dir / "predictions" / "orig.json").read_text()))
-        print(f"case: {args.images} images x {args.queries} queries, {len(coco['annotations'])} instances, "
-              f"{n_pred} predictions per formulation", flush=True)  # fmt: skip
+def _lscpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+    except OSError:
+        return "unknown CPU"
+    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")),
+                "unknown CPU")
 
-        # faster-coco-eval: one formulation, label-space-filtered results, loadRes not timed
-        ds = Dataset.from_dict(coco)
-        pairs = {(im["id"], q) for im in coco["images"] for q in ds.label_space(im["id"])}
-        res = [r for r in json.loads((run_dir / "predictions" / "orig.json").read_text())
-               if (r["image_id"], r["category_id"]) in pairs]
 
-        def fce() -> tuple[float, float]:
+def _timed_child(cmd: list[str]) -> tuple[float, float]:
+    w0, c0 = time.perf_counter(), _cpu_children()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - w0, _cpu_children() - c0
+
+
+def _timed_self(fn: Callable[[], object]) -> tuple[float, float]:
+    w0, c0 = time.perf_counter(), _cpu_self()
+    fn()
+    return time.perf_counter() - w0, _cpu_self() - c0
+
+
+def _peer_core(module: str, coco: dict, results: dict[str, list[dict]]) -> Callable[[], tuple[float, float]]:
+    """evaluate() + accumulate() of the three formulations with a COCO-API engine; the
+    ground truth and the results are loaded beforehand (not timed)."""
+    if module == "hotcoco":
+        from hotcoco import COCO, COCOeval
+    elif module == "faster_coco_eval":
+        from faster_coco_eval import COCO
+        from faster_coco_eval import COCOeval_faster as COCOeval
+    else:
+        from pycocotools.coco import COCO
+        from pycocotools.cocoeval import COCOeval
+
+    def run() -> tuple[float, float]:
+        with contextlib.redirect_stdout(io.StringIO()):
             gt = COCO()
             gt.dataset = coco
             gt.createIndex()
-            ev = COCOeval_faster(gt, gt.loadRes(res), "bbox", print_function=lambda *a: None)
-            w0, c0 = time.perf_counter(), _cpu_self()
-            ev.evaluate()
-            ev.accumulate()
-            return time.perf_counter() - w0, _cpu_self() - c0
+            evs = [COCOeval(gt, gt.loadRes(res), "bbox") for res in results.values()]
 
-        cmd = [sys.executable, "-m", "probench", "score", "--dataset", str(ds_dir), "--run", str(run_dir),
-               "--quiet"]
+        def core() -> None:
+            with contextlib.redirect_stdout(io.StringIO()):
+                for ev in evs:
+                    ev.evaluate()
+                    ev.accumulate()
 
-        def ours() -> tuple[float, float]:
-            w0, c0 = time.perf_counter(), _cpu_children()
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            return time.perf_counter() - w0, _cpu_children() - c0
+        return _timed_self(core)
 
-        runs: dict[str, list[tuple[float, float]]] = {"ours": [], "fce": []}
-        fns: dict[str, Callable[[], tuple[float, float]]] = {"ours": ours, "fce": fce}
-        for _ in range(args.repeat):
+    return run
+
+
+def targets(args: argparse.Namespace) -> int:
+    from probench.data.dataset import Dataset, load_dataset
+    from probench.data.synthetic import synthetic_coco
+    from probench.scoring import score
+    from probench.scoring.tables import DetArrays, GroundTruth
+
+    print(f"machine: {_lscpu_model()}, {os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.1f}",
+          flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-score-") as tmp:
+        coco = synthetic_coco(args.images, args.queries, seed=args.seed)
+        ds_dir, run_dir = _write_case(Path(tmp) / "case", coco, args.case_fp_per_pair, args.seed)
+        ds = Dataset.from_dict(coco)
+        pairs = {(im["id"], q) for im in coco["images"] for q in ds.label_space(im["id"])}
+        forms = ("orig", "cat", "tmpl")
+        given = {f: json.loads((run_dir / "predictions" / f"{f}.json").read_text()) for f in forms}
+        # the peers get the label-space-filtered results (what probench evaluates), as files too
+        results = {f: [r for r in given[f] if (r["image_id"], r["category_id"]) in pairs] for f in forms}
+        peer_dir = Path(tmp) / "peer"
+        peer_dir.mkdir()
+        for f in forms:
+            (peer_dir / f"{f}.json").write_text(json.dumps(results[f]))
+        print(f"case: {args.images} images x {args.queries} queries, {len(coco['annotations'])} instances, "
+              f"predictions per formulation {[len(given[f]) for f in forms]} "
+              f"({[len(results[f]) for f in forms]} in the label spaces)", flush=True)  # fmt: skip
+
+        ours_cmd = [sys.executable, "-m", "probench", "score", "--dataset", str(ds_dir),
+                    "--run", str(run_dir), "--quiet", "--bootstrap", "0"]  # the suite hotcoco is held to
+        ours_boot = [*ours_cmd[:-1], str(args.bootstrap)]
+        hc_cmd = [sys.executable, "-c", HOTCOCO_E2E, str(ds_dir / "annotations.json"),
+                  *(str(peer_dir / f"{f}.json") for f in forms)]
+        gt = GroundTruth.from_dataset(ds)
+        columns = {f: DetArrays.from_results(given[f]) for f in forms}
+        fns: dict[str, Callable[[], tuple[float, float]]] = {
+            "ours e2e": lambda: _timed_child(ours_cmd),
+            f"ours e2e, bootstrap {args.bootstrap}": lambda: _timed_child(ours_boot),
+            "hotcoco e2e": lambda: _timed_child(hc_cmd),
+            "ours core": lambda: _timed_self(lambda: score(gt, columns)),
+            "hotcoco core": _peer_core("hotcoco", coco, results),
+            "faster-coco-eval core": _peer_core("faster_coco_eval", coco, results),
+        }
+        if not args.skip_pycocotools:
+            fns["pycocotools core"] = _peer_core("pycocotools", coco, results)
+        runs: dict[str, list[tuple[float, float]]] = {name: [] for name in fns}
+        for k in range(args.repeat):
             for name, fn in fns.items():
-                runs[name].append(fn())
-        (w_o, c_o), (w_f, c_f) = _best(runs["ours"]), _best(runs["fce"])
+                if k == 0 or not (name.startswith("pycocotools") or "bootstrap" in name):  # once is enough
+                    runs[name].append(fn())
+        best = {name: _best(r) for name, r in runs.items()}
         metrics = json.loads((run_dir / "metrics.json").read_text())
-        print(f"probench score end to end (CLI, 3 formulations, full suite): {w_o:.2f} s wall, "
-              f"{c_o:.2f} s CPU (map50 {metrics['map50']:.4f})")
-        print(f"faster-coco-eval evaluate+accumulate (orig only, 10 thresholds): {w_f:.2f} s wall, "
-              f"{c_f:.2f} s CPU")
-        print(f"ratio ours/faster-coco-eval: {w_o / w_f:.3f} wall, {c_o / c_f:.3f} CPU (target <= 0.5)",
-              flush=True)
+        print(f"(ours: map50 {metrics['map50']:.4f}; e2e = fresh process, 3 formulations; core = in this "
+              "process, 3 formulations, ours the full suite, the peers evaluate+accumulate at 10 thresholds)")
+        for name, (w, c) in best.items():
+            print(f"  {name:26} {w:6.3f} s wall {c:6.3f} s CPU")
+
+        def ratio(a: str, b: str, target: str = "") -> None:
+            (wa, ca), (wb, cb) = best[a], best[b]
+            print(f"ratio {a} / {b}: {wa / wb:.3f} wall, {ca / cb:.3f} CPU{target}")
+
+        ratio("ours e2e", "hotcoco e2e", " (target <= 1.0)")
+        for peer in ("hotcoco core", "faster-coco-eval core", "pycocotools core"):
+            if peer in best:
+                ratio("ours core", peer)
+        sys.stdout.flush()
 
         # load + validate at Pro-Bench's size
         big = Path(tmp) / "probench-size"

@@ -41,6 +41,23 @@ def _image_cdr(rgb: np.ndarray, sec: int, nanosec: int, encoding: str, itemsize:
     return b"\x00\x01\x00\x00" + head + struct.pack("<II", step, len(data)) + data
 
 
+class MovingBoxes:
+    """``n`` boxes of 5 prompts (``n / 5`` each) moving back and forth 2 px a frame, no jumps."""
+
+    def __init__(self, rng: np.random.Generator, n: int = 50) -> None:
+        self.n = n
+        self.corner = np.stack([rng.uniform(200, 320, n), rng.uniform(200, 240, n)], axis=1)
+        self.size = rng.uniform(20, 120, (n, 2))
+        self.velocity = rng.choice([-2.0, 2.0], (n, 2))
+        self.scores = rng.uniform(0.3, 0.9, n)
+        self.pidx = np.repeat(np.arange(5), n // 5)
+
+    def xyxy(self, f: int) -> np.ndarray:
+        phase = f % 200
+        xy = self.corner + self.velocity * (phase if phase < 100 else 200 - phase)
+        return np.hstack([xy, xy + self.size])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=300)
@@ -62,12 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     rgb, depth_m = scene.render()
     mm = encode(degrade(depth_m, noise_rel=0.01, invalid_share=0.3, seed=1), "16UC1")
     prompts = tuple(f"prompt {i}" for i in range(5))
-    n = 50
-    corner = np.stack([rng.uniform(200, 320, n), rng.uniform(200, 240, n)], axis=1)
-    size = rng.uniform(20, 120, (n, 2))
-    velocity = rng.choice([-2.0, 2.0], (n, 2))
-    scores = rng.uniform(0.3, 0.9, n)
-    pidx = np.repeat(np.arange(5), 10)
+    boxes = MovingBoxes(rng)
+    n, scores, pidx = boxes.n, boxes.scores, boxes.pidx
 
     depth_map: StampedMap[Any] = StampedMap(capacity=8)
     trackers = PromptTrackers()
@@ -81,9 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         sec, nsec = divmod(stamp, 10**9)
         depth_msg = _image_cdr(mm, sec, nsec, "16UC1", itemsize=2)
         colour_msg = _image_cdr(rgb[:, :, ::-1].copy(), sec, nsec, "bgr8")
-        phase = f % 200
-        xy = corner + velocity * (phase if phase < 100 else 200 - phase)  # back and forth, no jumps
-        dets = Detections(np.hstack([xy, xy + size]), scores, pidx)
+        dets = Detections(boxes.xyxy(f), scores, pidx)
 
         t0 = time.perf_counter()
         rgb_from_cdr(colour_msg, compressed=False)  # baseline: the node's decode of the colour frame

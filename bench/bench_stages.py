@@ -18,7 +18,10 @@ Per model and frame size (one synthetic frame, JPEG-encoded once):
   detector's own stage timings, device path (``dev``) then reference path (``ref``), each
   after its own warm-up (interleaving them frame by frame let the reference's large
   allocations and cache misses land on the device path's frames);
-- ``floor``: upload + one ``interpolate`` to the model's input size.
+- ``floor``: upload + one ``interpolate`` to the model's input size;
+- ``pre/floor``: the device path's preprocessing over the floor, each the least of at least
+  20 frames taken in turns (the target: 2 or less); ``post/fwd``: postprocess over forward
+  (medians, device path; the YOLOE target: 0.25 or less).
 
 Times are medians in ms. ``--json FILE`` also writes every number. Nothing is downloaded:
 tiny models and ``--real`` (``--random-weights``) builds come from code.
@@ -125,15 +128,21 @@ def model_input_size(det: Any, frame: Any) -> tuple[int, int]:
     return int(pv.shape[-2]), int(pv.shape[-1])
 
 
-def floor_ms(det: Any, frame: Any, runs: int, sync: Callable[[], None] | None) -> float:
+def floor_ms(det: Any, frame: Any, runs: int, sync: Callable[[], None] | None) -> tuple[float, float]:
+    """(median floor, least device preprocess / least floor): the ratio from the two taken in
+    turns, frame by frame, over at least 20 frames (the least of each is the steadiest
+    figure on a loaded machine)."""
     import torch
 
     from probench.models.preprocess import Uploader, interpolate_floor
 
     size = model_input_size(det, frame)
     upload = Uploader(torch.device(det.device))
-    times = [_timed(lambda: interpolate_floor(upload([frame])[0], size), sync)[0] for _ in range(runs + 1)]
-    return statistics.median(times[1:])
+    pre, floor = [], []
+    for _ in range(max(runs, 20) + 1):
+        pre.append(_timed(lambda: det.pixel_inputs([frame]), sync)[0])
+        floor.append(_timed(lambda: interpolate_floor(upload([frame])[0], size), sync)[0])
+    return statistics.median(floor[1:]), min(pre[1:]) / min(floor[1:])
 
 
 def bench_model(
@@ -175,7 +184,12 @@ def bench_model(
         tag = "dev" if path == "device" else "ref"
         for s, values in per_stage.items():
             row[f"{s}_{tag}_ms"] = _median(values)
-    row["floor_ms"] = floor_ms(det, frame, max(runs, 3), sync) if hasattr(det, "pixel_inputs") else None
+    row["floor_ms"], row["pre_floor_least"] = (floor_ms(det, frame, max(runs, 3), sync)
+                                               if hasattr(det, "pixel_inputs") and det.preprocess == "device"
+                                               else (None, None))
+    tag = "dev" if "forward_dev_ms" in row else "ref"
+    fwd, post = row.get(f"forward_{tag}_ms"), row.get(f"postprocess_{tag}_ms")
+    row["post_fwd"] = post / fwd if post is not None and fwd else None
     row.update(text_stream(det, frame, stream))
     row["text_cache_stats"] = det.text_cache_stats()
     return row
@@ -196,6 +210,7 @@ COLUMNS = (
     ("fwd dev", "forward_dev_ms", 1), ("fwd ref", "forward_ref_ms", 1),
     ("post dev", "postprocess_dev_ms", 1), ("post ref", "postprocess_ref_ms", 1),
     ("total dev", "total_dev_ms", 1), ("total ref", "total_ref_ms", 1),
+    ("pre/floor", "pre_floor_least", 2), ("post/fwd", "post_fwd", 2),
 )
 
 
@@ -228,7 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--stream", type=int, default=10, help="frames of the new-combination prompt stream")
     ap.add_argument("--json", default=None, help="also write the rows to this file")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch CPU threads (default: torch's own; 1 is the steadiest on a shared machine)")
     args = ap.parse_args(argv)
+    if args.threads > 0:
+        import torch
+
+        torch.set_num_threads(args.threads)
     if args.models:
         names = [n.strip() for n in args.models.split(",") if n.strip()]
     else:

@@ -54,3 +54,42 @@ def test_loads_agrees_with_the_standard_library() -> None:
             jsonio.loads(bad)
     with pytest.raises(UnicodeDecodeError):
         jsonio.loads(b'"\xff"')
+
+
+def _random_text(rng: random.Random, n: int) -> str:
+    """Characters from every plane that json.dumps writes specially: controls, DEL, Latin-1,
+    the BMP (line separators, the top of the BMP) and beyond it (surrogate pairs)."""
+    pools = [(0, 0x20), (0x20, 0x7F), (0x7F, 0x100), (0x100, 0xD800), (0xE000, 0x10000), (0x10000, 0x110000)]
+    out = []
+    for _ in range(n):
+        lo, hi = rng.choice(pools)
+        out.append(chr(rng.randrange(lo, hi)))
+    return "".join(out)
+
+
+def test_canonical_bytes_beyond_ascii_equal_json_dumps_without_the_slow_path(monkeypatch) -> None:
+    rng = random.Random(3)
+    obj = {_random_text(rng, rng.randint(1, 6)): [_random_text(rng, rng.randint(0, 12)), rng.random()]
+           for _ in range(3000)}
+    obj["\u00e9"] = {"\U0001f600": 1, "\uffff": 2, "\U00010000": 3, "z": "\x7f\u2028"}
+    want = _reference(obj)
+    real = json.dumps
+
+    def no_whole_document(value: object, **kw: object) -> str:  # the escapes of one run are fine
+        assert not kw.get("sort_keys"), "canonical_bytes fell back to json.dumps for the whole document"
+        return real(value, **kw)
+
+    monkeypatch.setattr(jsonio.json, "dumps", no_whole_document)
+    assert jsonio.canonical_bytes(obj) == want
+
+
+def test_the_committed_sample_dataset_keeps_its_hash() -> None:
+    """Existing runs and the sample bag record this hash (bags/probench-sample/metadata.yaml)."""
+    from pathlib import Path
+
+    from probench.data.dataset import load_dataset
+
+    root = Path(__file__).resolve().parents[1]
+    want = "sha256:04e44ad35e71eb9f421190d04581aff515320fec41b9ef6b24414c55ebc964f1"
+    assert want in (root / "bags/probench-sample/metadata.yaml").read_text()
+    assert load_dataset(root / "datasets/probench-sample", check_files=False).content_hash == want

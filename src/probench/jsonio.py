@@ -11,14 +11,17 @@ standard library otherwise, with the standard library's results either way.
   id as not an integer).
 - :func:`canonical_bytes` is ``json.dumps(obj, sort_keys=True, separators=(",", ":"))``
   encoded as UTF-8 (the dataset hash's canonical form, docs/FORMATS.md), byte for byte: orjson
-  writes it when its output is provably the same (pure ASCII below 0x7f, no float it would
-  spell differently, no NaN or infinity), the standard library otherwise.
+  writes it when its output is provably the same (no float it would spell differently, no
+  NaN or infinity), the standard library otherwise. orjson writes text beyond ASCII (and
+  DEL) as UTF-8 where ``json.dumps`` writes ``\\uXXXX`` escapes: such text is re-encoded
+  to ASCII with ``json.dumps``'s own escapes of it (an encoding error handler).
 
 A bottom module: it imports nothing from probench.
 """
 
 from __future__ import annotations
 
+import codecs
 import gc
 import json
 import math
@@ -32,6 +35,24 @@ except ImportError:  # pragma: no cover - the pinned environment has it
     orjson = None  # type: ignore[assignment]
 
 _DIGITS = frozenset(b"0123456789")
+_ESCAPES = "probench.json-escapes"  # the codec error handler below
+
+
+def _json_escapes(exc: UnicodeError) -> tuple[str, int]:
+    """An encoding error handler: ``json.dumps``'s ``\\uXXXX`` escapes (surrogate pairs
+    beyond the BMP) of the run of characters that ASCII cannot encode."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    return json.dumps(exc.object[exc.start : exc.end])[1:-1], exc.end
+
+
+codecs.register_error(_ESCAPES, _json_escapes)
+
+
+def _ascii_escaped(out: bytes) -> bytes:
+    """orjson's UTF-8 output with every character beyond ASCII, and DEL, escaped as
+    ``json.dumps`` escapes them (outside strings the output is ASCII already)."""
+    return out.replace(b"\x7f", b"\\u007f").decode("utf-8").encode("ascii", _ESCAPES)
 
 
 def loads(data: bytes | str) -> Any:
@@ -105,6 +126,8 @@ def canonical_bytes(obj: Any, *, finite: bool = False) -> bytes:
             out = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
         except (TypeError, orjson.JSONEncodeError):
             out = None  # e.g. an integer beyond 64 bits, a non-string key
-        if out is not None and out.isascii() and b"\x7f" not in out and not _small_float_spelling(out):
-            return out
+        if out is not None and not _small_float_spelling(out):
+            if out.isascii() and b"\x7f" not in out:
+                return out
+            return _ascii_escaped(out)
     return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode("utf-8")

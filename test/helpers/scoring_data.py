@@ -65,11 +65,16 @@ def label_pairs(coco: dict) -> set[tuple[int, int]]:
 
 
 def cocoeval(coco: dict, results: list[dict], iou_thrs: np.ndarray, area: bool = True, *,
-             filtered: bool = True):
-    """pycocotools' COCOeval (bbox) on the label-space-filtered results (every result with
-    ``filtered=False``: plain pycocotools on a plain COCO file); prints silenced."""
-    from pycocotools.coco import COCO
-    from pycocotools.cocoeval import COCOeval
+             filtered: bool = True, engine: str = "pycocotools"):
+    """COCOeval (bbox) on the label-space-filtered results (every result with
+    ``filtered=False``: plain COCOeval on a plain COCO file); prints silenced. ``engine``:
+    "pycocotools" (the reference) or "hotcoco" (a second, independent implementation in
+    Rust with pycocotools' API)."""
+    if engine == "hotcoco":
+        from hotcoco import COCO, COCOeval
+    else:
+        from pycocotools.coco import COCO
+        from pycocotools.cocoeval import COCOeval
 
     pairs = label_pairs(coco)
     res = [copy.deepcopy(r) for r in results if not filtered or (r["image_id"], r["category_id"]) in pairs]
@@ -79,18 +84,23 @@ def cocoeval(coco: dict, results: list[dict], iou_thrs: np.ndarray, area: bool =
         gt.createIndex()
         dt = gt.loadRes(res)
         ev = COCOeval(gt, dt, "bbox")
-        ev.params.iouThrs = np.asarray(iou_thrs)
-        ev.params.maxDets = [100]
+        params = ev.params  # (hotcoco hands out a copy: set it back below)
+        params.iouThrs = np.asarray(iou_thrs)
+        params.maxDets = [100]
         if not area:
-            ev.params.areaRng = ev.params.areaRng[:1]
-            ev.params.areaRngLbl = ev.params.areaRngLbl[:1]
+            params.areaRng = params.areaRng[:1]
+            params.areaRngLbl = params.areaRngLbl[:1]
+        ev.params = params
         ev.evaluate()
         ev.accumulate()
     return ev
 
 
+REFERENCES = ("pycocotools", "hotcoco")  # the engines the agreement tests compare against
+
+
 def ref_map(ev, t: int, a: int = 0) -> float:
-    s = ev.eval["precision"][t, :, :, a, 0]
+    s = np.asarray(ev.eval["precision"])[t, :, :, a, 0]
     return float(np.mean(s[s > -1])) if (s > -1).any() else float("nan")
 
 

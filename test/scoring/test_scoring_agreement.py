@@ -1,4 +1,5 @@
-"""The engine agrees with pycocotools (label-space-filtered detections) to 1e-9."""
+"""The engine agrees with pycocotools (label-space-filtered detections) to 1e-9, and with
+hotcoco (an independent Rust implementation of the same protocol) as a second reference."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from helpers.scoring_data import cocoeval, hard_coco, hard_predictions, ref_map
+from helpers.scoring_data import REFERENCES, cocoeval, hard_coco, hard_predictions, ref_map
 from probench.data.dataset import Dataset
 from probench.scoring import score
 from probench.scoring.constants import COCO_IOUS, SWEEP_IOUS
@@ -21,8 +22,9 @@ def _close(a: float | None, b: float) -> bool:
     return a is not None and abs(a - b) <= TOL
 
 
+@pytest.mark.parametrize("engine", REFERENCES)
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_ap_matches_pycocotools(seed: int) -> None:
+def test_ap_matches_pycocotools(seed: int, engine: str) -> None:
     coco = hard_coco(seed)
     preds = {f: hard_predictions(coco, f, seed) for f in ("orig", "cat")}
     if seed == 3:  # some pairs beyond maxDets = 100
@@ -31,22 +33,23 @@ def test_ap_matches_pycocotools(seed: int) -> None:
     assert out["by_formulation"]["orig"]["n_beyond_max_dets"] > 0 or seed != 3
     for f, res in preds.items():
         mine = out["by_formulation"][f]
-        ev = cocoeval(coco, res, SWEEP_IOUS, area=False)
+        ev = cocoeval(coco, res, SWEEP_IOUS, area=False, engine=engine)
         for t, thr in enumerate(SWEEP_IOUS):
             ref = ref_map(ev, t)
             assert _close(mine["ap_by_iou"][f"{thr:.2f}"], ref), (f, thr, mine["ap_by_iou"], ref)
-        ev = cocoeval(coco, res, COCO_IOUS, area=True)
+        ev = cocoeval(coco, res, COCO_IOUS, area=True, engine=engine)
         per_t = [ref_map(ev, t) for t in range(len(COCO_IOUS))]
         assert _close(mine["map50"], per_t[0])
         assert _close(mine["map75"], per_t[5])
-        s = ev.eval["precision"][:, :, :, 0, 0]
+        precision = np.asarray(ev.eval["precision"])
+        s = precision[:, :, :, 0, 0]
         assert _close(mine["map50_95"], float(np.mean(s[s > -1])))
         if f == "orig":
             for a, size in enumerate(("small", "medium", "large"), start=1):
                 got = out["by_size"][size]
                 assert _close(got["map50"], ref_map(ev, 0, a)), size
                 assert _close(got["map75"], ref_map(ev, 5, a)), size
-                s = ev.eval["precision"][:, :, :, a, 0]
+                s = precision[:, :, :, a, 0]
                 ref = float(np.mean(s[s > -1])) if (s > -1).any() else float("nan")
                 assert _close(got["map50_95"], ref), size
                 assert got["n_queries"] == int((s[0, 0] > -1).sum())
@@ -92,14 +95,16 @@ def _iou(a: list[float], b: list[float]) -> float:
     return w * h / (a[2] * a[3] + b[2] * b[3] - w * h)
 
 
-def reference_pcr(coco: dict, preds: dict[str, list[dict]], threshold: float) -> dict[str, float | None]:
-    """PCR/PLC from pycocotools' own matches (evalImgs at IoU 0.5, area "all", maxDets 100):
+def reference_pcr(
+    coco: dict, preds: dict[str, list[dict]], threshold: float, engine: str = "pycocotools"
+) -> dict[str, float | None]:
+    """PCR/PLC from the reference engine's own matches (evalImgs at IoU 0.5, area "all", maxDets 100):
     per target and formulation, the matched detection (``gtMatches``), whether it is the first
     of the pair's ``dtIds`` (top-1) and its score."""
     match: dict[str, dict[int, dict]] = {}  # formulation -> GT id -> matched detection
     top1: dict[str, dict[int, bool]] = {}
     for f, res in preds.items():
-        ev = cocoeval(coco, res, np.array([0.5]), area=False)
+        ev = cocoeval(coco, res, np.array([0.5]), area=False, engine=engine)
         dts = ev.cocoDt.anns
         match[f], top1[f] = {}, {}
         for e in ev.evalImgs:
@@ -135,30 +140,34 @@ def reference_pcr(coco: dict, preds: dict[str, list[dict]], threshold: float) ->
     return out
 
 
+@pytest.mark.parametrize("engine", REFERENCES)
 @pytest.mark.parametrize(("seed", "degenerate"), [(0, False), (1, True), (2, True)])
-def test_pcr_variants_match_a_reference_on_pycocotools_matches(seed: int, degenerate: bool) -> None:
+def test_pcr_variants_match_a_reference_on_the_references_matches(
+    seed: int, degenerate: bool, engine: str
+) -> None:
     coco = hard_coco(seed)
     preds = {f: hard_predictions(coco, f, seed) for f in ("orig", "cat", "tmpl")}
     if degenerate:
         preds = {f: _degrade(res, seed) for f, res in preds.items()}
     out = score(Dataset.from_dict(coco), preds, pcr_score_threshold=0.5)
-    ref = reference_pcr(coco, preds, 0.5)
+    ref = reference_pcr(coco, preds, 0.5, engine)
     assert out["pcr_null_reason"] is None
     assert out["pcr50"] > out["pcr50_top1"] > 0 and out["pcr50"] > out["pcr50_at"] > 0  # the cases differ
     for key, want in ref.items():
         assert _close(out[key], math.nan if want is None else want), (key, out[key], want)
 
 
+@pytest.mark.parametrize("engine", REFERENCES)
 @pytest.mark.parametrize("seed", [1, 2])
-def test_boxes_without_area_score_as_in_pycocotools(seed: int) -> None:
+def test_boxes_without_area_score_as_in_pycocotools(seed: int, engine: str) -> None:
     coco = hard_coco(seed)
     res = _degrade(hard_predictions(coco, "orig", seed), seed)
     out = score(Dataset.from_dict(coco), {"orig": res})
     stats = out["by_formulation"]["orig"]
     assert stats["n_degenerate_boxes"] == len(res[::7]) and 0 < stats["n_degenerate_ignored"] < len(res[::7])
-    ev = cocoeval(coco, res, SWEEP_IOUS, area=False)
+    ev = cocoeval(coco, res, SWEEP_IOUS, area=False, engine=engine)
     for t, thr in enumerate(SWEEP_IOUS):
         assert _close(stats["ap_by_iou"][f"{thr:.2f}"], ref_map(ev, t)), thr
-    ev = cocoeval(coco, res, COCO_IOUS, area=True)
+    ev = cocoeval(coco, res, COCO_IOUS, area=True, engine=engine)
     for a, size in enumerate(("small", "medium", "large"), start=1):
         assert _close(out["by_size"][size]["map50"], ref_map(ev, 0, a)), size

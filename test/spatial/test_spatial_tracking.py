@@ -101,3 +101,22 @@ def test_a_lost_track_ends_after_lost_s():
     tr.update(Detections.empty(), ("cup",), t_s=2.0)
     tr.update(_two(box, [0]), ("cup",), t_s=2.1)
     assert tr.update(_two(box, [0]), ("cup",), t_s=2.133)[0] not in (first[0], -1)  # lost 1.5 s: a new id
+
+
+def test_two_prompts_on_the_same_box_keep_two_tracks():
+    # one tracker serves every prompt: the same box found by two prompts must stay two tracks,
+    # each with its own stable id, also when the prompts' order in the list changes
+    tr = PromptTrackers()
+    box = [10.0, 10, 50, 50]
+    tr.update(_two([box, box], [0, 1]), ("cup", "mug"), t_s=0.0)
+    ids = tr.update(_two([box, box], [0, 1]), ("cup", "mug"), t_s=0.033)
+    assert ids[0] >= 0 and ids[1] >= 0 and ids[0] != ids[1]
+    swapped = tr.update(_two([box, box], [0, 1]), ("mug", "cup"), t_s=0.066)
+    assert list(swapped) == [ids[1], ids[0]]
+
+
+def test_a_repeated_prompt_is_tracked_at_its_first_place():
+    tr = PromptTrackers()
+    for t in (0.0, 0.033):
+        ids = tr.update(_two([[10.0, 10, 50, 50], [100, 100, 150, 150]], [0, 1]), ("cup", "cup"), t_s=t)
+    assert ids[0] >= 0 and ids[1] == -1

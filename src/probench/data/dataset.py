@@ -91,7 +91,7 @@ class Dataset:
                 width=int(im["width"]),
                 height=int(im["height"]),
                 domain=str(im.get("domain", "")),
-                query_ids=None if qids is None else tuple(int(q) for q in qids),
+                query_ids=None if qids is None else tuple(map(int, qids)),
                 **_sequence_fields(im),
             )
         annotations = [_annotation(a) for a in coco.get("annotations", [])]

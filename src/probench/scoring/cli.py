@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 from probench.errors import UsageError
-from probench.scoring.printed import degenerate_lines, summary_table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,6 +72,7 @@ def _threshold(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     from probench.cache.atomic import write_json_atomic
     from probench.data.dataset import load_dataset
+    from probench.scoring.printed import degenerate_lines, summary_table
     from probench.scoring.suite import score_run
 
     ds_path, run_path = Path(args.dataset), Path(args.run)

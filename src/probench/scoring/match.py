@@ -131,7 +131,8 @@ def match(gt: GroundTruth, dets: DetArrays, areas: tuple[str, ...], thresholds: 
     c_det = np.flatnonzero(cand)  # sorted by pair then score already
     c_pair = d_pair[c_det]
     c_rank = _rank_in_runs(c_pair)
-    pairs, n_cand = np.unique(c_pair, return_counts=True)
+    c_start, n_cand = _runs(c_pair)  # c_pair is sorted: its runs are its unique values
+    pairs = c_pair[c_start]
     g_cnt = gt.pair_gt_count[pairs]
     # group by GT count, most candidates first inside a group (so active pairs are a prefix)
     porder = np.lexsort((-n_cand, g_cnt))

@@ -76,7 +76,7 @@ class GroundTruth:
         ls_img = np.repeat(np.array([i for i, _ in explicit], np.int64), [len(q) for _, q in explicit])
         ls_q = np.fromiter((x for _, q in explicit for x in q), np.int64, len(ls_img))
         ls_keys = ls_img * n_q + _index_of(query_ids, ls_q, "query")
-        pair_keys = np.unique(np.concatenate([a_key, ls_keys]).astype(np.int64))
+        pair_keys = _sorted_unique(np.concatenate([a_key, ls_keys]).astype(np.int64))
         order = np.argsort(a_key, kind="stable")
         gt_pair = np.searchsorted(pair_keys, a_key[order])
         counts = np.bincount(gt_pair, minlength=len(pair_keys))
@@ -100,6 +100,15 @@ class GroundTruth:
             gt_crowd=np.array([bool(a.iscrowd) for a in anns], dtype=bool)[order],
             gt_id=np.array([a.id for a in anns], dtype=np.int64)[order],
         )
+
+
+def _sorted_unique(keys: np.ndarray) -> np.ndarray:
+    """``np.unique(keys)`` for int64 keys: one sort and a mask of first occurrences (no
+    hash table, no inverse)."""
+    keys = np.sort(keys)
+    if len(keys) > 1:
+        keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
+    return keys
 
 
 def _index_of(sorted_ids: np.ndarray, ids: np.ndarray, what: str) -> np.ndarray:

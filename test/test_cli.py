@@ -1,0 +1,44 @@
+"""The command line dispatches lazily: building a command's parser imports that command's
+module only, and none of the heavy libraries (a fresh interpreter per check)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from probench.cli import COMMANDS
+
+HEAVY = ("torch", "rclpy", "transformers", "ultralytics", "cv2", "ray", "fastapi", "supervision", "trackers",
+         "hotcoco", "pycocotools", "faster_coco_eval", "matplotlib", "rosbags")
+
+_PROBE = """
+import json, sys
+from probench.cli import COMMANDS, build_parser
+out = {}
+for name in COMMANDS:
+    before = set(sys.modules)
+    build_parser(name)
+    out[name] = sorted(m for m in set(sys.modules) - before if m.startswith("probench."))
+heavy = sorted({m.split(".")[0] for m in sys.modules} & set(json.loads(sys.argv[1])))
+print(json.dumps({"modules": out, "heavy": heavy, "numpy": "numpy" in sys.modules}))
+"""
+
+
+def _probe(code: str, *args: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def test_building_every_parser_imports_no_heavy_library() -> None:
+    got = _probe(_PROBE, json.dumps(HEAVY))
+    assert got["heavy"] == []
+    for name, (module, _) in COMMANDS.items():
+        other = {m for _, (m, _) in COMMANDS.items() if m != module}
+        assert not other & set(got["modules"][name]), (name, got["modules"][name])
+
+
+def test_the_score_parser_needs_no_numpy() -> None:
+    code = "import json, sys\nfrom probench.cli import build_parser\nbuild_parser('score')\n"
+    code += "print(json.dumps({'numpy': 'numpy' in sys.modules}))"
+    assert _probe(code) == {"numpy": False}
