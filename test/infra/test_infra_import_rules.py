@@ -23,7 +23,7 @@ SRC = REPO / "src"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("probench", "errors"),
     ("detections", "stats", "jsonio"),
-    ("vocabulary", "viz", "msgs"),
+    ("vocabulary", "viz", "msgs", "files"),
     ("cache",),
     ("data",),
     ("bags", "scoring", "models"),

@@ -8,7 +8,6 @@ in-memory COCO dict (synthetic datasets, tests) without touching the disk.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -18,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from probench.data.errors import DatasetError
-from probench.jsonio import canonical_bytes, gc_paused, parse
+from probench.files import UserFileError, read_user_json_finite
+from probench.jsonio import canonical_bytes, gc_paused
 from probench.vocabulary import FORMULATIONS, TEMPLATE_PREFIX
 
 __all__ = ["Annotation", "Dataset", "ImageRecord", "Query", "dataset_from_queries", "load_dataset"]
@@ -192,12 +192,10 @@ def load_dataset(path: str | Path, *, check_files: bool = True) -> Dataset:
     if not ann_path.exists():
         raise DatasetError(f"{ann_path}: no such file (a dataset is a folder with annotations.json)")
     with gc_paused():
-        try:
-            coco, finite = parse(ann_path.read_bytes())
-        except (OSError, UnicodeDecodeError) as exc:
-            raise DatasetError(f"{ann_path}: cannot read: {exc}") from exc
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{ann_path}: not valid JSON: {exc}") from exc
+        try:  # bounded: a regular file, the size and nesting caps (docs/SECURITY.md)
+            coco, finite = read_user_json_finite(ann_path, what="dataset", kind="annotations")
+        except UserFileError as exc:
+            raise DatasetError(f"{ann_path}: {exc.reason}") from None
         problems = validate_coco(coco, root=root if check_files else None)
         if problems:
             raise DatasetError(f"{ann_path}: {len(problems)} problem(s)", problems=problems)

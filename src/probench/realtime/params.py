@@ -51,8 +51,10 @@ class Param:
     identity: bool = False  # part of a run's identity (run.json): the evaluator reads it from the node
 
     def check(self, value: Any) -> Any:
-        """The checked value, or ``ValueError`` naming the parameter and the reason (a
-        ``check_value`` hook may raise a :class:`probench.errors.ProbenchError` instead)."""
+        """The checked value, or ``ValueError`` naming the parameter and the reason; any
+        exception of a ``check_value`` hook becomes a one-line
+        :class:`probench.realtime.errors.ParameterValueError` (so no value can raise
+        anything else out of a node's set-parameters callback)."""
         kinds = _PY_TYPES[self.type]
         if isinstance(value, bool) and self.type in ("double", "integer"):
             raise ValueError(f"{self.name} must be a {self.type}, got {value!r}")
@@ -74,7 +76,10 @@ class Param:
             raise ValueError(f"parameter {self.name!r} is required ({self.description})" if not self.default
                              else f"{self.name} must not be empty")
         if self.check_value is not None:
-            value = self.check_value(value)
+            try:
+                value = self.check_value(value)
+            except Exception as exc:  # noqa: BLE001 - any value's failure is one line, never a crash
+                raise _one_line(self.name, exc) from None
         return value
 
     def range_text(self) -> str:
@@ -151,6 +156,21 @@ class ParamTable:
             cells = [f"`{p.name}`", p.type, default, p.range_text(), p.applies, p.description]
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         return "\n".join(lines)
+
+
+def _one_line(name: str, exc: Exception) -> Exception:
+    """A ``check_value`` failure as the one-line :class:`ParameterValueError` the nodes
+    answer with: a ProbenchError's or ValueError's own message, any other exception
+    (a RecursionError, a MemoryError, a bug) named by its type; newlines folded."""
+    from probench.errors import ProbenchError
+    from probench.realtime.errors import ParameterValueError
+
+    if isinstance(exc, (ProbenchError, ValueError)):
+        text = str(exc)
+    else:
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    text = " ".join(text.split()) or type(exc).__name__
+    return ParameterValueError(text if name in text else f"{name}: {text}")
 
 
 def _yaml_text(value: Any) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 from probench.data.errors import DatasetError
 from probench.errors import UsageError
-from probench.jsonio import parse
+from probench.files import UserFileError, read_user_json
 from probench.vocabulary import TEMPLATE_PREFIX
 
 IMAGES_DIR = "images"  # where the images go inside the dataset folder
@@ -26,12 +26,12 @@ def _derive_forms(orig: str, name: str) -> dict[str, str]:
 
 def read_json_file(path: Path, what: str) -> Any:
     """A JSON input file, or a one-line error naming it."""
-    if not path.is_file():
+    if not path.exists():
         raise UsageError(f"{path}: no such {what} file")
-    try:
-        return parse(path.read_bytes())[0]
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
-        raise DatasetError(f"{path}: cannot read the {what} file as JSON: {exc}") from exc
+    try:  # bounded: a regular file, the size and nesting caps (docs/SECURITY.md)
+        return read_user_json(path, what=what, kind="annotations")
+    except UserFileError as exc:
+        raise DatasetError(f"{path}: cannot read the {what} file as JSON: {exc.reason}") from None
 
 
 def check_problems(source: Path, problems: list[str]) -> None:
