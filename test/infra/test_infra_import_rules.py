@@ -22,7 +22,7 @@ SRC = REPO / "src"
 # rooms being added (prompt policy; depth-to-3D and tracking): their place is fixed here.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("probench", "errors"),
-    ("detections", "stats", "jsonio"),
+    ("detections", "stats", "jsonio", "limits"),
     ("vocabulary", "viz", "msgs", "files"),
     ("cache",),
     ("data",),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from probench.bags.layout import STORAGES
+from probench.limits import MAX_RATE_HZ, MIN_RATE_HZ, check_flag
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from probench.bags.writer import write_bag
     from probench.data.dataset import load_dataset
 
+    check_flag("--rate", args.rate, low=MIN_RATE_HZ, high=MAX_RATE_HZ)
     if not 1 <= args.jpeg_quality <= 100:
         raise BagUsageError(f"--jpeg-quality must be in 1..100, got {args.jpeg_quality}")
     dataset = load_dataset(args.dataset)

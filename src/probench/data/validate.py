@@ -23,7 +23,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from probench.vocabulary import FORMULATIONS, PROMPT_TYPES
+from probench.vocabulary import FORMULATIONS, PROMPT_TYPES, TEMPLATE_PREFIX, prompt_text_problem
 
 _FORMS = list(FORMULATIONS)
 _TYPES = list(PROMPT_TYPES)
@@ -284,6 +284,9 @@ def _check_query(name: str, c: dict[str, Any], problems: list[str]) -> None:
                 problems.append(f"{name}: prompt {k!r} must be a string, not {_type_name(v)}")
             elif not v.strip():
                 problems.append(f"{name}: prompt {k!r} is empty")
+            elif (why := prompt_text_problem(v)) is not None:  # the node's rule for a prompt
+                problems.append(f"{name}: prompt {k!r} {why}")
+        _check_derived(name, label, prompts, problems)
     types = c.get("prompt_types")
     if types is not None and not isinstance(types, list):
         problems.append(f"{name}: 'prompt_types' must be a list, not {_type_name(types)}")
@@ -298,6 +301,19 @@ def _check_query(name: str, c: dict[str, Any], problems: list[str]) -> None:
         _check_names(coref, FORMULATIONS,
                      lambda k: f"{name}: unknown formulation {k!r} in 'coref' (expected {_FORMS})",
                      f"{name}: 'coref' lists a formulation twice", problems)
+
+
+def _check_derived(name: str, label: object, prompts: dict[str, Any], problems: list[str]) -> None:
+    """The prompts a dataset leaves to be derived (``cat`` = the name, ``tmpl`` = the
+    template of ``orig``) under the same rule as the given ones."""
+    orig = prompts.get("orig")
+    derived = {"cat": label if "cat" not in prompts else None,
+               "tmpl": (TEMPLATE_PREFIX + orig if "tmpl" not in prompts and isinstance(orig, str)
+                        and orig.strip() else None)}
+    for k, v in derived.items():
+        if isinstance(v, str) and v.strip() and (why := prompt_text_problem(v)) is not None:
+            source = "the name" if k == "cat" else "the template"
+            problems.append(f"{name}: derived prompt {k!r} ({source}) {why}")
 
 
 def _check_names(values: list[object], allowed: Collection[str], unknown: Callable[[object], str], twice: str,

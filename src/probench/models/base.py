@@ -42,11 +42,12 @@ import numpy as np
 from probench.detections import Detections
 from probench.models.errors import ImageInputError, PromptError
 from probench.models.spec import ModelRecord, TextCache
+from probench.vocabulary import MAX_PROMPT_CHARS as _VOCAB_MAX_PROMPT_CHARS
 
 if TYPE_CHECKING:
     from probench.models.preprocess import Frame
 
-MAX_PROMPT_CHARS = 512  # a target description longer than this is almost surely a mistake
+MAX_PROMPT_CHARS = _VOCAB_MAX_PROMPT_CHARS  # re-exported: the one limit lives in vocabulary
 MAX_PROMPTS = 1024
 # The per-prompt adapters' fixed text-encoder batch (``text_batch``): one prompt per encoder
 # call. A fixed batch makes a prompt's embedding independent of the prompts it missed with;

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from probench.limits import MAX_RATE_HZ, MIN_RATE_HZ
+
 
 def _size(text: str) -> tuple[int, int]:
     try:
@@ -78,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="do not apply probench's Fast DDS profile: publish as a camera driver started "
                          "without it (large best-effort frames are then mostly lost on the way)")
     args = ap.parse_args(argv)
-    if args.rate <= 0:
-        ap.error("--rate must be > 0")
+    if not MIN_RATE_HZ <= args.rate <= MAX_RATE_HZ:  # (nan fails too)
+        ap.error(f"--rate must be in {MIN_RATE_HZ:g}..{MAX_RATE_HZ:g} Hz")
     if not args.no_fastdds_profile:
         from probench.ros.dds_profile import apply_profile
 
