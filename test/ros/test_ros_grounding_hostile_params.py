@@ -33,7 +33,8 @@ def test_hostile_parameter_values_never_kill_the_node(
 
     domain = fresh_domain()
     node = NodeProcess(ros_env, domain, tmp_path / "node.log", {
-        "model": "test-instant", "score_threshold": 0.0, "prompts": ["a cup"], "image_reliability": "reliable",
+        "model": "test-instant", "score_threshold": 0.0, "prompts": ["a cup"],
+        "image_reliability": "reliable",
     })
     t = RosPeer(domain)
     try:
