@@ -119,7 +119,8 @@ class Dataset:
         """The image as an RGB uint8 array (H, W, 3); a clear error when it cannot be read."""
         from probench.data.images import read_rgb
 
-        return read_rgb(self.image_path(image_id))
+        rec = self.images[image_id]
+        return read_rgb(self.image_path(image_id), declared=(rec.width, rec.height))
 
     @cached_property
     def content_hash(self) -> str:

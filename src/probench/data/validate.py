@@ -406,3 +406,45 @@ def _check_annotation(
     if seg is not None and not isinstance(seg, (list, dict)):
         what = _type_name(seg)
         problems.append(f"{name}: 'segmentation' must be polygons (a list) or RLE (an object), not {what}")
+
+
+# -- the image files themselves (``probench validate``; not part of every load) ------------------
+IMAGES_SOURCE_KEY = "images_source"  # info[...]: the --images folder an import linked to
+
+
+def image_file_problems(root: Path, images: Sequence[Any], info: object) -> list[str]:
+    """What ``probench validate`` checks of the image files beyond their presence: each is a
+    regular file whose real path stays inside the dataset folder or inside the ``--images``
+    folder an import linked it from (``info.images_source``), so a link to a private file
+    elsewhere (``/etc/shadow``) is named, never accepted; and a PNG or JPEG header that
+    gives another size than the declared ``width``/``height`` is named (either orientation).
+    ``images`` are :class:`probench.data.dataset.ImageRecord`s."""
+    from probench.data.images import header_size
+
+    inside = [Path(root).resolve()]
+    source = info.get(IMAGES_SOURCE_KEY) if isinstance(info, dict) else None
+    if isinstance(source, str) and Path(source).is_absolute() and Path(source).parent != Path(source):
+        inside.append(Path(source).resolve())  # (never the file system's root)
+    problems: list[str] = []
+    for rec in images:
+        path = Path(root) / rec.file_name
+        try:
+            real = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            continue  # missing: validate_coco names it
+        if not any(real.is_relative_to(top) for top in inside):
+            problems.append(f"image {rec.id}: image file {rec.file_name!r} is a link that leaves the dataset "
+                            f"(to {real}); copy the image into the dataset instead")
+            continue
+        if not real.is_file():
+            problems.append(f"image {rec.id}: image file {rec.file_name!r} is not a regular file")
+            continue
+        try:
+            size = header_size(real)
+        except OSError as exc:
+            problems.append(f"image {rec.id}: image file {rec.file_name!r} cannot be read: {exc.strerror}")
+            continue
+        if size is not None and (rec.width, rec.height) not in (size, size[::-1]):
+            problems.append(f"image {rec.id}: declared {rec.width}x{rec.height}, but the file "
+                            f"{rec.file_name!r} is {size[0]}x{size[1]}")
+    return problems

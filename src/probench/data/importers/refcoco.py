@@ -195,6 +195,6 @@ def import_refcoco(refs: Path, instances: Path, images_dir: Path, out: Path, *, 
         raise UsageError(f"--images {images_dir}: no such folder")
     coco = build_refcoco(read_refs(refs), common.read_json_file(instances, "instances"), refs, instances,
                          split=split, domain=domain)
-    common.place_images(coco["images"], images_dir, out, copy=copy)
+    common.place_images(coco["images"], images_dir, out, copy=copy, info=coco["info"])
     path = common.write_dataset(coco, out)
     return ImportSummary(path, len(coco["images"]), len(coco["categories"]), len(coco["annotations"]))
