@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 
-from probench.detections import Detections
+from probench.detections import Detections, DetectionsError
 from probench.models.errors import ImageInputError, PromptError
 from probench.models.spec import ModelRecord, TextCache
 from probench.vocabulary import MAX_PROMPT_CHARS as _VOCAB_MAX_PROMPT_CHARS
@@ -239,7 +239,7 @@ class BaseDetector:
 
     def detect(self, image: np.ndarray, prompts: Sequence[str] | None = None) -> Detections:
         text_ms = self._ready(prompts)
-        dets = self._threshold(self._run(self._frame(image), self._text_state))
+        dets = self._threshold(self._checked(self._run(self._frame(image), self._text_state)))
         return dets.with_timing("text", text_ms)
 
     def detect_batch(
@@ -252,7 +252,19 @@ class BaseDetector:
             return []
         share = text_ms / len(images)
         dets = self._run_batch(images, self._text_state)
-        return [self._threshold(d).with_timing("text", share) for d in dets]
+        return [self._threshold(self._checked(d)).with_timing("text", share) for d in dets]
+
+    def _checked(self, dets: Detections) -> Detections:
+        """Every frame's output is :class:`Detections` whose prompt indices name one of the
+        prompts asked (a plugin's, too): else a :class:`DetectionsError` (the frame fails,
+        named by its caller; never credited to another prompt)."""
+        if not isinstance(dets, Detections):
+            raise DetectionsError(f"{self.name} returned {type(dets).__name__}, not Detections")
+        n = len(self.prompts)
+        if len(dets) and int(dets.prompt_index.max()) >= n:
+            raise DetectionsError(f"{self.name} gave prompt index {int(dets.prompt_index.max())} "
+                                  f"for {n} prompt(s)")
+        return dets
 
     def _frame(self, image: Frame) -> Frame:
         """A checked frame for ``_run``: the reference paths (library processors, detectron2,

@@ -25,11 +25,20 @@ import importlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from probench.models import specs_detectron, specs_transformers, specs_ultralytics
 from probench.models.base import BaseDetector
 from probench.models.errors import BackendUnavailableError, ModelError, UnknownModelError
-from probench.models.plugins import PluginModel, PluginProblem, discover, is_one_off, one_off_spec
+from probench.models.plugins import (
+    PluginModel,
+    PluginProblem,
+    call_foreign,
+    discover,
+    is_foreign,
+    is_one_off,
+    one_off_spec,
+)
 from probench.models.spec import RUNTIMES, TINY_PREFIX, ModelRecord, ModelSpec
 from probench.models.testing import scripted_detector
 
@@ -161,6 +170,16 @@ def model_record(
     )
 
 
+def _build(target: str, name: str, spec: ModelSpec, **kwargs: Any) -> Any:
+    """The detector a factory builds: probench's own called as they are; a plugin's (foreign
+    code) contained by :func:`probench.models.plugins.call_foreign`: its import and its call
+    get the plugin load timeout, and an exit, an interrupt or a wrong signature is one line."""
+    if not is_foreign(target):
+        return _import_factory(target)(spec, **kwargs)
+    factory = call_foreign(f"model {name}: factory {target}", _import_factory, target)
+    return call_foreign(f"model {name}: factory {target}", factory, spec, **kwargs)
+
+
 def _import_factory(target: str) -> Callable[..., BaseDetector]:
     module_name, _, func = target.partition(":")
     if not module_name or not func:
@@ -222,15 +241,13 @@ def load_detector(
             from probench.errors import UsageError
 
             raise UsageError(f"{name} is a tiny test model: it takes neither weights nor random_weights")
-        det = _import_factory(spec.tiny_factory or "")(
-            spec, device=device, precision=precision, score_threshold=score_threshold, preprocess=preprocess
-        )
+        det = _build(spec.tiny_factory or "", name, spec, device=device, precision=precision,
+                     score_threshold=score_threshold, preprocess=preprocess)
     else:
-        det = _import_factory(spec.factory or "")(
-            spec, device=device, precision=precision, score_threshold=score_threshold,
-            weights=weights, random_weights=random_weights, preprocess=preprocess,
-        )
-    if not isinstance(det, BaseDetector):
+        det = _build(spec.factory or "", name, spec, device=device, precision=precision,
+                     score_threshold=score_threshold, weights=weights, random_weights=random_weights,
+                     preprocess=preprocess)
+    if not isinstance(det, BaseDetector):  # (a foreign factory's result, checked as any)
         raise ModelError(f"{name}: its factory returned {type(det).__name__}, not a "
                          "probench.models.base.BaseDetector (docs/MODELS.md, plugin models)")
     if runtime != "torch":
