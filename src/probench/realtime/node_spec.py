@@ -22,6 +22,7 @@ from probench.prompting.messages import prompts_from_message as prompts_from_mes
 from probench.prompting.policy import DEFAULT_POLICY, POLICIES
 from probench.realtime import PACKAGE, package_config
 from probench.realtime.params import Param, ParamTable
+from probench.spatial.depth import DEFAULT_MAX_DEPTH_M, MAX_DEPTH_LIMIT_M
 from probench.vocabulary import FORMULATIONS, POLICY_FORMULATION, PREPROCESS_PATHS, parse_formulations
 
 EXECUTABLE = "grounding_node"
@@ -98,6 +99,9 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
     Param("min_depth_pixels", "integer", 50,
           "valid depth pixels a box needs for a 3D estimate (fewer: none, counted)", "configure",
           low=1, high=10_000_000),
+    Param("max_depth", "double", DEFAULT_MAX_DEPTH_M,
+          "metres: depth pixels farther than this are invalid (no measurement of a RealSense-class camera)",
+          "configure", low=0.0, low_open=True, high=MAX_DEPTH_LIMIT_M),
     Param("tracking", "bool", False, "stable track ids per prompt (ByteTrack) in Detection2D/3D.id",
           "configure"),
     Param("max_image_pixels", "integer", DEFAULT_MAX_PIXELS,
@@ -130,6 +134,7 @@ class GroundingConfig:
     min_depth_pixels: int
     tracking: bool
     max_image_pixels: int
+    max_depth: float = DEFAULT_MAX_DEPTH_M
     trace_file: str = ""
     prompt_policy: str = DEFAULT_POLICY
     prompt_profile: str = ""

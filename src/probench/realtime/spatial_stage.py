@@ -25,7 +25,13 @@ import numpy as np
 from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.realtime.grounding_worker import StampedMap
-from probench.spatial.depth import Detections3D, Intrinsics, depth_from_bytes, estimate_3d
+from probench.spatial.depth import (
+    DEFAULT_MAX_DEPTH_M,
+    Detections3D,
+    Intrinsics,
+    depth_from_bytes,
+    estimate_3d,
+)
 from probench.spatial.errors import IntrinsicsError
 from probench.spatial.tracking import PromptTrackers
 
@@ -41,6 +47,7 @@ class SpatialSettings:
     min_depth_pixels: int = 50
     wait_s: float | None = None  # longest wait for a frame's depth; None: tolerance_s
     depth_buffer: int = 8  # depth images kept while their colour frame is awaited
+    max_depth: float = DEFAULT_MAX_DEPTH_M  # metres: farther depth pixels are invalid (parameter max_depth)
 
 
 @dataclass(frozen=True)
@@ -123,7 +130,8 @@ class SpatialStage:
         try:
             image = depth_from_bytes(depth.data, depth.height, depth.width, depth.step, depth.encoding,
                                      big_endian=bool(depth.is_bigendian))
-            est = estimate_3d(dets, image, k, self.settings.min_depth_pixels, track_ids=track_ids)
+            est = estimate_3d(dets, image, k, self.settings.min_depth_pixels, track_ids=track_ids,
+                              max_depth=self.settings.max_depth)
         except ProbenchError as exc:
             self.counts["depth_errors"] += 1
             return None, 0.0, self._wait(f"depth image dropped: {exc}")
