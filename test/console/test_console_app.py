@@ -407,8 +407,8 @@ def test_a_client_that_disconnects_mid_body_costs_no_traceback(bridge, caplog) -
 
         scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
                  "scheme": "http", "path": "/api/prompt", "raw_path": b"/api/prompt", "query_string": b"",
-                 "root_path": "", "headers": [(b"host", b"127.0.0.1:8080"),
-                                              (b"content-type", b"application/json"), (b"content-length", b"100")],
+                 "root_path": "", "headers": [(b"host", b"127.0.0.1:8080"), (b"content-length", b"100"),
+                                              (b"content-type", b"application/json")],
                  "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8080)}
         await app(scope, receive, send)
 
