@@ -134,3 +134,16 @@ def test_an_untampered_log_resumes(tmp_path: Path) -> None:
     data, run = _killed_run(tmp_path)
     assert _infer(data, run) == 0
     assert json.loads((run / "run.json").read_text())["status"] == "complete"
+
+
+def test_a_trace_that_is_a_link_or_deeply_nested_is_handled(tmp_path: Path) -> None:
+    """A new case: the run folder's trace (read by `probench report`'s misses and the evaluator)."""
+    from probench.cache.trace import read_trace
+
+    (tmp_path / "elsewhere.jsonl").write_text('{"a": 1}\n')
+    (tmp_path / "trace.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
+    with pytest.raises(CacheError, match="is a symbolic link"):
+        read_trace(tmp_path / "trace.jsonl")
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"a": 1}\n' + "[" * 5000 + "]" * 5000 + "\n")
+    assert read_trace(deep) == [{"a": 1}]  # the deep line ends the good prefix, as a torn one does

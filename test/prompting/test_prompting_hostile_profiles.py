@@ -87,3 +87,17 @@ def test_probench_profile_never_writes_nan(tmp_path: Path, capsys: pytest.Captur
     (run / "metrics.json").write_text(nested_json(5000))
     with pytest.raises(ProfileError, match="nested deeper"):
         profile_from_runs([run])
+
+
+def test_profile_out_that_cannot_be_written_is_one_line(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """`probench profile --out /proc/version` (and a folder) were internal errors."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"model": {"name": "m"}}))
+    (run / "metrics.json").write_text(json.dumps({"by_formulation": {"orig": {"map50": 0.1},
+                                                                      "cat": {"map50": 0.3}}}))
+    assert main(["profile", str(run), "--out", "/proc/version"]) == 1
+    assert "cannot write the profile" in one_line(capsys.readouterr().err)
+    assert main(["profile", str(run), "--out", str(tmp_path)]) == 2
+    assert "is a folder" in one_line(capsys.readouterr().err)
