@@ -102,3 +102,22 @@ def test_the_peak_rate_search_stays_in_its_bounds() -> None:
     assert max(asked) <= MAX_RATE_HZ and best is not None and 90.0 <= best <= 100.0
     frames = list(range(3))
     assert len(trial_frames(frames, 1e9, 1e9)) == int(MAX_RATE_HZ * MAX_TRIAL_S)  # bounded in memory
+
+
+def test_device_and_precision_are_checked_against_this_machine(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """`cuda`, `cuda:-1` and `fp8` were recorded in run.json for test-instant on a CPU-only
+    machine: now refused, one line, before anything is written."""
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    cases = [("--device", f"cuda:{count}", "this machine has"), ("--device", "cuda:-1", "expected cpu, cuda"),
+             ("--device", "gpu", "expected cpu, cuda"), ("--precision", "fp8", "expected one of fp32, fp16")]
+    if count == 0:
+        cases.append(("--device", "cuda", "this machine has no CUDA device"))
+    for flag, value, why in cases:
+        out = tmp_path / f"r{len(value)}"
+        assert main(["infer", "--model", "test-instant", "--dataset", DATA, "--out", str(out),
+                     "--no-progress", flag, value]) == 2
+        assert why in one_line(capsys.readouterr().err)
+        assert not (out / "run.json").exists()

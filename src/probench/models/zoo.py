@@ -22,6 +22,7 @@ which never imports this module.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -170,6 +171,32 @@ def model_record(
     )
 
 
+DEVICE_FORM = re.compile(r"^(cpu|cuda(:\d{1,3})?)$")
+PRECISIONS = ("fp32", "fp16")
+
+
+def check_device(device: str, precision: str) -> None:
+    """A one-line :class:`probench.errors.UsageError` unless ``device`` is ``cpu``, ``cuda``
+    or ``cuda:N`` that this machine has (torch is imported only for a CUDA device) and
+    ``precision`` is one of :data:`PRECISIONS`: so no run records a device or a precision it
+    could not have used (``cuda`` on a CPU-only machine, ``cuda:-1``, ``fp8``)."""
+    from probench.errors import UsageError
+
+    if not isinstance(device, str) or not DEVICE_FORM.match(device):
+        raise UsageError(f"--device {device!r}: expected cpu, cuda or cuda:N")
+    if precision not in PRECISIONS:
+        raise UsageError(f"--precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
+    if device == "cpu":
+        return
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = int(device.partition(":")[2] or 0)
+    if index >= count:
+        have = f"{count} CUDA device(s)" if count else "no CUDA device"
+        raise UsageError(f"--device {device}: this machine has {have} (torch.cuda)")
+
+
 def _build(target: str, name: str, spec: ModelSpec, **kwargs: Any) -> Any:
     """The detector a factory builds: probench's own called as they are; a plugin's (foreign
     code) contained by :func:`probench.models.plugins.call_foreign`: its import and its call
@@ -215,6 +242,7 @@ def load_detector(
     from probench.models.preprocess import check_preprocess
 
     check_preprocess(preprocess)
+    check_device(device, precision)  # what this machine has: before anything is built or recorded
     record = model_record(name, weights=weights, random_weights=random_weights, runtime=runtime,
                           preprocess=preprocess)
     scripted = scripted_detector(name, device=device, score_threshold=score_threshold)
