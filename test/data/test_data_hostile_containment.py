@@ -115,3 +115,19 @@ def test_the_pixel_budget_holds_offline_in_little_memory(tmp_path: Path, command
     rc, out, peak = run_measured(args, tmp_path, timeout=120)
     assert rc == 1 and "over the budget of 50 MP" in out and "Traceback" not in out, out
     assert peak < PEAK_LIMIT_MB
+
+
+def test_an_import_that_cannot_be_written_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A read-only --out (simulated: the tests run as root) was an internal error."""
+    from probench.data.importers import coco
+
+    def read_only(data: object, out: Path) -> Path:
+        raise PermissionError(13, "Permission denied", str(out / "annotations.json"))
+
+    monkeypatch.setattr(coco, "write_dataset", read_only)
+    images, _ = _source_images(tmp_path)
+    assert main(["import", "coco", "--annotations", str(SMALL), "--images", str(images), "--out",
+                 str(tmp_path / "ds")]) == 1
+    err = capsys.readouterr().err
+    assert "cannot write" in err and "Permission denied" in err and err.count("\n") == 1

@@ -38,3 +38,20 @@ def test_a_changed_frame_info_is_refused() -> None:
         for bad_id in (str(info["image_id"]), float(info["image_id"]) + 0.5, True):
             with pytest.raises(BagError, match="not in the dataset"):
                 bag._frame_info(_raw({**info, "image_id": bad_id}), t)
+
+
+def test_a_bag_that_cannot_be_written_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A read-only output (simulated: the tests run as root, whom chmod does not stop) was an
+    internal error."""
+    from probench.bags import writer
+    from probench.cli import main
+
+    def read_only(*args: object, **kw: object) -> None:
+        raise PermissionError(13, "Permission denied", str(tmp_path / "ro" / "bag"))
+
+    monkeypatch.setattr(writer, "write_bag", read_only)
+    data = Path(__file__).resolve().parents[2] / "datasets" / "probench-sample"
+    assert main(["bag", "--dataset", str(data), "--out", str(tmp_path / "ro" / "bag"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot write" in err and "Permission denied" in err and err.count("\n") == 1
