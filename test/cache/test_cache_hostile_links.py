@@ -147,3 +147,16 @@ def test_a_trace_that_is_a_link_or_deeply_nested_is_handled(tmp_path: Path) -> N
     deep = tmp_path / "deep.jsonl"
     deep.write_text('{"a": 1}\n' + "[" * 5000 + "]" * 5000 + "\n")
     assert read_trace(deep) == [{"a": 1}]  # the deep line ends the good prefix, as a torn one does
+
+
+def test_score_refuses_predictions_linked_to_a_device(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A new case: `probench score` reads the run folder through the same reader."""
+    data = make_dataset(tmp_path / "data")
+    run = tmp_path / "run"
+    assert _infer(data, run) == 0
+    final = run / "predictions" / "orig.json"
+    final.unlink()
+    final.symlink_to("/dev/zero")
+    assert main(["score", "--dataset", str(data), "--run", str(run)]) == 1
+    assert "is a symbolic link" in one_line(capsys.readouterr().err)
