@@ -121,3 +121,13 @@ def test_device_and_precision_are_checked_against_this_machine(tmp_path: Path,
                      "--no-progress", flag, value]) == 2
         assert why in one_line(capsys.readouterr().err)
         assert not (out / "run.json").exists()
+
+
+def test_the_synthetic_camera_rate_has_the_same_range(capsys: pytest.CaptureFixture[str]) -> None:
+    from probench.ros.synthetic_camera import main as camera
+
+    for rate in ("0", "1e9", "nan"):
+        with pytest.raises(SystemExit) as exc:
+            camera(["--rate", rate])
+        assert exc.value.code == 2
+        assert "--rate must be in 0.1..1000 Hz" in capsys.readouterr().err
