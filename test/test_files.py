@@ -140,3 +140,18 @@ def test_reading_a_huge_sparse_file_costs_no_memory(tmp_path: Path) -> None:
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}).stdout.splitlines()
     assert "over the 2048 MiB limit" in out[0]
     assert int(out[1]) / 1024 < 500
+
+
+def test_eval_params_file_linked_to_a_device_is_one_line(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A new case: `probench eval --params-file` (read before any node starts)."""
+    from probench.cli import main
+
+    link = tmp_path / "eval.yaml"
+    link.symlink_to("/dev/zero")
+    bag = Path(__file__).resolve().parents[1] / "bags" / "probench-sample"
+    rc = main(["eval", "--model", "test-instant", "--bag", str(bag), "--out", str(tmp_path / "r"),
+               "--params-file", str(link)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "params file" in err and "not a regular file" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "r").exists()
