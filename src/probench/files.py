@@ -112,11 +112,14 @@ class _Capped(io.BufferedReader):
         self._cap, self._path, self._what, self._n, self._size = cap, path, what, 0, size
 
     def _count(self, data: bytes) -> bytes:
-        self._n += len(data)
+        self._add(len(data))
+        return data
+
+    def _add(self, n: int) -> None:
+        self._n += n
         if self._n > self._cap:
             raise UserFileError(self._what, self._path, f"grew past the {_size_text(self._cap)} limit "
                                 "while it was read")
-        return data
 
     def _room(self, size: int | None) -> int:
         """At most the cap and one byte: a read never allocates more than the cap allows."""
@@ -144,9 +147,7 @@ class _Capped(io.BufferedReader):
 
     def readinto(self, b: Any) -> int:
         n = super().readinto(b)
-        self._count(b"")
-        self._n += n
-        self._count(b"")
+        self._add(n)
         return n
 
 
