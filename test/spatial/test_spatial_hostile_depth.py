@@ -55,3 +55,17 @@ def test_max_depth_is_a_node_parameter_with_a_range() -> None:
     cfg = GROUNDING_PARAMS.to_config(GroundingConfig, GROUNDING_PARAMS.defaults())
     assert cfg.max_depth == DEFAULT_MAX_DEPTH_M
     assert SpatialSettings(depth=True, tracking=False).max_depth == DEFAULT_MAX_DEPTH_M
+
+
+def test_the_spatial_stage_reports_both_in_its_diagnostics() -> None:
+    """What the node's /diagnostics shows: an implausible K as the reason no 3D is made, the
+    depth range in force."""
+    from probench.realtime.spatial_stage import SpatialStage
+
+    stage = SpatialStage(SpatialSettings(depth=True, tracking=False, max_depth=8.0, wait_s=0.0))
+    line = stage.put_camera_info([1e-300, 0, 320, 0, 1e-300, 240, 0, 0, 1], 640, 480)
+    assert line is not None and "implausible focal length" in line
+    est, _, _ = stage.locate(BOX, np.full(1, -1, np.int64), 1, (480, 640))  # a frame: no usable K
+    assert est is None and stage.counts["boxes_waiting_3d"] == 1
+    diag = stage.diagnostics()
+    assert diag["max_depth_m"] == 8.0 and "implausible focal length" in diag["waiting_3d"]

@@ -162,7 +162,7 @@ class SpatialStage:
         if self.settings.depth:
             out.update(c, coverage_3d=(c["boxes_3d"] / boxes) if boxes else 0.0,
                        depth_pairing=self.depth_frames.bound, depth_pending=len(self.depth_frames),
-                       waiting_3d=self.waiting or "-")
+                       waiting_3d=self.waiting or "-", max_depth_m=self.settings.max_depth)
         if self.trackers is not None:
             out["tracked_prompts"] = len(self.trackers.prompts)
         return out
