@@ -149,6 +149,8 @@ class BaseDetector:
     # "reference": the library's own processor (probench.models.preprocess)
     preprocess: str = "reference"
 
+    foreign_output = False  # a plugin's detector: its every frame's prompt indices are checked
+
     def __init__(self, device: str = "cpu", score_threshold: float = 0.0) -> None:
         self.device = device
         self.score_threshold = float(score_threshold)
@@ -255,13 +257,15 @@ class BaseDetector:
         return [self._threshold(self._checked(d)).with_timing("text", share) for d in dets]
 
     def _checked(self, dets: Detections) -> Detections:
-        """Every frame's output is :class:`Detections` whose prompt indices name one of the
-        prompts asked (a plugin's, too): else a :class:`DetectionsError` (the frame fails,
-        named by its caller; never credited to another prompt)."""
+        """Every frame's output is :class:`Detections`; a plugin's (``foreign_output``, set
+        by the zoo for a factory from outside probench) also has prompt indices that name
+        one of the prompts asked. Else a :class:`DetectionsError`: the frame fails, named by
+        its caller, and is never credited to another prompt. (probench's own adapters keep
+        their indices by construction; the attribution checks downstream hold them too.)"""
         if not isinstance(dets, Detections):
             raise DetectionsError(f"{self.name} returned {type(dets).__name__}, not Detections")
         n = len(self.prompts)
-        if len(dets) and int(dets.prompt_index.max()) >= n:
+        if self.foreign_output and len(dets) and int(dets.prompt_index.max()) >= n:
             raise DetectionsError(f"{self.name} gave prompt index {int(dets.prompt_index.max())} "
                                   f"for {n} prompt(s)")
         return dets

@@ -204,7 +204,10 @@ def _build(target: str, name: str, spec: ModelSpec, **kwargs: Any) -> Any:
     if not is_foreign(target):
         return _import_factory(target)(spec, **kwargs)
     factory = call_foreign(f"model {name}: factory {target}", _import_factory, target)
-    return call_foreign(f"model {name}: factory {target}", factory, spec, **kwargs)
+    det = call_foreign(f"model {name}: factory {target}", factory, spec, **kwargs)
+    if isinstance(det, BaseDetector):
+        det.foreign_output = True  # every frame of a plugin is validated (BaseDetector._checked)
+    return det
 
 
 def _import_factory(target: str) -> Callable[..., BaseDetector]:
