@@ -41,6 +41,27 @@ class DetectionsError(ValueError):
     """A Detections object was built from inconsistent arrays."""
 
 
+SCORE_SLACK = 1e-3  # how far outside [0, 1] a raw score may be and still be clamped (float rounding)
+
+
+def _check_raw(xyxy: np.ndarray, scores: np.ndarray, prompt_index: np.ndarray) -> None:
+    """A :class:`DetectionsError` for a model output that clipping would hide (from_arrays)."""
+    bad = ~np.isfinite(xyxy).all(axis=1) if len(xyxy) else np.zeros(0, bool)
+    if bad.any():
+        raise DetectionsError(f"{int(bad.sum())} of {len(xyxy)} boxes are not finite (e.g. "
+                              f"{xyxy[bad][0].tolist()}): a model's output is never clipped or dropped "
+                              "silently")
+    if len(scores) and not np.isfinite(scores).all():
+        raise DetectionsError(f"{int((~np.isfinite(scores)).sum())} of {len(scores)} scores are not finite")
+    if len(scores) and (scores.min() < -SCORE_SLACK or scores.max() > 1.0 + SCORE_SLACK):
+        raise DetectionsError(f"scores must lie in [0, 1], got {scores.min():g}..{scores.max():g}")
+    if len(prompt_index) and prompt_index.dtype.kind not in "iub":
+        values = prompt_index.astype(np.float64)
+        if not np.isfinite(values).all() or not (values == np.round(values)).all():
+            odd = values[~np.isfinite(values) | (values != np.round(values))][0]
+            raise DetectionsError(f"prompt indices must be integers, got {odd:g}")
+
+
 @dataclass(frozen=True)
 class Detections:
     xyxy: np.ndarray
@@ -97,11 +118,19 @@ class Detections:
         timings_ms: dict[str, float] | None = None,
     ) -> Detections:
         """Build from raw arrays (numpy or torch via ``np.asarray``), clamping scores into
-        [0, 1]. With ``image_size=(height, width)`` boxes are clipped to the image, and a box
-        left with zero width or height (e.g. one wholly outside the image, clipped to a line
-        on its border) is dropped with its score, prompt index and mask: no consumer can use
-        it, and nothing else about which boxes are kept changes."""
+        [0, 1] (from at most :data:`SCORE_SLACK` outside it: float rounding). With
+        ``image_size=(height, width)`` boxes are clipped to the image, and a box left with
+        zero width or height (e.g. one wholly outside the image, clipped to a line on its
+        border) is dropped with its score, prompt index and mask: no consumer can use it, and
+        nothing else about which boxes are kept changes.
+
+        A model's output is validated first, never repaired: a NaN or infinite box or score,
+        a score further outside [0, 1] or a prompt index that is not an integer raises
+        :class:`DetectionsError` (the frame fails, named by its caller), instead of being
+        clipped to the border, emptied or truncated."""
         xyxy = np.asarray(xyxy, dtype=np.float64).reshape(-1, 4).copy()
+        _check_raw(xyxy, np.asarray(scores, dtype=np.float64).reshape(-1),
+                   np.asarray(prompt_index).reshape(-1))
         if image_size is not None:
             h, w = image_size
             xyxy[:, [0, 2]] = xyxy[:, [0, 2]].clip(0, w)

@@ -9,6 +9,10 @@ standard library otherwise, with the standard library's results either way.
   One difference remains: orjson reads an integer beyond 64 bits as a float (the standard
   library keeps an int); no probench id or count can be one (validation refuses such an
   id as not an integer).
+- Nesting is capped at :data:`MAX_JSON_DEPTH` levels (orjson's own limit): a deeper
+  document raises :class:`json.JSONDecodeError` (``nested deeper than 1024 levels``) on
+  either path, never a ``RecursionError`` (the standard library's parser is given the
+  document only after a scan of its depth).
 - :func:`canonical_bytes` is ``json.dumps(obj, sort_keys=True, separators=(",", ":"))``
   encoded as UTF-8 (the dataset hash's canonical form, docs/FORMATS.md), byte for byte: orjson
   writes it when its output is provably the same (no float it would spell differently, no
@@ -25,6 +29,9 @@ import codecs
 import gc
 import json
 import math
+import re
+import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -35,6 +42,10 @@ except ImportError:  # pragma: no cover - the pinned environment has it
     orjson = None  # type: ignore[assignment]
 
 _DIGITS = frozenset(b"0123456789")
+MAX_JSON_DEPTH = 1024  # levels of nested arrays/objects (orjson's limit; docs/SECURITY.md)
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_RECURSION = threading.Lock()
+
 _ESCAPES = "probench.json-escapes"  # the codec error handler below
 
 
@@ -85,7 +96,44 @@ def parse(data: bytes | str) -> tuple[Any, bool]:
             except orjson.JSONDecodeError:
                 pass  # the standard library's verdict (and message), below
         text = data.decode("utf-8") if isinstance(data, bytes) else data  # as a text read would
-        return json.loads(text), False
+        depth = json_depth(text.encode("utf-8", "surrogatepass"))
+        if depth > MAX_JSON_DEPTH:
+            raise json.JSONDecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels ({depth})", text, 0)
+        return _stdlib_loads(text), False
+
+
+def json_depth(data: bytes) -> int:
+    """The deepest nesting of arrays and objects in a JSON text (brackets inside strings
+    not counted): a linear scan, no recursion."""
+    import numpy as np
+
+    brackets = _STRING.sub(b"", data).translate(None, delete=bytes(set(range(256)) - set(b"[]{}")))
+    if not brackets:
+        return 0
+    arr = np.frombuffer(brackets, dtype=np.uint8)
+    steps = np.where((arr == ord("[")) | (arr == ord("{")), 1, -1).astype(np.int64)
+    return int(np.cumsum(steps).max())
+
+
+def _stdlib_loads(text: str) -> Any:
+    """``json.loads`` with room for :data:`MAX_JSON_DEPTH` levels above the caller's stack
+    (its parser recurses once per level, counted against the recursion limit)."""
+    with _RECURSION:
+        old = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(old, _stack_depth() + MAX_JSON_DEPTH + 64))
+        try:
+            return json.loads(text)
+        except RecursionError:
+            raise json.JSONDecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels", text, 0) from None
+        finally:
+            sys.setrecursionlimit(old)
+
+
+def _stack_depth() -> int:
+    frame, n = sys._getframe(), 0
+    while frame is not None:
+        frame, n = frame.f_back, n + 1  # type: ignore[assignment]
+    return n
 
 
 def _small_float_spelling(out: bytes) -> bool:

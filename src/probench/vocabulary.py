@@ -15,9 +15,23 @@ from probench.detections import CocoResult, Detections
 from probench.errors import CheckFailed, UsageError
 
 __all__ = [
-    "FORMULATIONS", "KNOWN_DOMAINS", "POLICY_FORMULATION", "PROMPT_TYPES", "RUN_FORMULATIONS",
-    "TEMPLATE_PREFIX", "AttributionError", "CocoResult", "PromptTextError", "check_prompt_text",
-    "detections_to_results", "parse_formulations", "unique_prompts",
+    "EXPLICIT_SEPARATOR",
+    "FORMULATIONS",
+    "KNOWN_DOMAINS",
+    "MAX_PROMPT_CHARS",
+    "POLICY_FORMULATION",
+    "PROMPT_TYPES",
+    "RUN_FORMULATIONS",
+    "TEMPLATE_PREFIX",
+    "AttributionError",
+    "CocoResult",
+    "PromptTextError",
+    "check_prompt_text",
+    "detections_to_results",
+    "escape_for_log",
+    "parse_formulations",
+    "prompt_text_problem",
+    "unique_prompts",
 ]
 
 # The paper's three target-preserving formulations (§III-C), in canonical order.
@@ -39,6 +53,11 @@ PROMPT_TYPES: tuple[str, ...] = (
 KNOWN_DOMAINS: tuple[str, ...] = ("subterranean", "industrial", "indoor", "outdoor", "urban")
 # p_tmpl = "a photo of {p_orig}" (§III-C).
 TEMPLATE_PREFIX = "a photo of "
+# The longest prompt (characters, stripped) a detector and the node take: a target
+# description longer than this is almost surely a mistake.
+MAX_PROMPT_CHARS = 512
+# ``ORIG => CAT``: a prompt that carries its categorical form (probench.prompting.derive).
+EXPLICIT_SEPARATOR = "=>"
 # a detector's image preprocessing: torch ops on its device, or the library's own processor
 PREPROCESS_PATHS: tuple[str, ...] = ("device", "reference")
 
@@ -70,6 +89,43 @@ def check_prompt_text(text: str) -> str:
         kind = "lone surrogate" if 0xD800 <= code <= 0xDFFF else "control character"
         raise PromptTextError(f"not valid text: {kind} U+{code:04X} at character {bad.start()}")
     return text
+
+
+def prompt_text_problem(text: object) -> str | None:
+    """Why ``text`` is not a prompt the node would take as it is, or None: THE rule for one
+    prompt wherever a prompt comes from (the node's topic and ``prompts`` parameter, the
+    console, ``probench prompt``, ``validate`` and the importers): a string, valid text
+    (:func:`check_prompt_text`), not blank, at most :data:`MAX_PROMPT_CHARS` characters once
+    stripped, and, for a dataset's prompt, no ``=>`` (the node would read ``A => B`` as the
+    query ``A`` with the categorical form ``B``, so its answers would carry another class id)."""
+    if not isinstance(text, str):
+        return f"must be a string, not {type(text).__name__}"
+    try:
+        check_prompt_text(text)
+    except PromptTextError as exc:
+        return str(exc)
+    stripped = text.strip()
+    if not stripped:
+        return "is empty"
+    if len(stripped) > MAX_PROMPT_CHARS:
+        return f"is {len(stripped)} characters long (limit {MAX_PROMPT_CHARS})"
+    if EXPLICIT_SEPARATOR in stripped:
+        return (f"holds {EXPLICIT_SEPARATOR!r}, which the node reads as ORIG {EXPLICIT_SEPARATOR} CAT "
+                "(a dataset's prompt is one query)")
+    return None
+
+
+_LOG_ESCAPES = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def escape_for_log(text: str, limit: int = 200) -> str:
+    """``text`` safe for one log or terminal line: every control character (newline, ESC,
+    DEL, C1), line separator and lone surrogate written as a ``\\xNN`` / ``\\uNNNN``
+    escape, so a prompt cannot split a log line or drive the operator's terminal; cut at
+    ``limit`` characters (with ``...``)."""
+    out = _LOG_ESCAPES.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                           else f"\\u{ord(m.group()):04x}", str(text))
+    return out if len(out) <= limit else out[:limit] + "..."
 
 
 def parse_formulations(value: str | Sequence[str]) -> list[str]:

@@ -382,3 +382,40 @@ def test_page_state_shows_the_policy_and_what_the_model_gets(bridge) -> None:
     assert s["diagnostics"]["given"] == ["you typed 'a' -> the model gets 'b'", "second"]
     assert s["derived"] == [{"orig": "a chair without armrests", "cat": "chair", "explicit": False,
                              "tmpl": "a photo of a chair without armrests", "fallback": False}]
+
+
+# -- hostile clients -------------------------------------------------------------------------
+def test_a_client_that_disconnects_mid_body_costs_no_traceback(bridge, caplog) -> None:
+    """The ASGI app driven directly: a POST whose body stops half way with http.disconnect
+    (what 1,000 clients hanging up do). No exception leaves the app, nothing is logged above
+    DEBUG, and the console still answers the next request."""
+    import asyncio
+    import logging
+
+    app = create_app(bridge)
+    sent: list[dict] = []
+
+    async def one_disconnect() -> None:
+        messages = [{"type": "http.request", "body": b'{"text": "a c', "more_body": True},
+                    {"type": "http.disconnect"}]
+
+        async def receive() -> dict:
+            return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                 "scheme": "http", "path": "/api/prompt", "raw_path": b"/api/prompt", "query_string": b"",
+                 "root_path": "", "headers": [(b"host", b"127.0.0.1:8080"), (b"content-length", b"100"),
+                                              (b"content-type", b"application/json")],
+                 "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8080)}
+        await app(scope, receive, send)
+
+    with caplog.at_level(logging.DEBUG):
+        for _ in range(20):
+            asyncio.run(one_disconnect())
+    assert not [r for r in caplog.records if r.levelno > logging.DEBUG or r.exc_info], caplog.text
+    assert "Traceback" not in caplog.text and "ClientDisconnect" not in caplog.text
+    assert bridge.sent == []  # a half-sent prompt is never sent on
+    assert post(client(bridge), "/api/prompt", {"text": "a cup"}).status_code == 200

@@ -22,8 +22,8 @@ SRC = REPO / "src"
 # rooms being added (prompt policy; depth-to-3D and tracking): their place is fixed here.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("probench", "errors"),
-    ("detections", "stats", "jsonio"),
-    ("vocabulary", "viz", "msgs"),
+    ("detections", "stats", "jsonio", "limits"),
+    ("vocabulary", "viz", "msgs", "files"),
     ("cache",),
     ("data",),
     ("bags", "scoring", "models"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from probench.bags.layout import STORAGES
+from probench.limits import MAX_RATE_HZ, MIN_RATE_HZ, check_flag
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,18 +31,26 @@ def run(args: argparse.Namespace) -> int:
     from probench.bags.writer import write_bag
     from probench.data.dataset import load_dataset
 
+    check_flag("--rate", args.rate, low=MIN_RATE_HZ, high=MAX_RATE_HZ)
     if not 1 <= args.jpeg_quality <= 100:
         raise BagUsageError(f"--jpeg-quality must be in 1..100, got {args.jpeg_quality}")
     dataset = load_dataset(args.dataset)
-    summary = write_bag(
-        dataset,
-        args.out,
-        storage=args.storage,
-        compressed=args.compressed,
-        rate_hz=args.rate,
-        jpeg_quality=args.jpeg_quality,
-        progress=not args.quiet,
-    )
+    try:
+        summary = write_bag(
+            dataset,
+            args.out,
+            storage=args.storage,
+            compressed=args.compressed,
+            rate_hz=args.rate,
+            jpeg_quality=args.jpeg_quality,
+            progress=not args.quiet,
+        )
+    except OSError as exc:  # the output cannot be written (a read-only folder, a full disk)
+        from probench.bags.errors import BagError
+
+        where = exc.filename or args.out
+        why = exc.strerror or type(exc).__name__
+        raise BagError(f"--out {args.out}: cannot write {where}: {why}") from None
     print(
         f"wrote {summary.path} ({summary.storage}, {summary.n_frames} frames, "
         f"{'jpeg' if summary.compressed else 'rgb8'}, {summary.size_bytes / 1e6:.2f} MB, "

@@ -228,10 +228,20 @@ class ProbenchBag:
             raise BagError(f"{self.path}: frame info at t={t} ns is not JSON: {exc}") from exc
         if not isinstance(info, dict) or any(k not in info for k in _FRAME_KEYS):
             raise BagError(f"{self.path}: frame info at t={t} ns lacks one of {', '.join(_FRAME_KEYS)}")
-        if int(info["image_id"]) not in self.dataset.images:
+        image_id = info["image_id"]
+        if not isinstance(image_id, int) or isinstance(image_id, bool) or image_id not in self.dataset.images:
             raise BagError(
-                f"{self.path}: frame at t={t} ns names image {info['image_id']}, not in the dataset"
+                f"{self.path}: frame at t={t} ns names image {info['image_id']!r}, not in the dataset"
             )
+        # Checked against the embedded dataset (which its hash covers): a frame info changed in
+        # the bag (another label space, other prompts) is refused, never replayed.
+        from probench.bags.writer import frame_info
+
+        expected = frame_info(self.dataset, image_id, info.get("index", 0))
+        changed = sorted(k for k in expected if k != "index" and info.get(k) != expected[k])
+        if changed:
+            raise BagError(f"{self.path}: frame info at t={t} ns does not match the bag's dataset "
+                           f"({', '.join(changed)} differ): the bag was changed after it was written")
         return info
 
     def close(self) -> None:

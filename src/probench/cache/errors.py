@@ -13,3 +13,12 @@ class RunMismatchError(CheckFailed):
 
 class RunFolderWriteError(CacheError):
     """A part of a run folder could not be written (read-only, immutable, full disk...)."""
+
+
+class RunFolderLinkError(CacheError):
+    """A run folder's own file (lock, partial log, predictions) is a symbolic link: probench
+    never writes through a link it did not make."""
+
+    def __init__(self, path: object) -> None:
+        super().__init__(f"{path}: is a symbolic link; probench does not follow links inside a run folder "
+                         "(remove it, or choose another folder)")

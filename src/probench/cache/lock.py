@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from probench.cache.errors import CacheError, RunFolderLinkError
 from probench.errors import UsageError
 
 LOCK_FILE = ".probench.lock"
@@ -27,6 +29,22 @@ _GUARD = threading.Lock()
 
 class FolderBusy(UsageError):
     """Another process is writing the folder (exit 2: choose another folder or wait)."""
+
+
+def _open_lock(lock: Path, flags: int) -> int:
+    """The lock file opened without following a symbolic link (``O_NOFOLLOW``), a regular
+    file only: a link planted at ``.probench.lock`` is refused with one line, so the PID is
+    never written into a file elsewhere."""
+    try:
+        fd = os.open(lock, flags | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError:
+        if lock.is_symlink():
+            raise RunFolderLinkError(lock) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise CacheError(f"{lock}: not a regular file; probench writes only its own lock file there")
+    return fd
 
 
 def _holder(fd: int) -> str:
@@ -53,7 +71,7 @@ def acquire(folder: str | Path, *, flag: str = "--out") -> None:
             _HELD[path] = (fd, count + 1)
             return
         path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = _open_lock(path / LOCK_FILE, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -87,10 +105,10 @@ def check_free(folder: str | Path, *, flag: str = "--out") -> None:
     path = Path(folder).resolve()
     lock = path / LOCK_FILE
     with _GUARD:
-        if path in _HELD or not lock.is_file():
+        if path in _HELD or not (lock.is_file() or lock.is_symlink()):
             return
         try:
-            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+            fd = _open_lock(lock, os.O_RDONLY)
         except OSError:
             return
         try:

@@ -20,19 +20,22 @@ cache as an uninterrupted one, and a partial run never looks complete.
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeGuard, TypeVar
 
 import numpy as np
 
 from probench.cache.atomic import write_json_atomic
 from probench.cache.crash import crash_point
-from probench.cache.errors import CacheError, RunFolderWriteError
+from probench.cache.errors import CacheError, RunFolderLinkError, RunFolderWriteError
+from probench.files import UserFileError, read_user_json, size_cap
 from probench.jsonio import loads
 from probench.vocabulary import RUN_FORMULATIONS
 
@@ -54,6 +57,32 @@ def writing(path: Path) -> Iterator[None]:
         ) from exc
 
 
+def open_own_file(path: Path, flags: int, mode: int = 0o666) -> int:
+    """A descriptor of a run folder's own file, opened without following a symbolic link
+    (``O_NOFOLLOW``): a link put in its place (to a file elsewhere) is refused with one
+    line, never written through. Only a regular file is accepted."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
+    except OSError:
+        if path.is_symlink():
+            raise RunFolderLinkError(path) from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CacheError(f"{path}: not a regular file; probench writes only its own files here")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def refuse_link(path: Path) -> None:
+    """A :class:`RunFolderLinkError` when ``path`` is a symbolic link (``lstat``)."""
+    if path.is_symlink():
+        raise RunFolderLinkError(path)
+
+
 class JsonlLog:
     """An append-only JSON-lines file that survives being killed mid-write.
 
@@ -68,29 +97,33 @@ class JsonlLog:
         self.path = Path(path)
         with writing(self.path):
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._records = list(self._read_and_repair())
-            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            fd = open_own_file(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+            try:
+                self._records = list(self._read_and_repair(fd))
+                self._fh = os.fdopen(fd, "a", encoding="utf-8")
+            except BaseException:
+                os.close(fd)
+                raise
         self._fsync_interval_s = fsync_interval_s
         self._last_fsync = time.monotonic()
 
-    def _read_and_repair(self) -> Iterator[dict[str, Any]]:
-        if not self.path.exists():
-            return
+    def _read_and_repair(self, fd: int) -> Iterator[dict[str, Any]]:
         good_end = 0
-        with open(self.path, "rb") as fh:
-            data = fh.read()
+        size = os.fstat(fd).st_size
+        if size > size_cap("run"):
+            raise CacheError(f"{self.path}: {size} bytes is over the {size_cap('run')} byte limit of a log")
+        data = os.pread(fd, size, 0) if size else b""
         for line in data.splitlines(keepends=True):
             if not line.endswith(b"\n"):
                 break  # torn last line: the writer died mid-record
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
+                record = loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
                 break
             good_end += len(line)
             yield record
         if good_end != len(data):
-            with open(self.path, "r+b") as fh:
-                fh.truncate(good_end)
+            os.ftruncate(fd, good_end)
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -122,6 +155,51 @@ class JsonlLog:
         self.close()
 
 
+def check_log_records(path: Path, records: Sequence[Any]) -> set[int]:
+    """The images a partial log of predictions holds, every record checked first: an object
+    with an integer ``image_id`` (once only) and a list of COCO results of that image
+    (integer ``category_id``, a ``bbox`` of four finite numbers with width and height >= 0,
+    a ``score`` in [0, 1]). A log changed by hand is refused (a :class:`CacheError` naming
+    its line), never merged."""
+    done: set[int] = set()
+    for line, rec in enumerate(records, start=1):
+        problem = _record_problem(rec, done)
+        if problem is not None:
+            raise CacheError(f"{path} line {line}: {problem}; this log was not written by probench as it "
+                             "is: remove it to redo the formulation")
+        done.add(rec["image_id"])
+    return done
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: object) -> TypeGuard[float]:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _record_problem(rec: Any, done: set[int]) -> str | None:
+    if not (isinstance(rec, dict) and _is_int(rec.get("image_id")) and isinstance(rec.get("results"), list)):
+        return "not a record of one image (an object with an integer image_id and a results list)"
+    image_id = rec["image_id"]
+    if image_id in done:
+        return f"image {image_id} is recorded twice"
+    for i, r in enumerate(rec["results"]):
+        if not isinstance(r, dict) or r.get("image_id") != image_id or not _is_int(r.get("image_id")):
+            return f"result {i} is not a result of image {image_id}"
+        if not _is_int(r.get("category_id")):
+            return f"result {i} has no integer category_id"
+        box = r.get("bbox")
+        if not (isinstance(box, list) and len(box) == 4 and all(map(_is_number, box)) and box[2] >= 0
+                and box[3] >= 0):
+            return f"result {i} has a bbox that is not four finite numbers (width, height >= 0): {box!r}"
+        score = r.get("score")
+        if not (_is_number(score) and 0.0 <= score <= 1.0):
+            return f"result {i} has a score outside [0, 1]: {score!r}"
+    return None
+
+
 def sort_results(results: Iterable[ResultT]) -> list[ResultT]:
     """Canonical order of a COCO results file: image, query, descending score, box."""
     return sorted(results, key=lambda r: (r["image_id"], r["category_id"], -r["score"], r["bbox"]))
@@ -137,7 +215,11 @@ class PredictionWriter:
         self.formulation = formulation
         self.final_path = run.predictions_dir / f"{formulation}.json"
         self.log = JsonlLog(run.predictions_dir / f"{formulation}.partial.jsonl")
-        self.done_images: set[int] = {int(r["image_id"]) for r in self.log.records}
+        try:
+            self.done_images: set[int] = check_log_records(self.log.path, self.log.records)
+        except BaseException:
+            self.log.close()
+            raise
 
     @property
     def complete(self) -> bool:
@@ -177,6 +259,7 @@ class RunDir:
         self.predictions_dir = self.path / "predictions"
 
     def create(self) -> RunDir:
+        refuse_link(self.predictions_dir)  # outputs go into the folder, never through a link
         with writing(self.predictions_dir):
             self.predictions_dir.mkdir(parents=True, exist_ok=True)
         return self
@@ -189,13 +272,15 @@ class RunDir:
         return path
 
     def read_json(self, name: str, default: Any = None) -> Any:
+        """A JSON part of the folder (``default`` when there is none), through the bounded
+        reader (a regular file, never a symbolic link, size and nesting caps)."""
         path = self.path / name
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():
             return default
         try:
-            return loads(path.read_bytes())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CacheError(f"{path}: cannot read JSON: {exc}") from exc
+            return read_user_json(path, what="run folder file", kind="run", follow=False)
+        except UserFileError as exc:
+            raise CacheError(f"{path}: cannot read JSON: {exc.reason}") from None
 
     @property
     def info(self) -> dict[str, Any]:

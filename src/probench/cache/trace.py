@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from probench.cache.errors import CacheError
+from probench.files import UserFileError, read_user_bytes
+from probench.jsonio import loads
 
 TRACE_FILE = "realtime_frames.jsonl"
 FRAME, WARMUP, STRAY = "frame", "warmup", "stray"  # record kinds
@@ -75,16 +77,19 @@ def read_trace(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         return []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    except (OSError, UnicodeDecodeError) as exc:
+    try:  # bounded: a regular file, never a link in a run folder, under the run-file size cap
+        lines = read_user_bytes(path, what="trace", kind="run", follow=False).decode("utf-8").splitlines(
+            keepends=True)
+    except UnicodeDecodeError as exc:
         raise CacheError(f"{path}: cannot read: {exc}") from exc
+    except UserFileError as exc:
+        raise CacheError(f"{path}: cannot read: {exc.reason}") from None
     out = []
     for line in lines:
         if not line.endswith("\n"):
             break
         try:
-            record = json.loads(line)
+            record = loads(line)  # (the nesting cap: a deep line is a bad line, never a RecursionError)
         except json.JSONDecodeError:
             break
         if isinstance(record, dict):

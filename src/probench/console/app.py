@@ -36,6 +36,7 @@ import numpy as np
 from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
 from probench.console.bridge import TRANSITIONS, ConsoleBridge, Frame, NodeView
 from probench.console.errors import BridgeError, ConsoleUsageError
@@ -283,11 +284,15 @@ async def _json_body(request: Request, limit: int) -> Mapping[str, object]:
     if ctype != "application/json":
         raise _HttpError(415, "send JSON with Content-Type: application/json")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _HttpError(413, f"request body over {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _HttpError(413, f"request body over {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:  # the client left mid-body: nothing to answer, nothing to log but a line
+        log.debug("console client disconnected before its request body was complete")
+        raise _HttpError(400, "client disconnected") from None
     try:
         data = json.loads(b"".join(chunks))
     except (ValueError, RecursionError) as exc:

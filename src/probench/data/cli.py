@@ -55,5 +55,14 @@ def run(args: argparse.Namespace) -> int:
             print(line)
         print(f"{path}: {len(exc.problems)} problem(s)", file=sys.stderr)
         return 1
+    if not args.no_files and ds.root is not None:
+        from probench.data.validate import image_file_problems
+
+        problems = image_file_problems(ds.root, list(ds.images.values()), ds.raw.get("info"))
+        if problems:
+            for line in problems:
+                print(line)
+            print(f"{path}: {len(problems)} problem(s)", file=sys.stderr)
+            return 1
     print(f"{path}: OK: {summary(ds)}")
     return 0

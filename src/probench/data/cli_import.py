@@ -63,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         return _run(args)
+    except OSError as exc:  # the output cannot be written (a read-only folder, a full disk, /proc)
+        where = exc.filename or args.out
+        why = exc.strerror or type(exc).__name__
+        raise DatasetError(f"--out {args.out}: cannot write {where}: {why}") from None
     except DatasetError as exc:
         if not exc.problems:
             raise

@@ -8,7 +8,6 @@ in-memory COCO dict (synthetic datasets, tests) without touching the disk.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -19,7 +18,8 @@ import numpy as np
 
 from probench.data.errors import DatasetError
 from probench.data.sequences import Video, build_videos
-from probench.jsonio import canonical_bytes, gc_paused, parse
+from probench.files import UserFileError, read_user_json_finite
+from probench.jsonio import canonical_bytes, gc_paused
 from probench.vocabulary import FORMULATIONS, TEMPLATE_PREFIX
 
 __all__ = ["Annotation", "Dataset", "ImageRecord", "Query", "dataset_from_queries", "load_dataset"]
@@ -131,7 +131,8 @@ class Dataset:
         """The image as an RGB uint8 array (H, W, 3); a clear error when it cannot be read."""
         from probench.data.images import read_rgb
 
-        return read_rgb(self.image_path(image_id))
+        rec = self.images[image_id]
+        return read_rgb(self.image_path(image_id), declared=(rec.width, rec.height))
 
     @cached_property
     def content_hash(self) -> str:
@@ -214,12 +215,10 @@ def load_dataset(path: str | Path, *, check_files: bool = True) -> Dataset:
     if not ann_path.exists():
         raise DatasetError(f"{ann_path}: no such file (a dataset is a folder with annotations.json)")
     with gc_paused():
-        try:
-            coco, finite = parse(ann_path.read_bytes())
-        except (OSError, UnicodeDecodeError) as exc:
-            raise DatasetError(f"{ann_path}: cannot read: {exc}") from exc
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{ann_path}: not valid JSON: {exc}") from exc
+        try:  # bounded: a regular file, the size and nesting caps (docs/SECURITY.md)
+            coco, finite = read_user_json_finite(ann_path, what="dataset", kind="annotations")
+        except UserFileError as exc:
+            raise DatasetError(f"{ann_path}: {exc.reason}") from None
         problems = validate_coco(coco, root=root if check_files else None)
         if problems:
             raise DatasetError(f"{ann_path}: {len(problems)} problem(s)", problems=problems)

@@ -24,7 +24,7 @@ from typing import Any, TypeGuard
 import numpy as np
 
 from probench.data.sequences import check_sequences
-from probench.vocabulary import FORMULATIONS, PROMPT_TYPES
+from probench.vocabulary import FORMULATIONS, PROMPT_TYPES, TEMPLATE_PREFIX, prompt_text_problem
 
 _FORMS = list(FORMULATIONS)
 _TYPES = list(PROMPT_TYPES)
@@ -286,6 +286,9 @@ def _check_query(name: str, c: dict[str, Any], problems: list[str]) -> None:
                 problems.append(f"{name}: prompt {k!r} must be a string, not {_type_name(v)}")
             elif not v.strip():
                 problems.append(f"{name}: prompt {k!r} is empty")
+            elif (why := prompt_text_problem(v)) is not None:  # the node's rule for a prompt
+                problems.append(f"{name}: prompt {k!r} {why}")
+        _check_derived(name, label, prompts, problems)
     types = c.get("prompt_types")
     if types is not None and not isinstance(types, list):
         problems.append(f"{name}: 'prompt_types' must be a list, not {_type_name(types)}")
@@ -300,6 +303,19 @@ def _check_query(name: str, c: dict[str, Any], problems: list[str]) -> None:
         _check_names(coref, FORMULATIONS,
                      lambda k: f"{name}: unknown formulation {k!r} in 'coref' (expected {_FORMS})",
                      f"{name}: 'coref' lists a formulation twice", problems)
+
+
+def _check_derived(name: str, label: object, prompts: dict[str, Any], problems: list[str]) -> None:
+    """The prompts a dataset leaves to be derived (``cat`` = the name, ``tmpl`` = the
+    template of ``orig``) under the same rule as the given ones."""
+    orig = prompts.get("orig")
+    derived = {"cat": label if "cat" not in prompts else None,
+               "tmpl": (TEMPLATE_PREFIX + orig if "tmpl" not in prompts and isinstance(orig, str)
+                        and orig.strip() else None)}
+    for k, v in derived.items():
+        if isinstance(v, str) and v.strip() and (why := prompt_text_problem(v)) is not None:
+            source = "the name" if k == "cat" else "the template"
+            problems.append(f"{name}: derived prompt {k!r} ({source}) {why}")
 
 
 def _check_names(values: list[object], allowed: Collection[str], unknown: Callable[[object], str], twice: str,
@@ -392,3 +408,45 @@ def _check_annotation(
     if seg is not None and not isinstance(seg, (list, dict)):
         what = _type_name(seg)
         problems.append(f"{name}: 'segmentation' must be polygons (a list) or RLE (an object), not {what}")
+
+
+# -- the image files themselves (``probench validate``; not part of every load) ------------------
+IMAGES_SOURCE_KEY = "images_source"  # info[...]: the --images folder an import linked to
+
+
+def image_file_problems(root: Path, images: Sequence[Any], info: object) -> list[str]:
+    """What ``probench validate`` checks of the image files beyond their presence: each is a
+    regular file whose real path stays inside the dataset folder or inside the ``--images``
+    folder an import linked it from (``info.images_source``), so a link to a private file
+    elsewhere (``/etc/shadow``) is named, never accepted; and a PNG or JPEG header that
+    gives another size than the declared ``width``/``height`` is named (either orientation).
+    ``images`` are :class:`probench.data.dataset.ImageRecord`s."""
+    from probench.data.images import header_size
+
+    inside = [Path(root).resolve()]
+    source = info.get(IMAGES_SOURCE_KEY) if isinstance(info, dict) else None
+    if isinstance(source, str) and Path(source).is_absolute() and Path(source).parent != Path(source):
+        inside.append(Path(source).resolve())  # (never the file system's root)
+    problems: list[str] = []
+    for rec in images:
+        path = Path(root) / rec.file_name
+        try:
+            real = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            continue  # missing: validate_coco names it
+        if not any(real.is_relative_to(top) for top in inside):
+            problems.append(f"image {rec.id}: image file {rec.file_name!r} is a link that leaves the dataset "
+                            f"(to {real}); copy the image into the dataset instead")
+            continue
+        if not real.is_file():
+            problems.append(f"image {rec.id}: image file {rec.file_name!r} is not a regular file")
+            continue
+        try:
+            size = header_size(real)
+        except OSError as exc:
+            problems.append(f"image {rec.id}: image file {rec.file_name!r} cannot be read: {exc.strerror}")
+            continue
+        if size is not None and (rec.width, rec.height) not in (size, size[::-1]):
+            problems.append(f"image {rec.id}: declared {rec.width}x{rec.height}, but the file "
+                            f"{rec.file_name!r} is {size[0]}x{size[1]}")
+    return problems

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from probench.errors import ProbenchError
+from probench.files import UserFileError, read_user_bytes
 from probench.ground.errors import GroundUsageError
 from probench.realtime.grounding_worker import Prompts
 
@@ -91,9 +92,10 @@ def read_schedule(path: str | Path, start_ns: int) -> list[PromptEvent | PolicyE
 
     path = Path(path)
     where = f"--prompt-schedule {path}"
-    if not path.is_file():
-        raise GroundUsageError(f"{where}: no such file")
-    data = path.read_bytes()
+    try:  # bounded: a regular file (a FIFO or device is refused, never read), size-capped
+        data = read_user_bytes(path, what="--prompt-schedule")
+    except UserFileError as exc:
+        raise GroundUsageError(str(exc)) from None
     if len(data) > MAX_SCHEDULE_BYTES:
         raise GroundUsageError(f"{where}: {len(data)} bytes; a schedule is at most {MAX_SCHEDULE_BYTES}")
     try:

@@ -39,14 +39,15 @@ from typing import TYPE_CHECKING, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 
-from probench.detections import Detections
+from probench.detections import Detections, DetectionsError
 from probench.models.errors import ImageInputError, PromptError
 from probench.models.spec import ModelRecord, TextCache
+from probench.vocabulary import MAX_PROMPT_CHARS as _VOCAB_MAX_PROMPT_CHARS
 
 if TYPE_CHECKING:
     from probench.models.preprocess import Frame
 
-MAX_PROMPT_CHARS = 512  # a target description longer than this is almost surely a mistake
+MAX_PROMPT_CHARS = _VOCAB_MAX_PROMPT_CHARS  # re-exported: the one limit lives in vocabulary
 MAX_PROMPTS = 1024
 # The per-prompt adapters' fixed text-encoder batch (``text_batch``): one prompt per encoder
 # call. A fixed batch makes a prompt's embedding independent of the prompts it missed with;
@@ -148,6 +149,8 @@ class BaseDetector:
     # "reference": the library's own processor (probench.models.preprocess)
     preprocess: str = "reference"
 
+    foreign_output = False  # a plugin's detector: its every frame's prompt indices are checked
+
     def __init__(self, device: str = "cpu", score_threshold: float = 0.0) -> None:
         self.device = device
         self.score_threshold = float(score_threshold)
@@ -238,7 +241,7 @@ class BaseDetector:
 
     def detect(self, image: np.ndarray, prompts: Sequence[str] | None = None) -> Detections:
         text_ms = self._ready(prompts)
-        dets = self._threshold(self._run(self._frame(image), self._text_state))
+        dets = self._threshold(self._checked(self._run(self._frame(image), self._text_state)))
         return dets.with_timing("text", text_ms)
 
     def detect_batch(
@@ -251,7 +254,21 @@ class BaseDetector:
             return []
         share = text_ms / len(images)
         dets = self._run_batch(images, self._text_state)
-        return [self._threshold(d).with_timing("text", share) for d in dets]
+        return [self._threshold(self._checked(d)).with_timing("text", share) for d in dets]
+
+    def _checked(self, dets: Detections) -> Detections:
+        """Every frame's output is :class:`Detections`; a plugin's (``foreign_output``, set
+        by the zoo for a factory from outside probench) also has prompt indices that name
+        one of the prompts asked. Else a :class:`DetectionsError`: the frame fails, named by
+        its caller, and is never credited to another prompt. (probench's own adapters keep
+        their indices by construction; the attribution checks downstream hold them too.)"""
+        if not isinstance(dets, Detections):
+            raise DetectionsError(f"{self.name} returned {type(dets).__name__}, not Detections")
+        n = len(self.prompts)
+        if self.foreign_output and len(dets) and int(dets.prompt_index.max()) >= n:
+            raise DetectionsError(f"{self.name} gave prompt index {int(dets.prompt_index.max())} "
+                                  f"for {n} prompt(s)")
+        return dets
 
     def _frame(self, image: Frame) -> Frame:
         """A checked frame for ``_run``: the reference paths (library processors, detectron2,

@@ -17,16 +17,86 @@ should be light) and never raises: a plugin with a broken import or a bad spec b
 from __future__ import annotations
 
 import importlib
+import math
+import os
 import re
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
 from typing import Any, NamedTuple
 
-from probench.models.errors import UnknownModelError
+from probench.errors import ProbenchError
+from probench.models.errors import ModelError, UnknownModelError
 from probench.models.spec import TINY_PREFIX, ModelSpec
 
 ENTRY_POINT_GROUP = "probench.models"
+# Foreign code (a plugin's import, entry point or factory) gets this long to return
+# (docs/SECURITY.md); the environment variable changes it (seconds).
+LOAD_TIMEOUT_S = 600.0
+LOAD_TIMEOUT_ENV = "PROBENCH_PLUGIN_LOAD_TIMEOUT"
+
+
+class PluginLoadError(ModelError):
+    """A plugin's code failed, exited or hung while loading: one line (exit 1)."""
+
+
+def load_timeout() -> float:
+    """The plugin load timeout in seconds (:data:`LOAD_TIMEOUT_ENV`, else :data:`LOAD_TIMEOUT_S`)."""
+    text = os.environ.get(LOAD_TIMEOUT_ENV, "").strip()
+    if not text:
+        return LOAD_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise UnknownModelError(f"{LOAD_TIMEOUT_ENV}={text!r}: must be a positive number of seconds")
+    return value
+
+
+def foreign_text(exc: BaseException) -> str:
+    """An exception of foreign code as one line: its type and message, newlines folded."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def call_foreign(what: str, fn: Callable[..., Any], *args: Any, error: type[ProbenchError] = PluginLoadError,
+                 **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` for foreign code, contained: it runs in a daemon thread given
+    :func:`load_timeout` seconds; whatever it raises (``SystemExit``, ``KeyboardInterrupt``,
+    a ``TypeError`` of a wrong signature) becomes one ``error`` line naming ``what`` (a
+    :class:`probench.errors.ProbenchError` it raises passes as it is); a hang becomes one
+    line at the timeout, the thread left behind (it cannot be killed; a daemon, it does not
+    keep the process alive)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - foreign code: SystemExit and all, contained
+            box["error"] = exc
+
+    timeout = load_timeout()
+    thread = threading.Thread(target=target, name=f"probench-plugin-load {what}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise error(f"{what}: did not return within {timeout:g} s (the plugin load timeout; "
+                    f"{LOAD_TIMEOUT_ENV} changes it)")
+    if "error" in box:
+        exc = box["error"]
+        if isinstance(exc, ProbenchError):
+            raise exc
+        raise error(f"{what}: {foreign_text(exc)}")
+    return box["value"]
+
+
+def is_foreign(target: str) -> bool:
+    """Whether a ``module:function`` target is code from outside probench."""
+    module = target.partition(":")[0]
+    return module != "probench" and not module.startswith("probench.")
 ONE_OFF_FAMILY = "plugin"
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -100,9 +170,9 @@ def discover(builtin: frozenset[str]) -> tuple[tuple[PluginModel, ...], tuple[Pl
     for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
         where, dist = f"{ep.name} = {ep.value}", _distribution(ep)
         try:
-            specs = _load(ep)
-        except Exception as exc:  # noqa: BLE001 - any failure of foreign code is one line
-            problems.append(PluginProblem(where, dist, f"{type(exc).__name__}: {exc}".replace("\n", " ")))
+            specs = call_foreign(f"plugin {where}", _load, ep)
+        except ProbenchError as exc:  # any failure of foreign code (exits and hangs too) is one line
+            problems.append(PluginProblem(where, dist, str(exc).removeprefix(f"plugin {where}: ")))
             continue
         clash = [s.name for s in specs if s.name in taken]
         if clash:
@@ -127,11 +197,8 @@ def one_off_spec(target: str) -> ModelSpec:
     if not _TARGET.match(target):
         raise UnknownModelError(f"model {target!r}: expected a zoo name or 'package.module:factory'")
     module_name, _, attr = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - foreign code: one line, whatever it raised
-        why = f"{type(exc).__name__}: {exc}".replace("\n", " ")
-        raise UnknownModelError(f"model {target!r}: cannot import {module_name}: {why}") from None
+    module = call_foreign(f"model {target!r}: cannot import {module_name}", importlib.import_module,
+                          module_name, error=UnknownModelError)  # foreign code: one line, whatever it did
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):

@@ -19,6 +19,7 @@ from probench.detections import Detections
 from probench.models.base import BaseDetector
 
 _SLOW = re.compile(r"^test-slow-(\d+)ms$")
+MAX_SCRIPTED_DELAY_MS = 60_000  # test-slow-<N>ms: N at most a minute per frame
 
 
 def _unit(text: str, salt: str) -> float:
@@ -75,6 +76,11 @@ def scripted_detector(
     if name in ("test-instant", "test-masks"):
         delay_s = 0.0
     elif m := _SLOW.match(name):
+        if len(m.group(1)) > 9 or int(m.group(1)) > MAX_SCRIPTED_DELAY_MS:
+            from probench.models.errors import UnknownModelError
+
+            raise UnknownModelError(f"{name}: a scripted delay is at most {MAX_SCRIPTED_DELAY_MS} ms "
+                                    f"(test-slow-{MAX_SCRIPTED_DELAY_MS}ms)")
         delay_s = int(m.group(1)) / 1000.0
     else:
         return None

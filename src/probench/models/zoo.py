@@ -22,14 +22,24 @@ which never imports this module.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from probench.models import specs_detectron, specs_transformers, specs_ultralytics
 from probench.models.base import BaseDetector
 from probench.models.errors import BackendUnavailableError, ModelError, UnknownModelError
-from probench.models.plugins import PluginModel, PluginProblem, discover, is_one_off, one_off_spec
+from probench.models.plugins import (
+    PluginModel,
+    PluginProblem,
+    call_foreign,
+    discover,
+    is_foreign,
+    is_one_off,
+    one_off_spec,
+)
 from probench.models.spec import RUNTIMES, TINY_PREFIX, ModelRecord, ModelSpec
 from probench.models.testing import scripted_detector
 
@@ -161,6 +171,45 @@ def model_record(
     )
 
 
+DEVICE_FORM = re.compile(r"^(cpu|cuda(:\d{1,3})?)$")
+PRECISIONS = ("fp32", "fp16")
+
+
+def check_device(device: str, precision: str) -> None:
+    """A one-line :class:`probench.errors.UsageError` unless ``device`` is ``cpu``, ``cuda``
+    or ``cuda:N`` that this machine has (torch is imported only for a CUDA device) and
+    ``precision`` is one of :data:`PRECISIONS`: so no run records a device or a precision it
+    could not have used (``cuda`` on a CPU-only machine, ``cuda:-1``, ``fp8``)."""
+    from probench.errors import UsageError
+
+    if not isinstance(device, str) or not DEVICE_FORM.match(device):
+        raise UsageError(f"--device {device!r}: expected cpu, cuda or cuda:N")
+    if precision not in PRECISIONS:
+        raise UsageError(f"--precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
+    if device == "cpu":
+        return
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = int(device.partition(":")[2] or 0)
+    if index >= count:
+        have = f"{count} CUDA device(s)" if count else "no CUDA device"
+        raise UsageError(f"--device {device}: this machine has {have} (torch.cuda)")
+
+
+def _build(target: str, name: str, spec: ModelSpec, **kwargs: Any) -> Any:
+    """The detector a factory builds: probench's own called as they are; a plugin's (foreign
+    code) contained by :func:`probench.models.plugins.call_foreign`: its import and its call
+    get the plugin load timeout, and an exit, an interrupt or a wrong signature is one line."""
+    if not is_foreign(target):
+        return _import_factory(target)(spec, **kwargs)
+    factory = call_foreign(f"model {name}: factory {target}", _import_factory, target)
+    det = call_foreign(f"model {name}: factory {target}", factory, spec, **kwargs)
+    if isinstance(det, BaseDetector):
+        det.foreign_output = True  # every frame of a plugin is validated (BaseDetector._checked)
+    return det
+
+
 def _import_factory(target: str) -> Callable[..., BaseDetector]:
     module_name, _, func = target.partition(":")
     if not module_name or not func:
@@ -196,6 +245,7 @@ def load_detector(
     from probench.models.preprocess import check_preprocess
 
     check_preprocess(preprocess)
+    check_device(device, precision)  # what this machine has: before anything is built or recorded
     record = model_record(name, weights=weights, random_weights=random_weights, runtime=runtime,
                           preprocess=preprocess)
     scripted = scripted_detector(name, device=device, score_threshold=score_threshold)
@@ -222,15 +272,13 @@ def load_detector(
             from probench.errors import UsageError
 
             raise UsageError(f"{name} is a tiny test model: it takes neither weights nor random_weights")
-        det = _import_factory(spec.tiny_factory or "")(
-            spec, device=device, precision=precision, score_threshold=score_threshold, preprocess=preprocess
-        )
+        det = _build(spec.tiny_factory or "", name, spec, device=device, precision=precision,
+                     score_threshold=score_threshold, preprocess=preprocess)
     else:
-        det = _import_factory(spec.factory or "")(
-            spec, device=device, precision=precision, score_threshold=score_threshold,
-            weights=weights, random_weights=random_weights, preprocess=preprocess,
-        )
-    if not isinstance(det, BaseDetector):
+        det = _build(spec.factory or "", name, spec, device=device, precision=precision,
+                     score_threshold=score_threshold, weights=weights, random_weights=random_weights,
+                     preprocess=preprocess)
+    if not isinstance(det, BaseDetector):  # (a foreign factory's result, checked as any)
         raise ModelError(f"{name}: its factory returned {type(det).__name__}, not a "
                          "probench.models.base.BaseDetector (docs/MODELS.md, plugin models)")
     if runtime != "torch":

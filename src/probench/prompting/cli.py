@@ -26,11 +26,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from probench.prompting.derive import derive
+    from probench.prompting.messages import check_prompt_specs
     from probench.prompting.policy import resolve_policy
 
     texts = [t for t in args.texts if t.strip()]
     if not texts:
         raise UsageError("give at least one non-empty query")
+    check_prompt_specs(texts)  # the node's rule: valid text, length, explicit forms
     policy = None
     if args.policy is not None:
         policy = resolve_policy(args.policy, model=args.model, profile=args.profile)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from probench.errors import UsageError
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN", help="scored run folders (run.json + metrics.json)")
@@ -15,11 +17,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from probench.cache.atomic import write_json_atomic
-    from probench.prompting.profile import profile_from_runs
+    from probench.prompting.profile import ProfileError, profile_from_runs
 
-    profile = profile_from_runs(args.runs)
     out = Path(args.out)
-    write_json_atomic(out, profile.as_json())
+    if out.is_dir():
+        raise UsageError(f"--out {out}: is a folder; name the profile file to write")
+    profile = profile_from_runs(args.runs)
+    try:
+        write_json_atomic(out, profile.as_json())
+    except OSError as exc:  # a read-only folder, /proc, a missing parent that cannot be made
+        why = exc.strerror or type(exc).__name__
+        raise ProfileError(f"--out {out}: cannot write the profile: {why}") from None
     import sys
 
     for name, k in sorted(profile.best.items()):

@@ -29,12 +29,13 @@ import re
 from dataclasses import asdict, dataclass
 
 from probench.errors import UsageError
+from probench.vocabulary import EXPLICIT_SEPARATOR as _EXPLICIT_SEPARATOR
 from probench.vocabulary import TEMPLATE_PREFIX
 
 __all__ = ["EXPLICIT_SEPARATOR", "ExplicitFormError", "Formulations", "derive", "derive_cat",
            "split_explicit"]
 
-EXPLICIT_SEPARATOR = "=>"
+EXPLICIT_SEPARATOR = _EXPLICIT_SEPARATOR  # the one spelling lives in vocabulary
 
 
 class ExplicitFormError(UsageError):

@@ -29,12 +29,19 @@ def prompt_message_limit() -> int:
 
 
 def check_prompt_specs(prompts: Sequence[str]) -> tuple[str, ...]:
-    """A prompt list as the node takes it (shape, count, length), each explicit
-    ``ORIG => CAT`` form well formed; one-line errors."""
+    """A prompt list as the node takes it (shape, count, length), each prompt valid text
+    (:func:`probench.vocabulary.check_prompt_text`: no control character, no lone surrogate)
+    and each explicit ``ORIG => CAT`` form well formed; one-line errors. The one check of the
+    ``prompts`` parameter, the ``prompt`` topic, the console and ``probench prompt``."""
     from probench.models.base import check_prompts
+    from probench.vocabulary import PromptTextError, check_prompt_text
 
     checked = check_prompts(prompts)
-    for p in checked:
+    for i, p in enumerate(checked):
+        try:
+            check_prompt_text(p)
+        except PromptTextError as exc:
+            raise PromptTextError(f"prompt {i}: {exc}") from None
         split_explicit(p)
     return checked
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import csv
 import io
-import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from probench.errors import CheckFailed
+from probench.files import UserFileError, read_user_json
 from probench.vocabulary import FORMULATIONS
 
 __all__ = ["DEFAULT_PROFILE_NAME", "Profile", "ProfileError", "default_profile", "load_profile",
@@ -89,17 +90,20 @@ def load_profile(path: str | Path | None) -> Profile:
         return default_profile()
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ProfileError(f"profile {p}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProfileError(f"profile {p}: not readable JSON ({exc})") from None
-    if not isinstance(data, dict) or data.get("probench_profile") != PROFILE_VERSION:
+        data = read_user_json(p, what="profile")  # bounded: regular file, size and nesting caps
+    except UserFileError as exc:
+        raise ProfileError(str(exc)) from None
+    version = data.get("probench_profile") if isinstance(data, dict) else None
+    if type(version) is not int or version != PROFILE_VERSION:  # (true == 1 in Python: not a version)
         raise ProfileError(f"profile {p}: not a probench profile (expected \"probench_profile\": "
                            f"{PROFILE_VERSION}; build one with `probench profile RUN... --out PROFILE`)")
+    assert isinstance(data, dict)
     models = data.get("models")
     if not isinstance(models, dict) or not models:
         raise ProfileError(f"profile {p}: \"models\" must be a non-empty object")
+    source = data.get("source")
+    if source is not None and not isinstance(source, str):
+        raise ProfileError(f"profile {p}: \"source\" must be a string, not {type(source).__name__}")
     best: dict[str, str] = {}
     map50: dict[str, dict[str, float]] = {}
     for name, entry in models.items():
@@ -107,9 +111,28 @@ def load_profile(path: str | Path | None) -> Profile:
             raise ProfileError(f"profile {p}: model {name!r}: expected an object with \"best\"")
         best[str(name)] = _check_best(f"profile {p}", name, entry.get("best"))
         m = entry.get("map50")
-        if isinstance(m, dict):
-            map50[str(name)] = {k: float(v) for k, v in m.items() if k in FORMULATIONS and v is not None}
-    return Profile(str(data.get("source") or p), best, map50)
+        if m is not None:
+            map50[str(name)] = _check_map50(f"profile {p}: model {name!r}", m)
+    return Profile(source or str(p), best, map50)
+
+
+def _check_map50(where: str, m: object) -> dict[str, float]:
+    """A profile's ``map50`` object: formulation -> a finite number in [0, 1] (or null)."""
+    if not isinstance(m, dict):
+        raise ProfileError(f"{where}: \"map50\" must be an object, not {type(m).__name__}")
+    out: dict[str, float] = {}
+    for k, v in m.items():
+        if k not in FORMULATIONS or v is None:
+            continue
+        if not _is_score(v):
+            raise ProfileError(f"{where}: map50 {k!r} must be a number in [0, 1], got {v!r}")
+        out[k] = float(v)
+    return out
+
+
+def _is_score(v: object) -> bool:
+    """A finite number in [0, 1] (a bool is not a number here)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0.0 <= v <= 1.0
 
 
 def profile_from_runs(runs: Sequence[str | Path]) -> Profile:
@@ -123,17 +146,29 @@ def profile_from_runs(runs: Sequence[str | Path]) -> Profile:
     for run in runs:
         r = Path(run)
         try:
-            info = json.loads((r / "run.json").read_text(encoding="utf-8"))
-            metrics = json.loads((r / "metrics.json").read_text(encoding="utf-8"))
-        except FileNotFoundError as exc:
-            raise ProfileError(f"{r}: no {Path(str(exc.filename)).name} (score the run first: "
-                               f"`probench score --dataset D --run {r}`)") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ProfileError(f"{r}: unreadable run.json/metrics.json ({exc})") from None
-        name = str((info.get("model") or {}).get("name") or "")
-        by = metrics.get("by_formulation") or {}
-        vals = {f: float(v) for f in FORMULATIONS if (v := (by.get(f) or {}).get("map50")) is not None}
-        if not name or len(vals) < 2:
+            info = read_user_json(r / "run.json", what="run")
+            metrics = read_user_json(r / "metrics.json", what="run", kind="run")
+        except UserFileError as exc:
+            if exc.reason == "no such file":
+                raise ProfileError(f"{r}: no {exc.path.name} (score the run first: "
+                                   f"`probench score --dataset D --run {r}`)") from None
+            raise ProfileError(f"{r}: unreadable {exc.path.name} ({exc.reason})") from None
+        if not isinstance(info, dict) or not isinstance(metrics, dict):
+            raise ProfileError(f"{r}: run.json and metrics.json must be JSON objects")
+        model = info.get("model")
+        name = model.get("name") if isinstance(model, dict) else None
+        by = metrics.get("by_formulation")
+        by = by if isinstance(by, dict) else {}
+        vals: dict[str, float] = {}
+        for f in FORMULATIONS:
+            entry = by.get(f)
+            v = entry.get("map50") if isinstance(entry, dict) else None
+            if v is None:
+                continue
+            if not _is_score(v):
+                raise ProfileError(f"{r / 'metrics.json'}: {f} map50 must be a number in [0, 1], got {v!r}")
+            vals[f] = float(v)
+        if not isinstance(name, str) or not name or len(vals) < 2:
             raise ProfileError(f"{r}: needs a model name and mAP.5 of at least two of "
                                f"{', '.join(FORMULATIONS)} (run and score them all)")
         top = max(vals.values())

@@ -21,10 +21,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from probench.limits import MAX_RATE_HZ
 from probench.realtime.eval_plan import FramePlan, plan_formulation
 from probench.realtime.eval_realtime import figures
 from probench.realtime.eval_stream import MONOTONIC, Clock, Collector, stream, warm_up
-from probench.realtime.node_spec import EvaluatorConfig
+from probench.realtime.node_spec import MAX_TRIAL_S, EvaluatorConfig
 
 if TYPE_CHECKING:
     from probench.realtime.eval_run import EvaluatorLink
@@ -47,7 +48,7 @@ class Trial:
 
 
 def search_max_rate(
-    trial: Callable[[float], Trial], *, start_hz: float, low_hz: float = 0.5, high_hz: float = 1000.0,
+    trial: Callable[[float], Trial], *, start_hz: float, low_hz: float = 0.5, high_hz: float = MAX_RATE_HZ,
     tolerance: float = 0.05, max_trials: int = 16,
 ) -> tuple[float | None, list[Trial]]:
     """The highest passing rate found (None when even ``low_hz`` fails) and every trial, in
@@ -61,7 +62,7 @@ def search_max_rate(
 
     lo: float | None = None
     hi: float | None = None
-    rate = float(start_hz)
+    rate = min(max(float(start_hz), low_hz), high_hz)  # the search stays in its bounds (and in memory)
     if run(rate):
         lo = rate
         while rate * 2 <= high_hz and len(tried) < max_trials:
@@ -90,8 +91,8 @@ def search_max_rate(
 def trial_frames(frames: Sequence[FramePlan], rate_hz: float, trial_s: float) -> list[int]:
     """Indices into ``frames`` for one trial: at least every frame once, cycled to fill
     ``trial_s`` seconds at ``rate_hz``."""
-    n = max(len(frames), math.ceil(rate_hz * trial_s))
-    return [i % len(frames) for i in range(n)]
+    n = max(len(frames), math.ceil(min(rate_hz, MAX_RATE_HZ) * min(trial_s, MAX_TRIAL_S)))
+    return [i % len(frames) for i in range(n)]  # bounded: at most MAX_RATE_HZ * MAX_TRIAL_S cycled frames
 
 
 def run_trials(link: EvaluatorLink, cfg: EvaluatorConfig, frames: Sequence[FramePlan], images: Sequence[Any],

@@ -355,7 +355,8 @@ def node_core(detector: Detector, cfg: GroundingConfig, frame_sets: StampedPromp
     if depth or cfg.tracking:
         spatial = SpatialStage(SpatialSettings(depth=depth, tracking=cfg.tracking,
                                                tolerance_s=cfg.depth_tolerance,
-                                               min_depth_pixels=cfg.min_depth_pixels))
+                                               min_depth_pixels=cfg.min_depth_pixels,
+                                               max_depth=cfg.max_depth))
     settings = CoreSettings(max_detections=cfg.max_detections, max_pixels=cfg.max_image_pixels,
                             frame_prompts_wait=cfg.frame_prompts_wait, score_threshold=cfg.score_threshold)
     return FrameCore(detector, settings=settings, spatial=spatial, frame_sets=frame_sets, target=target)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from probench.limits import MAX_PERIOD_S, MAX_RATE_HZ, MAX_TIMEOUT_S, MIN_PERIOD_S, MIN_RATE_HZ
 from probench.msgs.images import DEFAULT_MAX_PIXELS
 from probench.prompting.messages import check_prompt_specs, split_prompts
 from probench.prompting.messages import prompt_message_limit as prompt_message_limit  # re-exported
@@ -21,12 +22,14 @@ from probench.prompting.messages import prompts_from_message as prompts_from_mes
 from probench.prompting.policy import DEFAULT_POLICY, POLICIES
 from probench.realtime import PACKAGE, package_config
 from probench.realtime.params import Param, ParamTable
+from probench.spatial.depth import DEFAULT_MAX_DEPTH_M, MAX_DEPTH_LIMIT_M
 from probench.vocabulary import FORMULATIONS, POLICY_FORMULATION, PREPROCESS_PATHS, parse_formulations
 
 EXECUTABLE = "grounding_node"
 NODE_NAME = "grounding_node"
 
 RELIABILITIES = ("best_effort", "reliable")
+MAX_TRIAL_S = 60.0  # a peak-rate trial: at most MAX_RATE_HZ * MAX_TRIAL_S frames in memory
 MODES = ("camera-rate", "as-fast-as-answered")
 
 
@@ -75,7 +78,7 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
     Param("max_detections", "integer", 100, "at most this many detections per frame (highest scores)",
           "configure", low=1, high=10000, identity=True),
     Param("diagnostics_period", "double", 1.0, "seconds between /diagnostics messages", "configure",
-          low=0.0, low_open=True),
+          low=MIN_PERIOD_S, high=MAX_PERIOD_S),
     Param("frame_prompts_wait", "double", 0.5,
           "seconds a frame waits for its stamped prompt set (frame_prompts) while such sets are in use",
           "configure", low=0.0, high=10.0),
@@ -84,7 +87,7 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
           "the node's own evidence for a replay's misses; empty: none", "configure"),
     Param("camera_timeout", "double", 3.0,
           "seconds without an image, while active, after which /diagnostics reports WARN (camera silent)",
-          "configure", low=0.0, low_open=True),
+          "configure", low=0.0, low_open=True, high=MAX_TIMEOUT_S),
     Param("depth_topic", "string", "",
           "aligned depth image (16UC1 mm or 32FC1 m, registered to the colour camera); empty = no 3D output",
           "configure"),
@@ -96,6 +99,9 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
     Param("min_depth_pixels", "integer", 50,
           "valid depth pixels a box needs for a 3D estimate (fewer: none, counted)", "configure",
           low=1, high=10_000_000),
+    Param("max_depth", "double", DEFAULT_MAX_DEPTH_M,
+          "metres: depth pixels farther than this are invalid (no measurement of a RealSense-class camera)",
+          "configure", low=0.0, low_open=True, high=MAX_DEPTH_LIMIT_M),
     Param("tracking", "bool", False, "stable track ids per prompt (ByteTrack) in Detection2D/3D.id",
           "configure"),
     Param("target_timeout", "double", 2.0,
@@ -136,6 +142,7 @@ class GroundingConfig:
     max_image_pixels: int
     target_timeout: float = 2.0
     masks: bool = True
+    max_depth: float = DEFAULT_MAX_DEPTH_M
     trace_file: str = ""
     prompt_policy: str = DEFAULT_POLICY
     prompt_profile: str = ""
@@ -147,15 +154,17 @@ EVALUATOR_PARAMS = ParamTable(EVALUATOR_NAME, (
     Param("out", "string", "", "run folder (resumed when it holds a partial run of the same settings)",
           nonempty=True),
     Param("mode", "string", "camera-rate", "replay mode", choices=MODES),
-    Param("rate_hz", "double", 30.0, "camera-rate replay rate (Hz)", low=0.0, low_open=True),
+    Param("rate_hz", "double", 30.0, "camera-rate replay rate (Hz)", low=MIN_RATE_HZ, high=MAX_RATE_HZ),
     Param("formulations", "string_array", list(FORMULATIONS), "formulations to replay, in order",
           check_value=_formulations),
     Param("answer_timeout", "double", 5.0,
-          "seconds to wait for a frame's detections before counting it missed", low=0.0, low_open=True),
+          "seconds to wait for a frame's detections before counting it missed", low=0.0, low_open=True,
+          high=MAX_TIMEOUT_S),
     Param("startup_timeout", "double", 180.0,
-          "seconds to wait for the grounding node (model load, first prompts)", low=0.0, low_open=True),
+          "seconds to wait for the grounding node (model load, first prompts)", low=0.0, low_open=True,
+          high=MAX_TIMEOUT_S),
     Param("budget_ms", "double", 0.0, "real-time budget of one frame (ms); 0: one period, 1000 / rate_hz",
-          low=0.0),
+          low=0.0, high=1000.0 * MAX_PERIOD_S),
     Param("warmup_frames", "integer", 3,
           "frames sent one at a time before the first measured stream of each session (a discarded "
           "trial: scored nowhere, counted apart)", low=0, high=1000),
@@ -169,7 +178,7 @@ EVALUATOR_PARAMS = ParamTable(EVALUATOR_NAME, (
     Param("max_missed", "double", 0.01, "the missed share a rate may have in the peak-rate search", low=0.0,
           high=1.0),
     Param("trial_s", "double", 3.0, "seconds of frames (the bag's, cycled) in one peak-rate trial", low=0.0,
-          low_open=True),
+          low_open=True, high=MAX_TRIAL_S),
     Param("result_file", "string", "",
           "where the node writes its result record (status, error, files) when it exits; empty: none"),
     Param("prompt_policy", "string", "",

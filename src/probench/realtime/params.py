@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from probench.errors import ProbenchError
+
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
@@ -51,8 +53,10 @@ class Param:
     identity: bool = False  # part of a run's identity (run.json): the evaluator reads it from the node
 
     def check(self, value: Any) -> Any:
-        """The checked value, or ``ValueError`` naming the parameter and the reason (a
-        ``check_value`` hook may raise a :class:`probench.errors.ProbenchError` instead)."""
+        """The checked value, or ``ValueError`` naming the parameter and the reason; a
+        ``check_value`` hook raises a :class:`probench.errors.ProbenchError`, and any other
+        exception of it becomes a one-line :class:`probench.realtime.errors.ParameterValueError`
+        (so no value can raise anything else out of a node's set-parameters callback)."""
         kinds = _PY_TYPES[self.type]
         if isinstance(value, bool) and self.type in ("double", "integer"):
             raise ValueError(f"{self.name} must be a {self.type}, got {value!r}")
@@ -74,7 +78,12 @@ class Param:
             raise ValueError(f"parameter {self.name!r} is required ({self.description})" if not self.default
                              else f"{self.name} must not be empty")
         if self.check_value is not None:
-            value = self.check_value(value)
+            try:
+                value = self.check_value(value)
+            except (ProbenchError, ValueError):
+                raise  # already the one-line refusal the nodes answer with
+            except Exception as exc:  # noqa: BLE001 - any other failure is one line, never a crash
+                raise _one_line(self.name, exc) from None
         return value
 
     def range_text(self) -> str:
@@ -151,6 +160,16 @@ class ParamTable:
             cells = [f"`{p.name}`", p.type, default, p.range_text(), p.applies, p.description]
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         return "\n".join(lines)
+
+
+def _one_line(name: str, exc: Exception) -> Exception:
+    """A ``check_value`` failure that is not a refusal (a RecursionError, a MemoryError, an
+    OSError, a bug) as the one-line :class:`ParameterValueError` the nodes answer with,
+    named by its type; newlines folded."""
+    from probench.realtime.errors import ParameterValueError
+
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return ParameterValueError(text if name in text else f"{name}: {text}")
 
 
 def _yaml_text(value: Any) -> str:

@@ -25,7 +25,14 @@ import numpy as np
 from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.realtime.grounding_worker import StampedMap
-from probench.spatial.depth import DepthImage, Detections3D, Intrinsics, depth_from_bytes, estimate_3d
+from probench.spatial.depth import (
+    DEFAULT_MAX_DEPTH_M,
+    DepthImage,
+    Detections3D,
+    Intrinsics,
+    depth_from_bytes,
+    estimate_3d,
+)
 from probench.spatial.errors import IntrinsicsError
 from probench.spatial.tracking import PromptTrackers
 
@@ -41,6 +48,7 @@ class SpatialSettings:
     min_depth_pixels: int = 50
     wait_s: float | None = None  # longest wait for a frame's depth; None: tolerance_s
     depth_buffer: int = 8  # depth images kept while their colour frame is awaited
+    max_depth: float = DEFAULT_MAX_DEPTH_M  # metres: farther depth pixels are invalid (parameter max_depth)
 
 
 @dataclass(frozen=True)
@@ -126,7 +134,8 @@ class SpatialStage:
         try:
             image = depth_from_bytes(depth.data, depth.height, depth.width, depth.step, depth.encoding,
                                      big_endian=bool(depth.is_bigendian))
-            est = estimate_3d(dets, image, k, self.settings.min_depth_pixels, track_ids=track_ids)
+            est = estimate_3d(dets, image, k, self.settings.min_depth_pixels, track_ids=track_ids,
+                              max_depth=self.settings.max_depth)
         except ProbenchError as exc:
             self.counts["depth_errors"] += 1
             return None, 0.0, self._wait(f"depth image dropped: {exc}")
@@ -158,7 +167,7 @@ class SpatialStage:
         if self.settings.depth:
             out.update(c, coverage_3d=(c["boxes_3d"] / boxes) if boxes else 0.0,
                        depth_pairing=self.depth_frames.bound, depth_pending=len(self.depth_frames),
-                       waiting_3d=self.waiting or "-")
+                       waiting_3d=self.waiting or "-", max_depth_m=self.settings.max_depth)
         if self.trackers is not None:
             out["tracked_prompts"] = len(self.trackers.prompts)
         return out

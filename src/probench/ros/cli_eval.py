@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from probench.cache.run import RunDir
 from probench.errors import CheckFailed, Interrupted, UsageError
+from probench.limits import MAX_PERIOD_S, MAX_RATE_HZ, MAX_TIMEOUT_S, MIN_RATE_HZ, check_flag
 from probench.realtime.eval_run import read_result
 from probench.realtime.node_spec import GROUNDING_PARAMS, MODES
 from probench.scoring.printed import pcr_lines
@@ -170,14 +171,14 @@ def run(args: argparse.Namespace) -> int:
 
     if args.domain_id is not None and not 0 <= args.domain_id <= 232:
         raise UsageError(f"--domain-id must be in 0..232, got {args.domain_id}")
-    for name in ("rate", "answer_timeout", "timeout"):
-        value = getattr(args, name)
-        if value is not None and not value > 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be positive, got {value}")
+    check_flag("--rate", args.rate, low=0.0, low_open=True)
+    check_flag("--rate", args.rate, low=MIN_RATE_HZ, high=MAX_RATE_HZ)
+    for name in ("answer_timeout", "timeout"):
+        check_flag(f"--{name.replace('_', '-')}", getattr(args, name), low=0.0, low_open=True,
+                   high=MAX_TIMEOUT_S)
     if args.warmup_frames is not None and args.warmup_frames < 0:
         raise UsageError(f"--warmup-frames must be >= 0, got {args.warmup_frames}")
-    if args.budget_ms is not None and not args.budget_ms > 0:
-        raise UsageError(f"--budget-ms must be positive, got {args.budget_ms}")
+    check_flag("--budget-ms", args.budget_ms, low=0.0, low_open=True, high=1000.0 * MAX_PERIOD_S)
     if args.max_missed is not None and not 0.0 <= args.max_missed <= 1.0:
         raise UsageError(f"--max-missed must lie in [0, 1], got {args.max_missed}")
     if args.max_missed is not None and not args.find_max_rate:

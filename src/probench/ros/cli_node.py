@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 from probench.console.bridge import split_node_name
 from probench.console.errors import BridgeError, ConsoleUsageError
 from probench.errors import CheckFailed
+from probench.limits import MAX_TIMEOUT_S, check_flag
+from probench.vocabulary import escape_for_log
 
 if TYPE_CHECKING:
     from probench.console.bridge import NodeView
@@ -96,15 +98,13 @@ def run(args: argparse.Namespace) -> int:
     split_node_name(args.node)  # a usage error before anything starts
     reload = args.action == "configure" or (args.action == "param" and getattr(args, "reconfigure", False))
     timeout = args.timeout if args.timeout is not None else (60.0 if reload else 10.0)
-    if timeout <= 0:
-        raise ConsoleUsageError(f"--timeout must be > 0, got {timeout:g}")
+    check_flag("--timeout", timeout, low=0.0, low_open=True, high=MAX_TIMEOUT_S)  # (nan, inf refused)
     prompts: tuple[str, ...] = ()
     if args.action == "prompt":
         from probench.realtime.node_spec import prompts_from_message
 
         prompts = prompts_from_message(args.text)  # checked as the node checks it
-        if args.watch < 0:
-            raise ConsoleUsageError(f"--watch must be >= 0, got {args.watch:g}")
+        check_flag("--watch", args.watch, low=0.0, high=MAX_TIMEOUT_S)
 
     if args.action == "target":
         if (args.track_id is None) == (not args.clear):
@@ -174,7 +174,13 @@ def status_record(view: NodeView) -> dict[str, Any]:
 
 
 def status_text(view: NodeView) -> str:
-    """The human-readable report of one view."""
+    """The human-readable report of one view. Every text that came over the graph (prompts,
+    diagnostics values, the node's message) is escaped (:func:`probench.vocabulary.escape_for_log`):
+    a prompt holding ESC sequences or newlines cannot drive the operator's terminal."""
+    return "\n".join(escape_for_log(line, limit=4096) for line in _status_lines(view))
+
+
+def _status_lines(view: NodeView) -> list[str]:
     state = view.lifecycle
     if state == "unknown" and view.present:
         state = "unknown (no answer to get_state: busy in a transition, loading a model?)"
@@ -194,12 +200,13 @@ def status_text(view: NodeView) -> str:
                      f"received)" + (f": {values['transport_hint']}" if values.get("transport_hint") else ""))
     if diag is None:
         lines.append("diagnostics  (none received yet)")
-        return "\n".join(lines)
+        return lines
     lines.append(f"diagnostics  {diag.level}: {diag.message} ({diag.age_s:.1f} s ago)")
     keys = [k for k in _HEADLINE if k in values] + [k for k in values if k not in _HEADLINE]
     width = max(len(k) for k in keys) if keys else 0
-    lines += [f"  {k.ljust(width)}  {values[k]}" for k in keys]
-    return "\n".join(lines)
+    lines += [f"  {escape_for_log(k).ljust(width)}  {escape_for_log(str(values[k]), limit=1024)}"
+              for k in keys]
+    return lines
 
 
 def _status(bridge: RosConsoleBridge, timeout: float, *, watch: bool, as_json: bool) -> int:
@@ -249,7 +256,7 @@ def _prompt(bridge: RosConsoleBridge, prompts: tuple[str, ...], timeout: float, 
         raise NodeCliError(f"no acknowledgement from {bridge.names['node']} within {timeout:g} s (prompt "
                            "refused, or the node is not active? `probench node status` shows "
                            "prompts_rejected and the state)")
-    print("active prompts: " + " ; ".join(operator), flush=True)
+    print("active prompts: " + " ; ".join(map(escape_for_log, operator)), flush=True)
     if watch_s > 0:
         _print_detections(bridge, watch_s)
     return 0
@@ -262,7 +269,7 @@ def _print_detections(bridge: RosConsoleBridge, seconds: float) -> None:
         view = bridge.view()
         if view.detections_stamp is not None and view.detections_stamp != last:
             last = view.detections_stamp
-            items = ", ".join(f"{d.label} {d.score:.2f} @({(d.box[0] + d.box[2]) / 2:.0f},"
+            items = ", ".join(f"{escape_for_log(d.label)} {d.score:.2f} @({(d.box[0] + d.box[2]) / 2:.0f},"
                               f"{(d.box[1] + d.box[3]) / 2:.0f})" for d in view.detections[:5])
             print(f"{last:.9f}: {len(view.detections)} detections {items}".rstrip(), flush=True)
         time.sleep(_POLL_S)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from probench.errors import UsageError
+from probench.files import UserFileError, read_user_bytes
 from probench.realtime import PACKAGE, package_config
 from probench.realtime.node_spec import MODES, grounding_node_description
 from probench.vocabulary import parse_formulations
@@ -256,10 +257,12 @@ def resolved_parameters(desc: Mapping[str, Any]) -> dict[str, Any]:
             out.update(source)
             continue
         path = Path(source)
-        try:
-            doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise UsageError(f"params file {path}: cannot read it: {exc}") from None
+        try:  # bounded: a regular file under the small-file cap (docs/SECURITY.md)
+            doc = yaml.safe_load(read_user_bytes(path, what="params file").decode("utf-8")) or {}
+        except UserFileError as exc:
+            raise UsageError(str(exc)) from None
+        except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
+            raise UsageError(f"params file {path}: cannot read it: {' '.join(str(exc).split())}") from None
         if not isinstance(doc, Mapping):
             raise UsageError(f"params file {path}: expected a mapping of node names")
         for key, section in doc.items():

@@ -47,6 +47,7 @@ from probench.ros import convert
 from probench.ros.dds_profile import fast_dds_profile_hint
 from probench.ros.grounding_topics import RELIABLE_10, GroundingInputs, GroundingOutputs, image_qos
 from probench.spatial.target import DEFAULT_TIMEOUT_S, TargetSelector
+from probench.vocabulary import escape_for_log as esc  # logs escape control characters (docs/SECURITY.md)
 
 _THROTTLE_S = 5.0
 # On SIGINT/SIGTERM: how long the frame in flight may take to finish. ros2 launch sends
@@ -111,7 +112,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         except (ProbenchError, ValueError) as exc:
             if any(p.name in ("prompt_policy", "prompt_profile") for p in params):
                 self._policy_rejected += 1
-                self.get_logger().warning(f"prompt policy rejected, the previous stays active: {exc}")
+                self.get_logger().warning(f"prompt policy rejected, the previous stays active: {esc(str(exc))}")
             return SetParametersResult(successful=False, reason=str(exc))
         if "target_timeout" in checked:
             self.target.timeout_s = checked["target_timeout"]
@@ -141,7 +142,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             prompts = prompts_from_message(convert.prompt_text(data))
         except ProbenchError as exc:
             self.stats.count("prompts_rejected")
-            self.get_logger().warning(f"prompt rejected, previous prompts stay active: {exc}")
+            self.get_logger().warning(f"prompt rejected, previous prompts stay active: {esc(str(exc))}")
             return
         self._accept_prompts(prompts, "topic")
         self._syncing_param = True  # keep `ros2 param get prompts` truthful without a second ack
@@ -157,7 +158,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         except ProbenchError as exc:
             self.stats.count("prompts_rejected")
             self.get_logger().warning(f"frame prompt set rejected, its frame gets the operator's prompts: "
-                                      f"{exc}", throttle_duration_sec=_THROTTLE_S)
+                                      f"{esc(str(exc))}", throttle_duration_sec=_THROTTLE_S)
             return
         if self.core is not None:
             self.core.put_frame_prompts(convert.stamp_ns(msg.header.stamp), prompts)
@@ -167,13 +168,12 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         try:
             self.target.select(int(msg.data))
         except ProbenchError as exc:
-            self.get_logger().warning(f"target selection refused: {exc}")
-            return
+            return self._warn(f"target selection refused: {exc}")
         self.get_logger().info(f"target: track {msg.data}" if msg.data >= 0 else "target: cleared")
 
     def _accept_prompts(self, prompts: Prompts, source: str) -> None:
         self.worker.put_prompts(prompts, self.get_clock().now().to_msg())
-        self.get_logger().info(f"prompts from {source}: {' ; '.join(prompts)}")
+        self.get_logger().info(f"prompts from {source}: {' ; '.join(map(esc, prompts))}")
 
     def _apply_prompts(self, prompts: Prompts, stamp: Any) -> bool:
         """Worker thread: the core makes the text side ready; acknowledged with a LabelInfo."""
@@ -184,7 +184,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             ready = core.make_ready(prompts, stamp, self.worker.policy)
         except ProbenchError as exc:
             self.stats.count("prompts_rejected")
-            self.get_logger().error(f"model refused prompts, previous stay active: {exc}")
+            self.get_logger().error(f"model refused prompts, previous stay active: {esc(str(exc))}")
             return False
         outputs.labels.publish(ready.label_info_cdr)
         return True
@@ -219,7 +219,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         if trace is not None:  # the frame is done (answered or given up)
             trace.end(answer.stamp_ns, prompt_wait_ms=answer.prompt_wait_ms, bound=answer.bound)
 
-    def on_depth(self, data: bytes) -> None:
+    def on_depth(self, data: bytes) -> None:  # only the header is read: the pixels wait in the bytes
         self._warn(None if self.core is None else self.core.put_depth_cdr(data))
 
     def on_camera_info(self, msg: CameraInfo) -> None:
@@ -234,11 +234,11 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             self._said[line] = now
             if len(self._said) > 256:  # bounded: lines may carry varying details
                 self._said.pop(next(iter(self._said)))
-            self.get_logger().warning(line)
+            self.get_logger().warning(esc(line))
 
     def _on_worker_error(self, exc: BaseException) -> None:
         self.last_frame_error = f"frame failed: {type(exc).__name__}: {exc}"
-        self.get_logger().error(self.last_frame_error, throttle_duration_sec=_THROTTLE_S)
+        self.get_logger().error(esc(self.last_frame_error), throttle_duration_sec=_THROTTLE_S)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -276,7 +276,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
 
     def _fail(self, why: str) -> TransitionCallbackReturn:
         self.last_error = why
-        self.get_logger().error(why)
+        self.get_logger().error(esc(why))
         self.release()
         return TransitionCallbackReturn.FAILURE
 

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from probench.limits import MAX_RATE_HZ, MIN_RATE_HZ
 from probench.spatial.rgbd_scene import FRAME_ID, RgbdCamera, RgbdFrame, k_row_major
 
 
@@ -160,8 +161,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --depth: write the frames into a new rosbag2 folder DIR instead of publishing "
                          "(--frames, default 90)")
     args = ap.parse_args(argv)
-    if args.rate <= 0:
-        ap.error("--rate must be > 0")
+    if not MIN_RATE_HZ <= args.rate <= MAX_RATE_HZ:  # (nan fails too)
+        ap.error(f"--rate must be in {MIN_RATE_HZ:g}..{MAX_RATE_HZ:g} Hz")
     if args.frames < 0:
         ap.error("--frames must be >= 0")
     if (args.record is not None or args.depth_noise or args.depth_invalid) and not args.depth:

@@ -141,7 +141,8 @@ class InferWorker:
         ds = self._dataset(dataset)
         for image_id, data in items:
             t0 = time.perf_counter()
-            image = decode_rgb(data, ds.images[image_id].file_name)
+            rec = ds.images[image_id]
+            image = decode_rgb(data, rec.file_name, declared=(rec.width, rec.height))
             results = infer_image(self.detector, ds, image_id, image, formulation)
             yield image_id, results, time.perf_counter() - t0
 
@@ -162,7 +163,8 @@ class ShippedDataset(Dataset):
         data = self.files.get(image_id)
         if data is None:
             raise ImageDecodeError(f"image {image_id} was not shipped to this worker")
-        return decode_rgb(data, self.images[image_id].file_name)
+        rec = self.images[image_id]
+        return decode_rgb(data, rec.file_name, declared=(rec.width, rec.height))
 
 
 def latency_task(

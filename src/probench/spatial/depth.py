@@ -2,7 +2,11 @@
 
 Conventions:
 - a depth image is registered to the colour camera (same size, same K): ``16UC1`` in
-  millimetres or ``32FC1`` in metres; 0, NaN, inf and negative values are invalid;
+  millimetres or ``32FC1`` in metres; 0, NaN, inf, negative values and depths beyond
+  ``max_depth`` (default :data:`DEFAULT_MAX_DEPTH_M`, 20 m: a RealSense-class camera's
+  useful range, docs/SECURITY.md) are invalid;
+- a K whose focal lengths are implausible for its image (outside :data:`FOCAL_RANGE_REL`
+  times the image's longer side: 1e-300 px, 1e12 px) is refused as K = 0 is;
 - coordinates are the colour camera's optical frame (x right, y down, z forward), metres;
 - a detection's depth is a robust depth of the valid pixels inside its box (or its instance
   mask): the depths are split into clusters where consecutive sorted values jump by more
@@ -32,6 +36,11 @@ DEPTH_ENCODINGS: dict[str, tuple[np.dtype[Any], float]] = {
 GRID = 16  # each box is read on a GRID x GRID lattice of its pixels
 GAP_REL = 0.05  # a jump of more than 5% of the depth between sorted depths starts a new cluster
 SPREAD_PERCENTILES = (5.0, 95.0)
+DEFAULT_MAX_DEPTH_M = 20.0  # farther is no measurement of a RealSense-class camera (the max_depth parameter)
+MAX_DEPTH_LIMIT_M = 1000.0  # the highest max_depth accepted
+# A plausible focal length, as a multiple of the image's longer side: 0.01 (a 179 deg fish-eye
+# has ~0.02) to 1000 (a 0.06 deg telephoto).
+FOCAL_RANGE_REL = (0.01, 1000.0)
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,12 @@ class Intrinsics:
                                   "calibrated (K = 0?), so no 3D position can be computed")
         if width <= 0 or height <= 0:
             raise IntrinsicsError(f"CameraInfo has no image size ({width}x{height})")
+        side = max(int(width), int(height))
+        lo, hi = FOCAL_RANGE_REL[0] * side, FOCAL_RANGE_REL[1] * side
+        if not (lo <= fx <= hi and lo <= fy <= hi):
+            raise IntrinsicsError(f"K has an implausible focal length (fx={fx:g}, fy={fy:g} px for a "
+                                  f"{width}x{height} image; plausible: {lo:g}..{hi:g} px), so no 3D position "
+                                  "can be computed")
         return cls(fx, fy, cx, cy, int(width), int(height))
 
     def project(self, xyz: np.ndarray) -> np.ndarray:
@@ -186,8 +201,10 @@ def robust_depth(values: np.ndarray, gap_rel: float = GAP_REL) -> tuple[float, f
 
 
 def estimate_3d(dets: Detections, depth: DepthImage, k: Intrinsics, min_pixels: int = 50,
-                track_ids: np.ndarray | None = None, grid: int = GRID) -> Detections3D:
-    """One 3D estimate per detection with at least ``min_pixels`` valid depth pixels inside
+                track_ids: np.ndarray | None = None, grid: int = GRID,
+                max_depth: float = DEFAULT_MAX_DEPTH_M) -> Detections3D:
+    """One 3D estimate per detection with at least ``min_pixels`` valid depth pixels (in
+    (0, ``max_depth``] metres) inside
     its box (its mask when the detections have masks). Each box is read on a ``grid`` x
     ``grid`` lattice of pixels (every box at once); its count of valid pixels is the valid
     share of the lattice times the box area. The depth image must have the intrinsics' size
@@ -211,6 +228,8 @@ def estimate_3d(dets: Detections, depth: DepthImage, k: Intrinsics, min_pixels: 
         metres[raw == 0] = np.nan
     else:
         metres[~np.isfinite(metres)] = np.nan  # inf is no depth either
+    with np.errstate(invalid="ignore"):
+        metres[metres > np.float32(max_depth)] = np.nan  # beyond the camera's range: no measurement
     if dets.masks is not None and dets.masks.shape[1:] == (h, w):
         inside = dets.masks[np.arange(n)[:, None, None], ys[:, :, None], xs[:, None, :]].reshape(n, -1)
         metres[~inside] = np.nan

@@ -143,6 +143,6 @@ def import_coco(annotations: Path, images_dir: Path, out: Path, *, prompts: Path
         table = read_prompts_table(prompts, usable)
     coco = build_coco(src, annotations, table=table, label_space=label_space, clip_boxes=clip_boxes,
                       domain=domain)
-    place_images(coco["images"], images_dir, out, copy=copy)
+    place_images(coco["images"], images_dir, out, copy=copy, info=coco.setdefault("info", {}))
     path = write_dataset(coco, out)
     return ImportSummary(path, len(coco["images"]), len(coco["categories"]), len(coco["annotations"]))

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from probench.data.errors import DatasetError
+from probench.data.validate import IMAGES_SOURCE_KEY
 from probench.errors import UsageError
-from probench.jsonio import parse
+from probench.files import UserFileError, read_user_json
 from probench.vocabulary import TEMPLATE_PREFIX
 
 IMAGES_DIR = "images"  # where the images go inside the dataset folder
@@ -26,12 +28,12 @@ def _derive_forms(orig: str, name: str) -> dict[str, str]:
 
 def read_json_file(path: Path, what: str) -> Any:
     """A JSON input file, or a one-line error naming it."""
-    if not path.is_file():
+    if not path.exists():
         raise UsageError(f"{path}: no such {what} file")
-    try:
-        return parse(path.read_bytes())[0]
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
-        raise DatasetError(f"{path}: cannot read the {what} file as JSON: {exc}") from exc
+    try:  # bounded: a regular file, the size and nesting caps (docs/SECURITY.md)
+        return read_user_json(path, what=what, kind="annotations")
+    except UserFileError as exc:
+        raise DatasetError(f"{path}: cannot read the {what} file as JSON: {exc.reason}") from None
 
 
 def check_problems(source: Path, problems: list[str]) -> None:
@@ -40,18 +42,30 @@ def check_problems(source: Path, problems: list[str]) -> None:
         raise DatasetError(f"{source}: {len(problems)} problem(s)", problems=problems)
 
 
-def place_images(images: list[dict[str, Any]], source_dir: Path, out: Path, *, copy: bool) -> None:
+def place_images(images: list[dict[str, Any]], source_dir: Path, out: Path, *, copy: bool,
+                 info: dict[str, Any] | None = None) -> None:
     """Link (or copy) each image's file from ``source_dir`` to ``out/images/``, and point
-    its ``file_name`` there. Every missing file is named before anything is written."""
+    its ``file_name`` there. Every missing file, and every link leaving ``source_dir``, is
+    named before anything is written. ``info`` (the dataset's): links record the folder
+    they point into (``images_source``: where ``probench validate`` lets them lead)."""
+    if info is not None:
+        info.pop(IMAGES_SOURCE_KEY, None)
+        if not copy:
+            info[IMAGES_SOURCE_KEY] = str(source_dir.resolve())
     missing = []
+    top = source_dir.resolve()
     for im in images:
         rel = PurePosixPath(str(im["file_name"]))
         if rel.is_absolute() or ".." in rel.parts:
             missing.append(f"image {im['id']}: 'file_name' {str(rel)!r} must be relative to --images")
         elif not (source_dir / rel).is_file():
             missing.append(f"image {im['id']}: image file {str(rel)!r} not found under {source_dir}")
+        elif not (source_dir / rel).resolve().is_relative_to(top):  # a link out of --images
+            missing.append(f"image {im['id']}: image file {str(rel)!r} is a link that leaves {source_dir} "
+                           f"(to {(source_dir / rel).resolve()}): refused")
     if missing:
-        raise DatasetError(f"{source_dir}: {len(missing)} image file(s) missing", problems=missing)
+        raise DatasetError(f"{source_dir}: {len(missing)} image file(s) missing or outside it",
+                           problems=missing)
     for im in images:
         rel = PurePosixPath(str(im["file_name"]))
         target = out / IMAGES_DIR / rel
@@ -60,10 +74,20 @@ def place_images(images: list[dict[str, Any]], source_dir: Path, out: Path, *, c
             target.unlink()
         src = (source_dir / rel).resolve()
         if copy:
-            shutil.copyfile(src, target)
+            copy_no_wider(src, target)
         else:
             os.symlink(src, target)
         im["file_name"] = str(PurePosixPath(IMAGES_DIR) / rel)
+
+
+def copy_no_wider(src: Path, target: Path) -> None:
+    """Copy ``src`` to ``target`` with no wider permissions than ``src`` has: the copy's mode
+    is the source's, less the umask (a 0640 file never becomes a 0644 copy)."""
+    mode = stat.S_IMODE(os.stat(src).st_mode)
+    shutil.copyfile(src, target)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    os.chmod(target, mode & 0o666 & ~umask)
 
 
 def check_out(out: Path, overwrite: bool) -> None:

@@ -11,6 +11,7 @@ matches.
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from probench.data.errors import DatasetError
 from probench.data.importers.common import read_json_file
 from probench.errors import UsageError
+from probench.files import UserFileError, open_user_file
 
 FIELDS = ("orig", "cat", "tmpl", "prompt_types", "coref")
 LIST_FIELDS = ("prompt_types", "coref")
@@ -26,11 +28,14 @@ LIST_FIELDS = ("prompt_types", "coref")
 def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
     """(where, row) of every entry of the table."""
     if path.suffix.lower() == ".csv":
-        try:
-            with path.open(newline="", encoding="utf-8") as fh:
+        try:  # bounded: a regular file under the CSV size cap (docs/SECURITY.md)
+            with io.TextIOWrapper(open_user_file(path, what="--prompts", kind="csv"), newline="",
+                                  encoding="utf-8") as fh:
                 reader = csv.DictReader(fh)
                 header = list(reader.fieldnames or [])
                 rows = list(reader)
+        except UserFileError as exc:
+            raise DatasetError(str(exc)) from None
         except (OSError, UnicodeDecodeError, csv.Error) as exc:
             raise DatasetError(f"{path}: cannot read the prompts table: {exc}") from exc
         unknown = [h for h in header if h not in ("category", *FIELDS)]

@@ -13,6 +13,7 @@ objects, so it no longer keeps the referent); otherwise it keeps all three.
 
 from __future__ import annotations
 
+import os
 import pickle
 from collections import Counter
 from pathlib import Path
@@ -23,6 +24,8 @@ from probench.data.importers import common
 from probench.data.importers.coco import ImportSummary, source_problems
 from probench.data.validate import Records
 from probench.errors import UsageError
+from probench.files import UserFileError, open_user_file
+from probench.jsonio import MAX_JSON_DEPTH
 from probench.vocabulary import FORMULATIONS
 
 
@@ -34,17 +37,59 @@ class _DataOnly(pickle.Unpickler):
         raise pickle.UnpicklingError(f"refuses {module}.{name}: a refs file holds plain data only")
 
 
+# The structure budget of a refs pickle (docs/SECURITY.md): the nodes (containers and
+# values) a walk of it visits, a shared reference counted each time it is reached, at most
+# this many per byte of the file (and at least PICKLE_MIN_NODES). A plain pickle holds at
+# most about one node per byte; a "billion laughs" of shared lists (L = [L, L], 60 deep)
+# holds 2**60 in a kilobyte, and would exhaust memory in whatever walks it next.
+PICKLE_NODES_PER_BYTE = 8
+PICKLE_MIN_NODES = 1_000_000
+
+
 def read_refs(path: Path) -> Any:
     """The refs list from ``.p``/``.pkl`` (the toolkit's pickle) or ``.json``."""
     if path.suffix.lower() in (".p", ".pkl", ".pickle"):
-        if not path.is_file():
+        if not path.exists():
             raise UsageError(f"{path}: no such refs file")
-        try:
-            with path.open("rb") as fh:
-                return _DataOnly(fh, encoding="latin1").load()
-        except (OSError, pickle.UnpicklingError, EOFError, ValueError) as exc:
-            raise DatasetError(f"{path}: cannot read the refs pickle: {exc}") from exc
+        try:  # bounded: a regular file under the pickle size cap, reads never past it
+            with open_user_file(path, what="refs", kind="pickle") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                data = _DataOnly(fh, encoding="latin1").load()
+        except UserFileError as exc:
+            raise DatasetError(str(exc)) from None
+        except (pickle.UnpicklingError, EOFError) as exc:
+            raise DatasetError(f"{path}: cannot read the refs pickle: {_one_line(exc)}") from None
+        except Exception as exc:  # noqa: BLE001 - a crafted pickle's opcodes raise anything
+            raise DatasetError(f"{path}: cannot read the refs pickle: {type(exc).__name__}: "
+                               f"{_one_line(exc)}") from None
+        check_structure(data, path, max(PICKLE_MIN_NODES, PICKLE_NODES_PER_BYTE * size))
+        return data
     return common.read_json_file(path, "refs")
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
+
+
+def check_structure(data: Any, path: Path, budget: int) -> None:
+    """A :class:`DatasetError` when walking ``data`` visits more than ``budget`` nodes
+    (shared references counted each time) or nests deeper than the JSON nesting cap:
+    an iterative walk, so neither a deep nor a self-referencing structure recurses."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    seen = 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > budget:
+            raise DatasetError(f"{path}: the refs pickle's structure is over its budget of {budget:,} "
+                               "nodes (shared references counted each time): refused")
+        if depth > MAX_JSON_DEPTH:
+            raise DatasetError(f"{path}: the refs pickle nests deeper than {MAX_JSON_DEPTH} levels")
+        if isinstance(value, dict):
+            stack.extend((k, depth + 1) for k in value)
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            stack.extend((v, depth + 1) for v in value)
 
 
 def _sentences(ref: dict[str, Any]) -> list[str] | None:
@@ -150,6 +195,6 @@ def import_refcoco(refs: Path, instances: Path, images_dir: Path, out: Path, *, 
         raise UsageError(f"--images {images_dir}: no such folder")
     coco = build_refcoco(read_refs(refs), common.read_json_file(instances, "instances"), refs, instances,
                          split=split, domain=domain)
-    common.place_images(coco["images"], images_dir, out, copy=copy)
+    common.place_images(coco["images"], images_dir, out, copy=copy, info=coco["info"])
     path = common.write_dataset(coco, out)
     return ImportSummary(path, len(coco["images"]), len(coco["categories"]), len(coco["annotations"]))
