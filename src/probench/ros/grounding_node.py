@@ -112,7 +112,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         except (ProbenchError, ValueError) as exc:
             if any(p.name in ("prompt_policy", "prompt_profile") for p in params):
                 self._policy_rejected += 1
-                self.get_logger().warning(f"prompt policy rejected, the previous stays active: {esc(str(exc))}")
+                self._warn(f"prompt policy rejected, the previous stays active: {exc}")
             return SetParametersResult(successful=False, reason=str(exc))
         if "target_timeout" in checked:
             self.target.timeout_s = checked["target_timeout"]
