@@ -30,6 +30,7 @@ from probench.ground.prompts import (
     recorded_frame_prompts,
 )
 from probench.ground.replay import MailboxReplay
+from probench.ground.sequences import SequenceBag
 from probench.ground.spatial import (
     LOOKAHEAD_S,
     GroundSpatial,
@@ -81,10 +82,10 @@ class _Grounder:
 
     def __init__(
         self, core: FrameCore, outputs: GroundOutputs, summary: GroundSummary, plan: GroundPlan,
-        spatial: GroundSpatial | None = None,
+        spatial: GroundSpatial | None = None, sequences: SequenceBag | None = None,
     ) -> None:
         self.core, self.outputs, self.summary, self.plan = core, outputs, summary, plan
-        self.spatial = spatial
+        self.spatial, self.sequences = spatial, sequences
         self.wanted = Wanted(masks=outputs.masks)
         self._said: set[str] = set()
 
@@ -107,6 +108,8 @@ class _Grounder:
         s.processing_ms.append(busy_ms)
         s.latency_ms.append(item.latency_ms)
         self.outputs.frame(item)
+        if self.sequences is not None:
+            self.sequences.observe(item)
         return busy_ms / 1000.0
 
     def put_spatial(self, kind: str, raw: bytes) -> None:
@@ -161,9 +164,11 @@ def frame_prompts_topic(source: BagSource, requested: str | None) -> Topic | Non
 Schedule = list[PromptEvent | PolicyEvent]
 
 
-def check_plan(source: BagSource, plan: GroundPlan) -> tuple[Topic, Topic | None, Schedule, SpatialTopics]:
+def check_plan(source: BagSource, plan: GroundPlan, sequences: SequenceBag | None = None
+               ) -> tuple[Topic, Topic | None, Schedule, SpatialTopics]:
     """The camera topic, the recorded prompt topic, the scheduled prompts and the depth and
-    CameraInfo topics, or a one-line error."""
+    CameraInfo topics, or a one-line error. A bag of a sequence dataset (``sequences``)
+    without a prompt source of its own is grounded with its videos' own prompts."""
     spatial = choose_topics(source, plan.depth_topic, plan.camera_info_topic)
     # depth images are no camera to ground, unless the bag has nothing else
     depth_names = [t.name for t in depth_topics(source)]
@@ -171,7 +176,9 @@ def check_plan(source: BagSource, plan: GroundPlan) -> tuple[Topic, Topic | None
     image = source.image_topic(plan.image_topic, exclude=exclude)
     prompt_topic = source.prompt_topic(plan.prompt_topic)
     schedule = read_schedule(plan.schedule, source.start_ns) if plan.schedule is not None else []
-    if not plan.prompts and not schedule and prompt_topic is None:
+    if not plan.prompts and not schedule and prompt_topic is None and sequences is not None:
+        schedule = list(sequences.prompt_events())
+    elif not plan.prompts and not schedule and prompt_topic is None:
         raise GroundUsageError(
             "no prompts: give --prompt \"a red backpack; a door handle\", a --prompt-schedule file, "
             "or a bag with a recorded prompt topic"
@@ -220,7 +227,8 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any], policy: Promp
     from tqdm import tqdm
 
     with BagSource(plan.bag) as source:
-        image, prompt_topic, schedule, topics = check_plan(source, plan)
+        sequences = SequenceBag.open(plan.bag)  # a bag of a sequence dataset: its temporal metrics
+        image, prompt_topic, schedule, topics = check_plan(source, plan, sequences)
         keep = [image] + ([prompt_topic] if prompt_topic else []) if plan.keep_images else []
         summary = GroundSummary(image.name, plan.model, plan.realtime)
         t0 = time.perf_counter()
@@ -242,7 +250,7 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any], policy: Promp
             max_detections=plan.max_detections, max_pixels=plan.max_pixels,
             score_threshold=plan.score_threshold, frame_prompts_wait=0.0),
             spatial=spatial.stage if spatial is not None else None)
-        grounder = _Grounder(core, outputs, summary, plan, spatial)
+        grounder = _Grounder(core, outputs, summary, plan, spatial, sequences)
         replay = MailboxReplay(grounder.ground, grounder.apply, grounder.dropped, realtime=plan.realtime)
         replay.worker.policy = policy
         start = source.start_ns
@@ -281,6 +289,8 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any], policy: Promp
                 else:
                     replay.prompts(t_s, item.prompts, t)
             replay.finish()
+            if sequences is not None:
+                summary.temporal = sequences.metrics()
             outputs.finish()
             summary.wall_s = time.perf_counter() - t_loop
             _describe(outputs, plan, summary)

@@ -30,6 +30,7 @@ class GroundSummary:
     outputs: list[str] = field(default_factory=list)
     spatial: TrackFigures | None = None  # --track or an RGB-D bag
     depth_topic: str | None = None
+    temporal: dict[str, Any] | None = None  # a sequence bag: scoring/temporal.py's metrics of the answers
 
     @property
     def mode(self) -> str:
@@ -50,6 +51,7 @@ class GroundSummary:
             "video_fps": self.video_fps,
             **({"depth_topic": self.depth_topic, **self.spatial.as_dict()}
                if self.spatial is not None else {}),
+            **({"temporal": self.temporal} if self.temporal is not None else {}),
         }
 
     def _spatial_line(self, d: dict[str, Any]) -> str:
@@ -88,5 +90,9 @@ class GroundSummary:
                                                         if model_fps is not None else ""))
         if self.spatial is not None:
             out.append("  " + self._spatial_line(d))
+        if self.temporal is not None:
+            from probench.scoring.temporal import temporal_lines
+
+            out += ["  " + line if line else "" for line in temporal_lines({"temporal": self.temporal})]
         out += [f"  wrote {o}" for o in self.outputs]
         return out

@@ -324,6 +324,7 @@ def finish(session: RunSession, dataset: Dataset, cfg: EvaluatorConfig) -> dict[
     """``realtime.json`` from the whole trace (every session), run.json's status, then the
     scores (``metrics.json``, with ``realtime`` in it)."""
     from probench.scoring import score_run
+    from probench.scoring.bootstrap import DEFAULT_RESAMPLES
 
     crash_point("eval.finishing")
     run = session.run
@@ -332,7 +333,8 @@ def finish(session: RunSession, dataset: Dataset, cfg: EvaluatorConfig) -> dict[
     run.write_json("realtime.json", realtime)
     session.finish()
     crash_point("eval.scoring")
-    metrics = score_run(dataset, run.path)
+    # the same metrics.json as `probench score` gives (intervals and error types included)
+    metrics = score_run(dataset, run.path, bootstrap=DEFAULT_RESAMPLES, errors=True)
     run.write_json("metrics.json", metrics)
     return metrics
 

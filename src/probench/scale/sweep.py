@@ -241,9 +241,11 @@ class _Model:
         return metrics.stat().st_mtime_ns >= newest
 
     def score(self, step: Step) -> None:
+        from probench.scoring.bootstrap import DEFAULT_RESAMPLES
         from probench.scoring.suite import score_run
 
-        metrics = score_run(self.dataset, self.run.path)
+        # the same metrics.json as `probench score` gives (intervals and error types included)
+        metrics = score_run(self.dataset, self.run.path, bootstrap=DEFAULT_RESAMPLES, errors=True)
         write_json_atomic(self.run.path / "metrics.json", metrics)
         step.where = "this process"
         step.detail = f"mAP.5 {metrics['map50']:.4f}" if isinstance(metrics.get("map50"), float) else ""
