@@ -148,3 +148,17 @@ def test_bad_depth_inputs(tmp_path: Path, ground) -> None:
     assert rc == 2 and "not a sensor_msgs/msg/CameraInfo topic" in err
     rc, _, err = _cup(ground, bag, tmp_path / "c", "--depth-tolerance", "5")
     assert rc == 2 and "--depth-tolerance" in err
+
+
+def test_max_depth_as_the_nodes(tmp_path: Path, ground) -> None:
+    """``--max-depth``: the scene's depths (a few metres) beyond it are invalid, so no box gets
+    a 3D estimate; the node's range check applies (docs/SECURITY.md)."""
+    bag = write_rgbd_bag(tmp_path / "rgbd", n=3)
+    common = ("--bag", bag, "--model", "test-instant", "--prompt", "a cup", "--score-threshold", "0",
+              "--min-depth-pixels", "5")
+    rc, stdout, err = ground(*common, "--out", tmp_path / "far")
+    assert rc == 0 and f"3D from {DEPTH}: 100.0% of detections" in stdout, (stdout, err)
+    rc, stdout, err = ground(*common, "--max-depth", "0.5", "--out", tmp_path / "near")
+    assert rc == 0 and f"3D from {DEPTH}: 0.0% of detections" in stdout, (stdout, err)
+    rc, _, err = ground(*common, "--max-depth", "-1", "--out", tmp_path / "bad")
+    assert rc == 2 and "--max-depth" in err

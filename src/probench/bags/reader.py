@@ -119,8 +119,14 @@ class ProbenchBag:
             return {}
         from ruamel.yaml import YAML
 
+        from probench.files import UserFileError, read_user_bytes
+
         try:
-            info = YAML(typ="safe").load(meta.read_text(encoding="utf-8"))
+            text = read_user_bytes(meta, what="bag metadata", kind="small").decode("utf-8")
+        except (UserFileError, UnicodeDecodeError) as exc:
+            raise BagError(f"{self.path}: cannot read its metadata: {exc}") from exc
+        try:
+            info = YAML(typ="safe").load(text)
             return dict(info["rosbag2_bagfile_information"].get("custom_data") or {})
         except Exception:  # noqa: BLE001 - metadata was already parsed by rosbags; be lenient
             return {}

@@ -69,6 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sp.add_argument("--min-depth-pixels", type=int, metavar="N",
                     default=int(PARAMETER_DEFAULTS["min_depth_pixels"]),
                     help="valid depth pixels a box needs for a 3D estimate (default %(default)s)")
+    sp.add_argument("--max-depth", type=float, metavar="M", default=float(PARAMETER_DEFAULTS["max_depth"]),
+                    help="depths beyond this many metres are invalid, as the node's max_depth (default "
+                    "%(default)s)")
 
     md = parser.add_argument_group("model")
     md.add_argument("--model", required=True, help="zoo name (`probench models`), e.g. tiny-owlv2")
@@ -135,6 +138,7 @@ def plan_from_args(args: argparse.Namespace) -> GroundPlan:
                               ("--max-detections", "max_detections", args.max_detections),
                               ("--depth-tolerance", "depth_tolerance", args.depth_tolerance),
                               ("--min-depth-pixels", "min_depth_pixels", args.min_depth_pixels),
+                              ("--max-depth", "max_depth", args.max_depth),
                               ("--max-pixels", "max_image_pixels", args.max_pixels)):
         try:  # the node's own parameter table: the same ranges as grounding_node
             GROUNDING_PARAMS.check(name, value)
@@ -159,6 +163,7 @@ def plan_from_args(args: argparse.Namespace) -> GroundPlan:
         score_threshold=args.score_threshold, max_detections=args.max_detections,
         progress=not args.no_progress, depth_topic=args.depth_topic, camera_info_topic=args.camera_info_topic,
         track=args.track, depth_tolerance=args.depth_tolerance, min_depth_pixels=args.min_depth_pixels,
+        max_depth=args.max_depth,
         max_pixels=args.max_pixels,
     )
 

@@ -73,6 +73,7 @@ class GroundPlan:
     track: bool = False
     depth_tolerance: float = 0.02
     min_depth_pixels: int = 50
+    max_depth: float = 20.0  # metres: farther depth pixels are invalid (the node's max_depth)
     max_pixels: int = DEFAULT_MAX_PIXELS  # compressed frames over it are refused from their header
 
 
@@ -236,7 +237,8 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any], policy: Promp
         summary.model_load_s = time.perf_counter() - t0
         spatial = None
         if plan.track or topics.depth is not None:
-            spatial = GroundSpatial(topics, plan.track, plan.depth_tolerance, plan.min_depth_pixels)
+            spatial = GroundSpatial(topics, plan.track, plan.depth_tolerance, plan.min_depth_pixels,
+                                    plan.max_depth)
             summary.spatial = spatial.figures
             summary.depth_topic = topics.depth.name if topics.depth else None
         masks = enable_masks(detector, True)

@@ -26,7 +26,7 @@ from probench.bags.source import BagSource, Topic
 from probench.detections import Detections
 from probench.ground.errors import GroundUsageError
 from probench.realtime.spatial_stage import SpatialSettings, SpatialStage
-from probench.spatial.depth import DEPTH_ENCODINGS, Detections3D
+from probench.spatial.depth import DEFAULT_MAX_DEPTH_M, DEPTH_ENCODINGS, Detections3D
 
 CAMERA_INFO_MSGTYPE = "sensor_msgs/msg/CameraInfo"
 IMAGE_MSGTYPE = "sensor_msgs/msg/Image"
@@ -172,11 +172,12 @@ class GroundSpatial:
     """The node's spatial stage on a bag, plus the run's tracking/3D figures."""
 
     def __init__(self, topics: SpatialTopics, tracking: bool, tolerance_s: float,
-                 min_depth_pixels: int) -> None:
+                 min_depth_pixels: int, max_depth: float = DEFAULT_MAX_DEPTH_M) -> None:
         self.topics = topics
         self.depth_on = topics.depth is not None and topics.camera_info is not None
         settings = SpatialSettings(depth=self.depth_on, tracking=tracking, tolerance_s=tolerance_s,
-                                   min_depth_pixels=min_depth_pixels, wait_s=0.0, depth_buffer=16)
+                                   min_depth_pixels=min_depth_pixels, wait_s=0.0, depth_buffer=16,
+                                   max_depth=max_depth)
         self.stage = SpatialStage(settings)
         self.figures = TrackFigures(depth_on=self.depth_on)
         self.tracking = tracking

@@ -288,12 +288,14 @@ def load_reference(path: str | Path) -> list[Entry]:
     Extra columns are ignored; an empty cell is a missing value; anything else malformed
     is a one-line :class:`ReportError` naming the line.
     """
+    from probench.files import read_user_bytes
+
     path = Path(path)
     if not path.is_file():
         raise ReportUsageError(f"{path}: no such reference table")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
+    try:  # the bounded reader: a regular file under the CSV size cap (docs/SECURITY.md)
+        text = read_user_bytes(path, what="reference table", kind="csv").decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
         raise ReportError(f"{path}: cannot read: {exc}") from exc
     try:
         rows = list(csv.DictReader(text.splitlines()))
