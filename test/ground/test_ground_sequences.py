@@ -9,12 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers.sequence_link import colour_detector
+from helpers.sequence_link import offline_temporal
 from probench.bags.writer import write_bag
 from probench.data.dataset import load_dataset
 from probench.data.synthetic_sequences import write_sequence_dataset
-from probench.scoring.temporal import temporal_metrics
-from probench.vocabulary import detections_to_results, unique_prompts
 
 MODEL = "helpers.sequence_link:build"  # the example plugin's colour rule, which finds the shapes
 
@@ -48,15 +46,7 @@ def test_ground_uses_the_videos_prompts_and_prints_their_temporal_metrics(
     got = _summary(out)["temporal"]["by_formulation"]["orig"]
     assert got["identity"] == "track_id"  # the node's track ids, from the core
     # the frame-wise figures equal those of the same model run offline on the dataset's images
-    ds = load_dataset(ds_path)
-    det = colour_detector()
-    preds = []
-    for iid in ds.images:
-        qids, prompts = ds.prompts_for(iid, "orig")
-        texts, groups = unique_prompts(qids, prompts)
-        preds += detections_to_results(det.detect(ds.read_image(iid), texts), iid, groups)
-    offline = temporal_metrics(ds, {"orig": preds})
-    assert offline is not None
+    offline = offline_temporal(ds_path)
     want = offline["by_formulation"]["orig"]
     for key in ("continuity", "flicker_per_100_frames", "prompt_change_latency_frames"):
         assert got[key] == pytest.approx(want[key]), key

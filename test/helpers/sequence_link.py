@@ -34,3 +34,22 @@ def build(spec: Any, *, preprocess: str = "device", **_options: Any) -> Any:
     det.preprocess = preprocess
     det.weights_source = "none (numpy colour rule)"
     return det
+
+
+def offline_temporal(ds_path: Path) -> dict[str, Any]:
+    """The temporal metrics (orig) of the colour detector run offline on the dataset's own
+    images: the reference the replays (eval, ground) are compared with."""
+    from probench.data.dataset import load_dataset
+    from probench.scoring.temporal import temporal_metrics
+    from probench.vocabulary import detections_to_results, unique_prompts
+
+    ds = load_dataset(ds_path)
+    det = colour_detector()
+    preds: list[Any] = []
+    for iid in ds.images:
+        qids, prompts = ds.prompts_for(iid, "orig")
+        texts, groups = unique_prompts(qids, prompts)
+        preds += detections_to_results(det.detect(ds.read_image(iid), texts), iid, groups)
+    out = temporal_metrics(ds, {"orig": preds})
+    assert out is not None
+    return out

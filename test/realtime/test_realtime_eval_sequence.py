@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers.crash import crash_env
-from helpers.sequence_link import OperatorFakeLink, colour_detector
+from helpers.sequence_link import OperatorFakeLink, colour_detector, offline_temporal
 from probench.bags.writer import write_bag
 from probench.cache.trace import latest_frames, read_trace
 from probench.data.dataset import load_dataset
@@ -21,8 +21,6 @@ from probench.data.synthetic_sequences import write_sequence_dataset
 from probench.realtime.eval_run import run_evaluation
 from probench.realtime.fake_link import FakeClock
 from probench.realtime.node_spec import EvaluatorConfig
-from probench.scoring.temporal import temporal_metrics
-from probench.vocabulary import detections_to_results, unique_prompts
 
 RATE = 10.0
 
@@ -60,19 +58,6 @@ def _run(cfg: EvaluatorConfig, link: OperatorFakeLink, clock: FakeClock) -> dict
         link.close()
 
 
-def _offline(ds_path: Path) -> dict:
-    ds = load_dataset(ds_path)
-    det = colour_detector()
-    preds = []
-    for iid in ds.images:
-        qids, prompts = ds.prompts_for(iid, "orig")
-        texts, groups = unique_prompts(qids, prompts)
-        preds += detections_to_results(det.detect(ds.read_image(iid), texts), iid, groups)
-    out = temporal_metrics(ds, {"orig": preds})
-    assert out is not None
-    return out
-
-
 def test_a_sequence_bag_is_replayed_with_operator_prompts(seq_bag: tuple[Path, Path], tmp_path: Path) -> None:
     ds_path, bag = seq_bag
     clock = FakeClock()
@@ -100,7 +85,8 @@ def test_a_sequence_bag_is_replayed_with_operator_prompts(seq_bag: tuple[Path, P
         info["settings"]["prompts"].startswith("per video: operator prompts") and info["status"] == "complete"
     )
     # an instant node misses no frame: the same temporal metrics as offline inference
-    t, off = metrics["temporal"]["by_formulation"]["orig"], _offline(ds_path)["by_formulation"]["orig"]
+    t = metrics["temporal"]["by_formulation"]["orig"]
+    off = offline_temporal(ds_path)["by_formulation"]["orig"]
     for key in (
         "continuity",
         "flicker_per_100_frames",
