@@ -169,3 +169,13 @@ def test_more_prompts_than_the_semantic_image_holds_is_one_problem(n: int) -> No
                                         "segmentation/confidence"}
     else:
         assert answer.mask_cdr == {} and any("no mask images" in p for p in answer.problems)
+
+
+def test_the_semantic_class_map_comes_with_the_first_masks_and_again_when_prompts_change() -> None:
+    core = FrameCore(_Plugin((H, W)))
+    wanted = Wanted(masks=True)
+    first, same, other = (core.answer(_image(), compressed=False, prompts=p, wanted=wanted)
+                          for p in (("a", "b"), ("a", "b"), ("c",)))
+    assert same.mask_labels_cdr is None and first.mask_labels_cdr is not None and other.mask_labels_cdr
+    labels = vision_typestore().deserialize_cdr(other.mask_labels_cdr, "vision_msgs/msg/LabelInfo")
+    assert [(c.class_id, c.class_name) for c in labels.class_map] == [(0, "background"), (1, "c")]

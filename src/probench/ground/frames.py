@@ -56,6 +56,7 @@ class Grounded:
     d3: Detections3D | None = None  # 3D estimates (RGB-D bags)
     detections_3d_cdr: bytes | None = None
     mask_cdr: dict[str, bytes] = field(default_factory=dict)  # segmentation topic -> Image bytes
+    mask_labels_cdr: bytes | None = None  # segmentation/label_info, when the class map changed
 
     @classmethod
     def of(cls, frame: Frame, answer: FrameAnswer) -> Grounded:
@@ -63,7 +64,7 @@ class Grounded:
         return cls(frame, answer.header, answer.rgb, answer.prompts, answer.detections, answer.detections_cdr,
                    processing_ms=answer.processing_ms, timings_ms=dict(answer.stages_ms),
                    track_ids=answer.track_ids, d3=answer.d3, detections_3d_cdr=answer.detections_3d_cdr,
-                   mask_cdr=answer.mask_cdr)
+                   mask_cdr=answer.mask_cdr, mask_labels_cdr=answer.mask_labels_cdr)
 
 
 def decode(frame: Frame, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> tuple[Any, np.ndarray]:

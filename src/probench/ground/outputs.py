@@ -156,7 +156,6 @@ class GroundOutputs:
         self.ts = vision_typestore()
         self.jpeg_quality = jpeg_quality
         self.masks = masks
-        self._mask_prompts: tuple[str, ...] | None = None
         self._stack = ExitStack()
         self._bag = StagedBagWriter(out, overwrite=overwrite).open()
         self._jsonl: IO[str] | None = None
@@ -208,13 +207,9 @@ class GroundOutputs:
             self._jsonl.write(json.dumps(jsonl_record(item), separators=(",", ":")) + "\n")
 
     def _write_masks(self, item: Grounded, t: int) -> None:
-        """The segmentation images, and their class map whenever the frame's prompts change."""
-        if item.prompts != self._mask_prompts:
-            from probench.msgs.masks import semantic_label_info_to_cdr
-
-            self._mask_prompts = item.prompts
-            self._bag.write(self._conn["/segmentation/label_info"], t,
-                            semantic_label_info_to_cdr(item.prompts, item.header))
+        """The segmentation images, and their class map when the core says it changed."""
+        if item.mask_labels_cdr is not None:
+            self._bag.write(self._conn["/segmentation/label_info"], t, item.mask_labels_cdr)
         for topic, data in item.mask_cdr.items():
             self._bag.write(self._conn[f"/{topic}"], t, data)
 

@@ -45,6 +45,7 @@ from probench.msgs.images import DEFAULT_MAX_PIXELS
 from probench.prompting.policy import PromptPolicy, resolve_policy
 from probench.realtime.frame_core import CoreSettings, FrameCore, Wanted, enable_masks
 from probench.realtime.grounding_worker import Prompts
+from probench.spatial.depth import DEFAULT_MAX_DEPTH_M
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class GroundPlan:
     track: bool = False
     depth_tolerance: float = 0.02
     min_depth_pixels: int = 50
-    max_depth: float = 20.0  # metres: farther depth pixels are invalid (the node's max_depth)
+    max_depth: float = DEFAULT_MAX_DEPTH_M  # metres: farther depth pixels are invalid (the node's)
     max_pixels: int = DEFAULT_MAX_PIXELS  # compressed frames over it are refused from their header
 
 

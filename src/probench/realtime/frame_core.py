@@ -85,6 +85,7 @@ class FrameAnswer:
     detections_3d_cdr: bytes | None = None  # vision_msgs/Detection3DArray (depth on, paired)
     target_pose_cdr: bytes | None = None  # geometry_msgs/PoseStamped (depth on, a target found)
     mask_cdr: dict[str, bytes] = field(default_factory=dict)  # topic -> sensor_msgs/Image
+    mask_labels_cdr: bytes | None = None  # segmentation/label_info, when the class map changed
     points_cdr: bytes | None = None  # sensor_msgs/PointCloud2 of the target's mask pixels
     target_cdr: bytes | None = None  # vision_msgs/Detection2D: the target (tracking or depth on)
     target_index: int | None = None  # the target's row in ``detections``
@@ -129,6 +130,7 @@ class FrameCore:
         self._mask_problem_said: set[str] = set()
         self._mask_problems: list[str] = []  # said once each, handed to the next answer
         self.masks_seen = False  # a frame's detections carried masks
+        self._mask_prompts: Prompts | None = None  # the class map last handed out with mask images
         # which detection is the target (the operator's track, else the first prompt's best)
         self.target = target if target is not None else TargetSelector()
         self.target_state = "-"  # how the last frame's target was chosen (/diagnostics)
@@ -234,10 +236,9 @@ class FrameCore:
             dets = Detections.empty()
         dets = self._checked_masks(dets, out.rgb.shape[:2])
         dets = dets.filter(top_order(dets, self.settings.max_detections))  # the published set
-        out.stages_ms.update((k, v) for k, v in dets.timings_ms.items() if k != "total")
         if self.spatial is not None:  # ids and 3D for exactly the detections published
             dets, out.track_ids = self.spatial.track(dets, out.prompts, out.stamp_ns)
-            out.stages_ms.update((k, v) for k, v in dets.timings_ms.items() if k != "total")
+        out.stages_ms.update((k, v) for k, v in dets.timings_ms.items() if k != "total")
         out.detections = dets
 
     def _checked_masks(self, dets: Detections, image_hw: tuple[int, int]) -> Detections:
@@ -288,7 +289,7 @@ class FrameCore:
 
     def _masks(self, out: FrameAnswer, wanted: Wanted) -> None:
         """The segmentation images (and the target's points) of the published detections."""
-        from probench.msgs.masks import mono_image_to_cdr, points_to_cdr
+        from probench.msgs.masks import mono_image_to_cdr, points_to_cdr, semantic_label_info_to_cdr
         from probench.realtime.node_spec import MASK_TOPICS
         from probench.spatial.masks import compose_masks, target_detection, target_points
 
@@ -300,6 +301,9 @@ class FrameCore:
                 images = compose_masks(dets, np.arange(len(dets)), out.rgb.shape[:2])
                 out.mask_cdr = {topic: mono_image_to_cdr(image, header) for topic, image in zip(
                     MASK_TOPICS, (images.instances, images.semantic, images.confidence), strict=True)}
+                if out.prompts != self._mask_prompts:  # the semantic image's class map, when it changes
+                    out.mask_labels_cdr = semantic_label_info_to_cdr(out.prompts, header)
+                    self._mask_prompts = out.prompts
             depth = self.spatial.last_depth if self.spatial is not None and out.d3 is not None else None
             target = out.target_index if out.target_cdr is not None else target_detection(dets, 0)
             if wanted.points and depth is not None and target is not None:

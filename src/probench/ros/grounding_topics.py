@@ -122,7 +122,6 @@ class GroundingOutputs:
         self.points = pub(PointCloud2, "target_points", VIEWER) if depth and masks else None
         self.masks = {topic: pub(Image, topic, VIEWER) for topic in MASK_TOPICS} if masks else {}
         self.mask_labels = pub(LabelInfo, "segmentation/label_info", LATCHED) if masks else None
-        self._mask_prompts: tuple[str, ...] | None = None
         every = (self.detections, self.debug, self.labels, self.target, self.d3, self.pose, self.markers,
                  self.points, self.mask_labels, *self.masks.values())
         self.all = [p for p in every if p is not None]
@@ -143,8 +142,9 @@ class GroundingOutputs:
         has them."""
         if answer.target_cdr is not None:
             self.target.publish(answer.target_cdr)
+        if answer.mask_labels_cdr is not None and self.mask_labels is not None:
+            self.mask_labels.publish(answer.mask_labels_cdr)  # latched: the class map, when it changed
         if answer.mask_cdr:
-            self._publish_mask_labels(answer)
             for topic, data in answer.mask_cdr.items():
                 self.masks[topic].publish(data)
         if self.d3 is not None and answer.detections_3d_cdr is not None:
@@ -160,12 +160,3 @@ class GroundingOutputs:
             self.points.publish(answer.points_cdr)
         if answer.debug_rgb is not None:
             self.debug.publish(convert.rgb_to_image_msg(answer.debug_rgb, answer.header))
-
-    def _publish_mask_labels(self, answer: FrameAnswer) -> None:
-        """The semantic image's class map, latched, again whenever the frame's prompts change."""
-        if self.mask_labels is None or answer.prompts == self._mask_prompts:
-            return
-        from probench.msgs.masks import semantic_label_info_to_cdr
-
-        self._mask_prompts = answer.prompts
-        self.mask_labels.publish(semantic_label_info_to_cdr(answer.prompts, answer.header))
