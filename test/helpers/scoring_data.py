@@ -65,11 +65,11 @@ def label_pairs(coco: dict) -> set[tuple[int, int]]:
 
 
 def cocoeval(coco: dict, results: list[dict], iou_thrs: np.ndarray, area: bool = True, *,
-             filtered: bool = True, engine: str = "pycocotools"):
+             filtered: bool = True, engine: str = "pycocotools", img_ids: list[int] | None = None):
     """COCOeval (bbox) on the label-space-filtered results (every result with
     ``filtered=False``: plain COCOeval on a plain COCO file); prints silenced. ``engine``:
     "pycocotools" (the reference) or "hotcoco" (a second, independent implementation in
-    Rust with pycocotools' API)."""
+    Rust with pycocotools' API). ``img_ids``: evaluate those images only (``params.imgIds``)."""
     if engine == "hotcoco":
         from hotcoco import COCO, COCOeval
     else:
@@ -87,6 +87,8 @@ def cocoeval(coco: dict, results: list[dict], iou_thrs: np.ndarray, area: bool =
         params = ev.params  # (hotcoco hands out a copy: set it back below)
         params.iouThrs = np.asarray(iou_thrs)
         params.maxDets = [100]
+        if img_ids is not None:
+            params.imgIds = list(img_ids)
         if not area:
             params.areaRng = params.areaRng[:1]
             params.areaRngLbl = params.areaRngLbl[:1]

@@ -55,6 +55,27 @@ def test_ap_matches_pycocotools(seed: int, engine: str) -> None:
                 assert got["n_queries"] == int((s[0, 0] > -1).sum())
 
 
+@pytest.mark.parametrize("engine", REFERENCES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_by_domain_matches_the_references_on_each_domains_images(seed: int, engine: str) -> None:
+    """by_domain: each domain scored as the reference scores that domain's images alone."""
+    coco = hard_coco(seed, n_images=60)
+    res = hard_predictions(coco, "orig", seed)
+    out = score(Dataset.from_dict(coco), {"orig": res})
+    domains = sorted({im["domain"] for im in coco["images"]})
+    assert len(domains) >= 3 and set(out["by_domain"]) == set(domains)
+    for d in domains:
+        ids = [im["id"] for im in coco["images"] if im["domain"] == d]
+        ev = cocoeval(coco, res, COCO_IOUS, area=False, engine=engine, img_ids=ids)
+        precision = np.asarray(ev.eval["precision"])[:, :, :, 0, 0]
+        has = (precision[0] > -1).any(axis=0)  # (K,): queries with GT in the domain
+        got = out["by_domain"][d]
+        assert got["n_queries"] == int(has.sum()), d
+        assert _close(got["map50"], ref_map(ev, 0)), (d, got, ref_map(ev, 0))
+        s = precision
+        assert _close(got["map50_95"], float(np.mean(s[s > -1]))), d
+
+
 def test_iou_tie_goes_to_the_later_gt_as_pycocotools() -> None:
     """det1 overlaps GT A and B equally (IoU 1/3): pycocotools gives it the later GT (B),
     which leaves A for det2 (IoU 1); giving it A instead would leave det2 unmatched."""

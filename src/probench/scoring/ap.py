@@ -69,8 +69,8 @@ def average_precision(
     prec = t_f / (f_f + t_f + _EPS)
     # per run and recall point: the k-th true positive, k the least with k / n_pos >= r
     g_q, g_c = e_q[g_start], e_col[g_start]
-    cache: dict[int, np.ndarray] = {}
-    k_min = np.stack([_k_min(int(v), cache) for v in n_pos[g_q, g_c]])
+    counts, which = np.unique(n_pos[g_q, g_c], return_inverse=True)  # few distinct GT counts
+    k_min = np.stack([_k_min(int(v)) for v in counts])[which.reshape(-1)]
     k = np.maximum(k_min, 1)  # recall 0: the envelope's maximum, at the first true positive
     ok = k <= g_size[:, None]
     at = g_start[:, None] + np.minimum(k, g_size[:, None]) - 1  # (G, R), rising along each row
@@ -81,11 +81,10 @@ def average_precision(
     return ap
 
 
-def _k_min(n_pos: int, cache: dict[int, np.ndarray]) -> np.ndarray:
-    """Per recall point r, the least k with k / n_pos >= r (``n_pos + 1`` if none)."""
-    if n_pos not in cache:
-        cache[n_pos] = np.searchsorted(np.arange(n_pos + 1) / n_pos, REC_THRS, side="left")
-    return cache[n_pos]
+def _k_min(n_pos: int) -> np.ndarray:
+    """Per recall point r, the least k with k / n_pos >= r (``n_pos + 1`` if none), with
+    pycocotools' float division."""
+    return np.searchsorted(np.arange(n_pos + 1) / n_pos, REC_THRS, side="left")
 
 
 def mean_ap(ap: np.ndarray) -> np.ndarray:
