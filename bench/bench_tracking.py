@@ -6,7 +6,11 @@ moving boxes, 10% missed detections, 1.5 px box noise, 150 frames, two seeds).
 Candidates, each with the settings ``probench.spatial.tracking`` uses (every detection may
 start a track, IoU >= 0.1 to match, a track lost for 1 s ends, time from the frames' stamps):
 
-- ``PromptTrackers``: probench's tracker as it is now (``probench.spatial.tracking``);
+- ``PromptTrackers``: probench's tracker as it is now (``probench.spatial.tracking``:
+  edgefirst-tracker's ByteTrack, one per prompt, stepped by the stamps);
+- ``edgefirst-tracker`` (Au-Zone's EdgeFirst HAL, Rust) directly, one ByteTrack per prompt
+  (it matches boxes whatever their labels): with the gain probench uses (1.0) and with the
+  library's default gain (0.25), both without probench's stepping over skipped frames;
 - the ``trackers`` library (Roboflow, the pinned 2.6.1): ByteTrack, SORT and OC-SORT, either
   one tracker per prompt or one tracker for every prompt with each prompt's boxes moved to
   a region of their own (an offset far beyond any image: boxes of two prompts never overlap,
@@ -22,8 +26,11 @@ supervision's own ByteTrack is gone from supervision 0.31 (the pinned version): 
 the ``trackers`` library. Baseline, in the same process and interleaved frame by frame: the
 grounding node's decode of a 640x480 bgr8 Image message (``rgb_from_cdr``), as
 ``bench_spatial.py``. Printed per candidate: median and p95 ms per frame, the ratio to the
-baseline, IDF1 per seed and ID switches; the target is a median of 1 ms or less. The least
-time (``min``) is printed too: on a loaded machine it is the closest to an idle one's.
+baseline and to the 1 ms target (``/ 1 ms``: at most 1.0 meets it), IDF1 per seed and ID
+switches, on every frame and on every third (``@10fps``, 300 frames) or sixth (``@5fps``, 600
+frames) of the 30 fps scene: its boxes move three or six times as far between tracked
+frames. The least time (``min``) is printed too: on a loaded machine it is the closest to an
+idle one's.
 
     python bench/bench_tracking.py                 # 300 frames
     python bench/bench_tracking.py --frames 1000
@@ -43,6 +50,7 @@ import numpy as np
 # ids (N,) for (xyxy (N, 4), scores (N,), prompt index (N,), stamp in seconds)
 Track = Callable[[np.ndarray, np.ndarray, np.ndarray, float], np.ndarray]
 OFFSET = 1e5  # pixels between two prompts' regions
+TARGET_MS = 1.0  # issue 30: tracking 50 detections may add at most this per frame (median)
 
 
 def _trackers_cls(name: str) -> Any:
@@ -117,6 +125,30 @@ def probench_tracker() -> Track:
     return track
 
 
+def edgefirst_per_prompt(gain: float) -> Track:
+    from edgefirst.tracker import ByteTrack
+
+    per: dict[int, Any] = {}
+    ids: dict[str, int] = {}
+
+    def track(xyxy: np.ndarray, scores: np.ndarray, pidx: np.ndarray, t: float) -> np.ndarray:
+        out = np.full(len(xyxy), -1, np.int64)
+        ns = round(t * 1e9)
+        box32, score32 = xyxy.astype(np.float32).reshape(-1, 4), scores.astype(np.float32)
+        for p in np.unique(pidx):
+            rows = np.flatnonzero(pidx == p)
+            tr = per.get(int(p))
+            if tr is None:
+                tr = per[int(p)] = ByteTrack(high_conf=0.0, iou=0.1, update=gain, lifespan_ns=1_000_000_000)
+            infos = tr.update(box32[rows], score32[rows], np.zeros(len(rows), np.uint64), ns)
+            for row, info in zip(rows.tolist(), infos, strict=True):
+                if info is not None and info.created != ns:  # an id from a track's second frame on
+                    out[row] = ids.setdefault(info.uuid, len(ids))
+        return out
+
+    return track
+
+
 def boxmot_tracker(name: str) -> Track:
     import boxmot
 
@@ -178,6 +210,13 @@ class _Results:
 
 def candidates() -> dict[str, Callable[[], Track]]:
     out: dict[str, Callable[[], Track]] = {"PromptTrackers (probench)": probench_tracker}
+    try:
+        import edgefirst.tracker  # noqa: F401
+    except ImportError as exc:
+        print(f"(edgefirst-tracker not measured directly: {exc})")
+    else:
+        out["edgefirst per prompt, gain 1.0"] = lambda: edgefirst_per_prompt(1.0)
+        out["edgefirst per prompt, gain 0.25 (its default)"] = lambda: edgefirst_per_prompt(0.25)
     for name in ("bytetrack", "sort", "ocsort"):
         out[f"trackers {name}, one per prompt"] = lambda name=name: trackers_per_prompt(name)
         out[f"trackers {name}, one for all"] = lambda name=name: trackers_one(name)
@@ -197,8 +236,10 @@ def candidates() -> dict[str, Callable[[], Track]]:
     return out
 
 
-def idf1(make: Callable[[], Track], seed: int, n_frames: int = 150, miss: float = 0.1) -> tuple[float, int]:
-    """The tracking tests' measure (test/spatial/test_spatial_tracking.py)."""
+def idf1(make: Callable[[], Track], seed: int, n_frames: int = 150, miss: float = 0.1,
+         every: int = 1) -> tuple[float, int]:
+    """The tracking tests' measure (test/spatial/test_spatial_tracking.py): a 30 fps scene of
+    which every ``every``-th frame is tracked."""
     import motmetrics as mm
     import supervision as sv
 
@@ -207,7 +248,7 @@ def idf1(make: Callable[[], Track], seed: int, n_frames: int = 150, miss: float 
     rng = np.random.default_rng(seed)
     acc = mm.MOTAccumulator(auto_id=True)
     track = make()
-    for f in range(n_frames):
+    for f in range(0, n_frames, every):
         truth = moving_scene(f, 4).boxes()
         keep = rng.random(len(truth)) >= miss
         boxes = (truth + rng.normal(0.0, 1.5, truth.shape))[keep]
@@ -261,16 +302,22 @@ def main(argv: list[str] | None = None) -> int:
     b50 = statistics.median(base)
     print(f"tracking {n} detections ({len(set(pidx.tolist()))} prompts) per frame, {args.frames} frames; "
           f"baseline (node decode of a 640x480 bgr8 frame): median {b50:.3f} ms")
-    print(f"  {'candidate':38} {'median ms':>9} {'min ms':>7} {'p95 ms':>7} {'/ base':>7}  {'IDF1 s0':>7} "
-          f"{'IDF1 s1':>7} {'ID sw':>5}  {'id changes (bench)':>18}")
+    print(f"  {'candidate':46} {'median ms':>9} {'min ms':>7} {'p95 ms':>7} {'/ base':>7} {'/ 1 ms':>7}  "
+          f"{'IDF1 s0':>7} {'IDF1 s1':>7} {'ID sw':>5}  {'@10fps s0':>9} {'s1':>5} {'ID sw':>5}  "
+          f"{'@5fps s0':>8} {'s1':>5} {'ID sw':>5}  "
+          f"{'id changes (bench)':>18}")
     for name, make in candidates().items():
         med = statistics.median(times[name])
         p95 = float(np.percentile(times[name], 95))
         (i0, s0), (i1, s1) = idf1(make, 0), idf1(make, 1)
-        met = "met" if med <= 1.0 else "NOT met"
+        (j0, w0), (j1, w1) = idf1(make, 0, 300, every=3), idf1(make, 1, 300, every=3)
+        (k0, v0), (k1, v1) = idf1(make, 0, 600, every=6), idf1(make, 1, 600, every=6)
+        met = "met" if med <= TARGET_MS else "NOT met"
         least = min(times[name])
-        print(f"  {name:38} {med:9.3f} {least:7.3f} {p95:7.3f} {med / b50:7.2f}  {i0:7.3f} {i1:7.3f} "
-              f"{s0 + s1:5d}  {switches[name]:18d}  target <= 1 ms: {met}")
+        print(f"  {name:46} {med:9.3f} {least:7.3f} {p95:7.3f} {med / b50:7.2f} {med / TARGET_MS:7.2f}  "
+              f"{i0:7.3f} {i1:7.3f} {s0 + s1:5d}  {j0:9.3f} {j1:5.3f} {w0 + w1:5d}  "
+              f"{k0:8.3f} {k1:5.3f} {v0 + v1:5d}  {switches[name]:18d}  "
+              f"target <= {TARGET_MS:g} ms: {met}")
     return 0
 
 

@@ -11,13 +11,15 @@ from probench.spatial.synthetic import moving_scene
 from probench.spatial.tracking import PromptTrackers
 
 
-def _idf1(n_frames: int, miss_rate: float, seed: int, n_objects: int = 4) -> tuple[float, int]:
+def _idf1(n_frames: int, miss_rate: float, seed: int, n_objects: int = 4,
+          every: int = 1) -> tuple[float, int]:
+    """IDF1 and ID switches over a 30 fps scene of which every ``every``-th frame is tracked."""
     import motmetrics as mm
 
     rng = np.random.default_rng(seed)
     acc = mm.MOTAccumulator(auto_id=True)
     trackers = PromptTrackers()
-    for f in range(n_frames):
+    for f in range(0, n_frames, every):
         truth = moving_scene(f, n_objects).boxes()
         keep = rng.random(len(truth)) >= miss_rate  # missed detections
         jitter = rng.normal(0.0, 1.5, truth.shape)  # a detector's box noise (pixels)
@@ -43,6 +45,14 @@ def _iou_distance(truth: np.ndarray, boxes: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_idf1_at_least_0_9_with_10_percent_missed_detections(seed):
     idf1, _ = _idf1(150, 0.10, seed)
+    assert idf1 >= 0.9
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_skipped_frames_widen_the_step(seed):
+    # the same scene at 10 fps: boxes move three times as far between tracked frames, which
+    # a motion model stepped once per frame, not by the stamps, fails to follow
+    idf1, _ = _idf1(300, 0.10, seed, every=3)
     assert idf1 >= 0.9
 
 

@@ -1,30 +1,37 @@
-"""Stable track ids per prompt: ByteTrack (the ``trackers`` library, Roboflow's successor of
-supervision's ByteTrack), one tracker for every prompt.
+"""Stable track ids per prompt: ByteTrack from ``edgefirst-tracker`` (Au-Zone's EdgeFirst HAL,
+a Rust implementation), one tracker per prompt.
 
 - a detection's id is the same across frames while its tracker follows it; -1 means "no id"
-  (a low-score detection the tracker did not match);
-- prompts never share a track: each prompt's boxes are moved to a region of their own
-  (``REGION`` pixels apart, beyond any image), so boxes of two prompts never overlap and
-  never match. The Kalman filter is translation-invariant (its noise does not depend on
-  where a box is), so each track moves exactly as it would in a tracker of its own; one
-  tracker per frame instead of one per prompt is what this buys (``bench/bench_tracking.py``);
-- ids are unique across prompts (a node-wide counter maps the tracker's ids);
+  (a detection that starts a track, or one the tracker did not match);
+- prompts never share a track: each prompt has its own tracker (the library matches boxes
+  whatever their labels, so one tracker for all prompts would let two prompts swap tracks);
+- ids are unique across prompts (a node-wide counter maps the library's track UUIDs);
 - a prompt change keeps the tracks of the prompts that stay and ends the others (their
-  ids are never given again; a prompt that returns gets a new region, so it starts afresh);
-- time comes from the frames' stamps, so skipped frames widen the motion model's step and a
-  lost track is dropped after ``lost_s`` seconds, whatever the frame rate.
+  ids are never given again; a prompt that returns gets a new tracker, so it starts afresh);
+- time comes from the frames' stamps: a lost track is dropped after ``lost_s`` seconds,
+  whatever the frame rate, and skipped frames widen the motion model's step. The library's
+  Kalman filter steps once per update, so before a frame each tracker is advanced by the
+  ``step_s`` steps the stamps say were missed, with updates that carry no detection (the
+  library's own way of ageing tracks; ``test_skipped_frames_widen_the_step`` fails without).
 
 The node's detections are already above its score threshold, so every detection may start a
 track (``activation``) and is matched in ByteTrack's first, high-score stage. A new track gets
-its id on its second frame (ByteTrack answers -1 on the frame that starts it): a detection
-seen once has no id.
+its id on its second frame (on the frame that starts it the library reports the new track;
+it is given no id yet, so a detection seen once has no id). A frame whose stamp is not after
+the last tracked frame's (a replayed frame) is not tracked: its ids are -1 and every track
+stays as it was.
+
+The cost at 50 detections of 5 prompts is about 0.2 ms per frame (``bench/bench_tracking.py``);
+the pure-Python trackers measured there (the ``trackers`` library, ultralytics, boxmot) take
+about 2 ms, half of it one Kalman filter per track in Python.
 """
 
 from __future__ import annotations
 
-import warnings
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -34,87 +41,123 @@ from probench.detections import Detections
 @dataclass(frozen=True)
 class TrackerSettings:
     lost_s: float = 1.0  # a track not matched for this long is ended
-    activation: float = 0.0  # minimum score that starts a track
-    high_score: float = 0.0  # ByteTrack's split between its two matching stages
+    # minimum score that starts a track; also ByteTrack's split between its two matching
+    # stages (one threshold in this library)
+    activation: float = 0.0
     min_iou: float = 0.1  # minimum IoU of a match
+    # the Kalman update's weight on the innovation (the library's ``update``): its default,
+    # 0.25, lags moving boxes, and loses them when frames are skipped (the tests' scene at
+    # 10 fps: test_skipped_frames_widen_the_step fails with it); 1.0 is the classic filter
+    gain: float = 1.0
+    step_s: float = 1.0 / 30.0  # the motion model's step: skipped frames are counted in it
 
 
-REGION = 1e5  # pixels between two prompts' regions (float64 boxes: exact far beyond 10^6 prompts)
+_NO_BOXES = np.zeros((0, 4), np.float32)
+_NO_SCORES = np.zeros(0, np.float32)
+_NO_LABELS = np.zeros(0, np.uint64)  # the library takes labels as uint64 only
+
+
+class _PromptTracker:
+    """One prompt's ByteTrack and the stamp (ns) it has been advanced to."""
+
+    __slots__ = ("last_ns", "tracker")
+
+    def __init__(self, tracker: Any) -> None:
+        self.tracker = tracker
+        self.last_ns: int | None = None
 
 
 class PromptTrackers:
-    """ByteTrack for every prompt text at once; :meth:`update` gives a frame's detections their ids."""
+    """ByteTrack for every prompt text; :meth:`update` gives a frame's detections their ids."""
 
     def __init__(self, settings: TrackerSettings | None = None) -> None:
-        import supervision  # noqa: F401 - imported here (about 2 s cold), not on the first tracked frame
-        import trackers  # noqa: F401
+        from edgefirst.tracker import ByteTrack
 
-        self.settings = settings or TrackerSettings()
-        self._tracker = self._new_tracker()
-        self._region: dict[str, int] = {}  # prompt -> its region (never reused)
-        self._next_region = 0
-        self._ids: dict[int, int] = {}  # the tracker's id -> node-wide id
+        self.settings = s = settings or TrackerSettings()
+        self._kwargs = {"high_conf": s.activation, "iou": s.min_iou, "update": s.gain,
+                        "lifespan_ns": round(s.lost_s * 1e9)}
+        self._cls = ByteTrack
+        self._step_ns = max(1, round(s.step_s * 1e9))
+        # beyond this many missed steps every track has expired: no need to step further
+        self._max_missed = math.ceil(s.lost_s / s.step_s) + 1
+        self._trackers: dict[str, _PromptTracker] = {}
+        self._ids: dict[str, int] = {}  # the library's track UUID -> node-wide id
         self._next_id = 1
+        self._clean_at = 128  # clean the map when it holds more ids than this
+        self._origin_ns: int | None = None  # the first stamp: the library's clock starts at 0 there
+        self._last_ns: int | None = None  # the last tracked frame's stamp, on that clock
         self.ended_prompts = 0
 
     @property
     def prompts(self) -> tuple[str, ...]:
-        return tuple(self._region)
-
-    def _new_tracker(self) -> object:
-        from trackers import ByteTrackTracker
-
-        s = self.settings
-        return ByteTrackTracker(lost_track_buffer=max(1, round(s.lost_s * 30.0)), frame_rate=30.0,
-                                track_activation_threshold=s.activation, minimum_consecutive_frames=1,
-                                minimum_iou_threshold=s.min_iou, high_conf_det_threshold=s.high_score)
+        return tuple(self._trackers)
 
     def set_prompts(self, prompts: Sequence[str]) -> None:
-        """Keep the prompts that stay, end the others, give the new ones a region."""
+        """Keep the prompts that stay, end the others, give the new ones a tracker."""
         wanted = list(dict.fromkeys(prompts))
-        for p in [p for p in self._region if p not in wanted]:
-            del self._region[p]  # its tracks get no detection again: they end after lost_s
+        for p in [p for p in self._trackers if p not in wanted]:
+            del self._trackers[p]  # its tracks end with it (their ids are never given again)
             self.ended_prompts += 1
         for p in wanted:
-            if p not in self._region:
-                self._region[p] = self._next_region
-                self._next_region += 1
+            if p not in self._trackers:
+                self._trackers[p] = _PromptTracker(self._cls(**self._kwargs))
+
+    def _stamp_ns(self, t_s: float | None) -> int | None:
+        """The frame's time on the trackers' clock (ns from the first stamp, never negative);
+        None for a frame not to track (its stamp is not after the last one, or not finite)."""
+        if t_s is None:  # one step per call
+            return 0 if self._last_ns is None else self._last_ns + self._step_ns
+        if not math.isfinite(t_s):
+            return None
+        ns = round(t_s * 1e9)
+        if self._origin_ns is None:
+            self._origin_ns = ns
+        ns -= self._origin_ns
+        if ns < 0 or (self._last_ns is not None and ns <= self._last_ns):
+            return None
+        return ns
+
+    def _advance(self, pt: _PromptTracker, ns: int) -> None:
+        """Step ``pt``'s motion model over the frames missed since its last update."""
+        if pt.last_ns is not None:
+            missed = min(round((ns - pt.last_ns) / self._step_ns) - 1, self._max_missed)
+            for k in range(1, missed + 1):
+                pt.tracker.update(_NO_BOXES, _NO_SCORES, _NO_LABELS, pt.last_ns + k * self._step_ns)
+        pt.last_ns = ns
 
     def update(self, dets: Detections, prompts: Sequence[str], t_s: float | None = None) -> np.ndarray:
         """Track ids (N,) int64 for ``dets`` (detected with ``prompts``), -1 where none; ``t_s``:
         the frame's stamp in seconds (None: one step per call). A prompt given twice is
         tracked at its first place; detections of its repeats get -1."""
-        import supervision as sv
-
         self.set_prompts(prompts)
         out = np.full(len(dets), -1, np.int64)
+        ns = self._stamp_ns(t_s)
+        if ns is None:
+            return out
+        self._last_ns = ns
         first = {p: i for i, p in reversed(list(enumerate(prompts)))}
-        region = np.full(len(prompts) + 1, -1.0)
-        for p, i in first.items():
-            region[i] = self._region[p]
         pidx = np.asarray(dets.prompt_index, np.int64)
-        known = (pidx >= 0) & (pidx < len(prompts))
-        rows = np.flatnonzero(known)
-        rows = rows[region[pidx[rows]] >= 0]
-        xyxy = dets.xyxy[rows].astype(np.float64).reshape(-1, 4) + (region[pidx[rows]] * REGION)[:, None]
-        sv_dets = sv.Detections(xyxy=xyxy, confidence=dets.scores[rows].astype(np.float32),
-                                data={"row": rows.astype(np.int64)})
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # e.g. a repeated stamp (a replayed frame): skipped, not fatal
-            result = self._tracker.update(sv_dets, timestamp=t_s)  # type: ignore[attr-defined]
+        xyxy = np.asarray(dets.xyxy, np.float32).reshape(-1, 4)
+        scores = np.asarray(dets.scores, np.float32)
         ids = self._ids
-        if len(result):
-            for row, local in zip(result.data["row"].tolist(), result.tracker_id.tolist(), strict=True):
-                if local < 0:
+        for p, i in first.items():
+            pt = self._trackers[p]
+            self._advance(pt, ns)
+            rows = np.flatnonzero(pidx == i)
+            infos = pt.tracker.update(xyxy[rows], scores[rows], np.zeros(len(rows), np.uint64), ns)
+            for row, info in zip(rows.tolist(), infos, strict=True):
+                if info is None or info.created == ns:  # unmatched, or the first frame of a track
                     continue
-                gid = ids.get(local)
+                gid = ids.get(info.uuid)
                 if gid is None:
-                    gid = ids[local] = self._next_id
+                    gid = ids[info.uuid] = self._next_id
                     self._next_id += 1
                 out[row] = gid
-        # the tracker never gives an id twice: forget the ended tracks now and then, not every frame
-        if len(ids) > 2 * len(self._tracker.tracks) + 64:  # type: ignore[attr-defined]
-            alive = {int(t.tracker_id) for t in self._tracker.tracks}  # type: ignore[attr-defined]
-            for local in [loc for loc in ids if loc not in alive]:
-                del ids[local]
+        # forget the ended tracks' UUIDs now and then (listing the live tracks every frame would
+        # cost as much as tracking): when the map has doubled since it was last cleaned
+        if len(ids) > self._clean_at:
+            alive = {a.info.uuid for pt in self._trackers.values() for a in pt.tracker.get_active_tracks()}
+            for uuid in [u for u in ids if u not in alive]:
+                del ids[uuid]
+            self._clean_at = max(128, 2 * len(ids))
         return out
