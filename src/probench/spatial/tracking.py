@@ -21,9 +21,9 @@ it is given no id yet, so a detection seen once has no id). A frame whose stamp 
 the last tracked frame's (a replayed frame) is not tracked: its ids are -1 and every track
 stays as it was.
 
-The cost at 50 detections of 5 prompts is about 0.2 ms per frame (``bench/bench_tracking.py``);
-the pure-Python trackers measured there (the ``trackers`` library, ultralytics, boxmot) take
-about 2 ms, half of it one Kalman filter per track in Python.
+The cost at 50 detections of 5 prompts is 0.3-0.7 ms per frame (median, on a 2-core x86-64
+CPU: ``bench/bench_tracking.py``); the pure-Python trackers measured there (the ``trackers``
+library, ultralytics, boxmot) take 2-5 ms, most of it one Kalman filter per track in Python.
 """
 
 from __future__ import annotations
