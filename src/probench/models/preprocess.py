@@ -33,12 +33,11 @@ to its documented tolerance, see docs/MODELS.md "Preprocessing"):
 from __future__ import annotations
 
 import math
-import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Generic, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 
 import numpy as np
 
@@ -213,11 +212,12 @@ class Owlv2Pixels:
         # (x * scale - mean) / std as one multiply-add per channel, applied after the resize
         self.gain = (scale / std).to(dev).view(3, 1, 1)
         self.shift = (-mean / std).to(dev).view(3, 1, 1)
-        self._matrices: _Lru[tuple[Tensor, Tensor, tuple[int, int]]] = _Lru(_MATRIX_CACHE)
+        self._matrices: _Lru[tuple[Any, Any, tuple[int, int]]] = _Lru(_MATRIX_CACHE)
 
-    def _axis_matrices(self, h: int, w: int) -> tuple[Tensor, Tensor, tuple[int, int]]:
-        """(A_rows (live S_h, h), A_cols (live S_w, w), (S_h, S_w)) for an ``h x w`` frame:
-        pad, blur, resize; "live" output lines are those that see some of the frame."""
+    def _axis_matrices(self, h: int, w: int) -> tuple[Any, Any, tuple[int, int]]:
+        """(row pass, column pass, (S_h, S_w)) for an ``h x w`` frame: the products with
+        A_rows (live S_h, h) and A_cols (live S_w, w) (pad, blur, resize); "live" output lines
+        are those that see some of the frame."""
         import torch
 
         ph, pw = (max(h, w), max(h, w)) if self.do_pad else (h, w)
@@ -240,18 +240,19 @@ class Owlv2Pixels:
         rows, cols = rows[:, :h], cols[:, :w]
         live_h = int(rows.abs().sum(1).nonzero().max()) + 1
         live_w = int(cols.abs().sum(1).nonzero().max()) + 1
-        return self._place(rows[:live_h]), self._place(cols[:live_w]), (sh, sw)
+        row_pass = self._place(rows[:live_h], w * 3, rows=True)
+        return row_pass, self._place(cols[:live_w], live_h * 3, rows=False), (sh, sw)
 
-    def _place(self, mat: Tensor) -> Tensor:
-        """float32 on the device; sparse (CSR) on CPU, where the banded matrices are mostly zeros."""
+    def _place(self, mat: Tensor, p: int, *, rows: bool) -> _RowPass | _ColPass | Tensor:
+        """The product with one axis' matrix (float64 ``(out, in)``): on CPU the banded
+        passes below; on other devices the dense matrix (rows) or its transpose (columns),
+        for plain matmuls (untested on a GPU here)."""
         import torch
 
-        mat = mat.to(torch.float32)
         if self.dev.type == "cpu":
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # "sparse CSR support is in beta": used as plain matmul
-                return mat.to_sparse_csr()
-        return mat.to(self.dev)
+            return _RowPass(mat, p) if rows else _ColPass(mat, p)
+        mat = mat.to(torch.float32)
+        return (mat if rows else mat.t().contiguous()).to(self.dev)
 
     def __call__(self, images: Sequence[Tensor]) -> Tensor:
         import torch
@@ -260,17 +261,140 @@ class Owlv2Pixels:
         for i, im in enumerate(images):
             h, w = int(im.shape[0]), int(im.shape[1])
             rows, cols, (sh, sw) = self._matrices.get((h, w), partial(self._axis_matrices, h, w))
-            if out is None:  # every image gives the same (S_h, S_w); all-padding pixels are "shift"
-                out = self.shift.expand(len(images), 3, sh, sw).clone()
-            flat = im.reshape(h, w * 3).to(torch.float32)
-            mixed = rows @ flat  # (live S_h, W*3): the row pass on the interleaved RGB frame
+            if out is None:  # every image gives the same (S_h, S_w)
+                out = torch.empty((len(images), 3, sh, sw), dtype=torch.float32, device=self.dev)
+            if isinstance(rows, _RowPass):
+                mixed = rows(im)  # (live S_h, 3, W)
+            else:
+                mixed = (rows @ im.reshape(h, w * 3).to(torch.float32)).view(-1, w, 3).permute(0, 2, 1)
             lh = mixed.shape[0]
-            # the column pass with the (sparse) matrix on the left: (live S_w, W) @ (W, live S_h*3)
-            by_col = mixed.reshape(lh, w, 3).permute(1, 0, 2).reshape(w, lh * 3)
-            pix = (cols @ by_col).reshape(-1, lh, 3).permute(2, 1, 0)  # (3, live S_h, live S_w)
-            out[i, :, :lh, : pix.shape[2]] = pix * self.gain + self.shift
+            # the column pass on each (row, channel) line: (live S_h * 3, W) -> (live S_h * 3, live S_w)
+            lines = mixed.reshape(lh * 3, w)
+            pix = cols(lines) if isinstance(cols, _ColPass) else lines @ cols
+            lw = pix.shape[1]
+            by_channel = pix.view(lh, 3, lw).permute(1, 0, 2)
+            torch.addcmul(self.shift, by_channel, self.gain, out=out[i, :, :lh, :lw])
+            out[i, :, lh:] = self.shift  # pixels that see only padding: 0 before normalising
+            out[i, :, :lh, lw:] = self.shift
         assert out is not None, "no image"
         return out.to(self.dtype)
+
+
+# A rough CPU cost model of the two passes, in multiply-adds of one AVX2 core: it only chooses
+# how the work is split (chunk and group sizes), never the values. Fixed cost of one torch op
+# (a GEMM, a copy, an index_add_) on a small operand: about 5 us, 100k multiply-adds.
+_OP_MACS = 100_000
+_PARTIAL_MACS = 8  # writing one partial output of the row pass and adding it to its output
+_CHUNK_BYTES = 1 << 20  # float32 frame rows converted at a time: stays in the cache for the GEMM
+_GEMM_WIDTH = 16  # a GEMM with fewer output columns takes about as long as one this wide (measured)
+
+
+def _band(mat: Tensor) -> tuple[Tensor, Tensor]:
+    """(first, end) column of each row's non-zeros (rows with none: (0, 0))."""
+    import torch
+
+    nz = mat != 0
+    cols = torch.arange(mat.shape[1])
+    first = torch.where(nz, cols, mat.shape[1]).min(1).values
+    end = torch.where(nz, cols + 1, 0).max(1).values
+    return torch.minimum(first, end), end
+
+
+class _RowPass:
+    """``A @ frame`` on the CPU for a banded ``(M, H)`` matrix ``A`` and a uint8 frame
+    ``(H, W, 3)``, as ``(M, 3, W)`` float32.
+
+    A sparse (CSR) product runs at a few percent of the CPU's multiply-add rate; a dense one
+    wastes most of its multiply-adds on zeros. Here the frame's rows are taken ``c`` at a
+    time: each chunk meets only the ``m`` outputs whose band covers it, a dense ``(m, c) @
+    (c, 3W)`` product (the zeros it multiplies are the band's ragged ends). One ``bmm`` does a
+    group of chunks, converted to float32 just before into a cache-sized buffer (the float
+    frame is never written out whole), and ``index_add_`` sums the partial rows into their
+    outputs, de-interleaving RGB on the way. ``c`` minimises the cost model above for ``n``
+    (= 3W) columns."""
+
+    def __init__(self, mat: Tensor, n: int) -> None:
+        import torch
+
+        self.out_rows, self.k = int(mat.shape[0]), int(mat.shape[1])
+        first, end = _band(mat.t())  # the outputs each input row meets (a column's band)
+
+        def plan(c: int) -> tuple[int, int, int, float]:
+            nch = -(-self.k // c)
+            starts = torch.arange(nch) * c
+            lo = first[starts]
+            hi = torch.stack([end[s : s + c].max() for s in starts.tolist()])
+            m = max(int((hi - lo).max()), 1)
+            per_group = max(1, _CHUNK_BYTES // (4 * c * n))
+            cost = nch * m * (c + _PARTIAL_MACS) * n + 3 * -(-nch // per_group) * _OP_MACS
+            return c, m, per_group, cost
+
+        self.c, self.m, self.per_group, _ = min((plan(c) for c in range(1, min(self.k, 128) + 1)),
+                                                key=lambda t: t[3])
+        c, m = self.c, self.m
+        self.chunks = -(-self.k // c)
+        padded = torch.zeros(self.out_rows + m, self.chunks * c, dtype=torch.float64)
+        padded[: self.out_rows, : self.k] = mat
+        lo = first[torch.arange(self.chunks) * c].clamp(max=self.out_rows - 1)
+        rows = lo[:, None] + torch.arange(m)[None, :]  # (chunks, m): the outputs of each chunk
+        blocks = padded.view(self.out_rows + m, self.chunks, c).permute(1, 0, 2)  # (chunks, M+m, c)
+        # rows past the last output carry zero weights; their partial rows are added to it
+        self.weights = torch.gather(blocks, 1, rows[:, :, None].expand(-1, -1, c)).to(torch.float32)
+        self.index = rows.clamp(max=self.out_rows - 1).reshape(-1)
+
+    def __call__(self, frame: Tensor) -> Tensor:
+        import torch
+
+        h, w = int(frame.shape[0]), int(frame.shape[1])
+        x = frame.reshape(h, w * 3)
+        c, m, group = self.c, self.m, self.per_group
+        out = torch.zeros((self.out_rows, w * 3), dtype=torch.float32)
+        buf = torch.empty((group * c, w * 3), dtype=torch.float32)
+        index = self.index[:, None].expand(-1, w * 3)  # scatter_add_: one kernel (index_add_: one op a row)
+        for j0 in range(0, self.chunks, group):
+            j1 = min(j0 + group, self.chunks)
+            r0, r1 = j0 * c, min(j1 * c, h)
+            part = buf[: (j1 - j0) * c]
+            part[: r1 - r0].copy_(x[r0:r1])
+            part[r1 - r0 :].zero_()  # the last chunk's rows past the frame (zero weights too)
+            partial_rows = torch.bmm(self.weights[j0:j1], part.view(j1 - j0, c, w * 3))
+            out.scatter_add_(0, index[j0 * m : j1 * m], partial_rows.view(-1, w * 3))
+        # de-interleaved after the sums: a strided source makes the scatter several times slower
+        return out.view(-1, w, 3).permute(0, 2, 1).contiguous()
+
+
+class _ColPass:
+    """``lines @ A^T`` on the CPU for a banded ``(M, W)`` matrix ``A`` and ``(P, W)`` lines:
+    the output columns in groups of ``g``, each group one dense GEMM of the input columns its
+    band covers, written in place. ``g`` minimises the cost model above for ``p`` lines."""
+
+    def __init__(self, mat: Tensor, p: int) -> None:
+        import torch
+
+        self.out_cols = int(mat.shape[0])
+        first, end = _band(mat)
+
+        def groups(g: int) -> list[tuple[int, int, int, int]]:
+            spans = []
+            for o0 in range(0, self.out_cols, g):
+                o1 = min(o0 + g, self.out_cols)
+                spans.append((o0, o1, int(first[o0:o1].min()), int(end[o0:o1].max())))
+            return spans
+
+        def cost(spans: list[tuple[int, int, int, int]]) -> float:
+            return sum(p * (r1 - r0) * max(o1 - o0, _GEMM_WIDTH) + _OP_MACS for o0, o1, r0, r1 in spans)
+
+        best = min((groups(g) for g in range(1, self.out_cols + 1)), key=cost)
+        self.groups = [(o0, o1, r0, r1, mat[o0:o1, r0:r1].t().to(torch.float32).contiguous())
+                       for o0, o1, r0, r1 in best]
+
+    def __call__(self, lines: Tensor) -> Tensor:
+        import torch
+
+        out = torch.empty((lines.shape[0], self.out_cols), dtype=torch.float32)
+        for o0, o1, r0, r1, wt in self.groups:
+            torch.mm(lines[:, r0:r1], wt, out=out[:, o0:o1])
+        return out
 
 
 # -- transformers torchvision-backend processors --------------------------------------------
