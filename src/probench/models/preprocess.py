@@ -281,11 +281,10 @@ class Owlv2Pixels:
 
 
 # A rough CPU cost model of the two passes, in multiply-adds of one AVX2 core: it only chooses
-# how the work is split (chunk and group sizes), never the values. Fixed cost of one torch op
-# (a GEMM, a copy, an index_add_) on a small operand: about 5 us, 100k multiply-adds.
+# how the work is grouped, never the values. One torch op (a GEMM, a copy) on a small operand
+# costs about 5 us, 100k multiply-adds; converting a uint8 to float32 in the cache, about 2.
 _OP_MACS = 100_000
-_PARTIAL_MACS = 8  # writing one partial output of the row pass and adding it to its output
-_CHUNK_BYTES = 1 << 20  # float32 frame rows converted at a time: stays in the cache for the GEMM
+_CONVERT_MACS = 2
 _GEMM_WIDTH = 16  # a GEMM with fewer output columns takes about as long as one this wide (measured)
 
 
@@ -300,66 +299,53 @@ def _band(mat: Tensor) -> tuple[Tensor, Tensor]:
     return torch.minimum(first, end), end
 
 
+def _groups(first: Tensor, end: Tensor, size: int) -> list[tuple[int, int, int, int]]:
+    """(o0, o1, r0, r1): consecutive outputs ``size`` at a time and the inputs their bands cover."""
+    spans = []
+    for o0 in range(0, len(first), size):
+        o1 = min(o0 + size, len(first))
+        spans.append((o0, o1, int(first[o0:o1].min()), int(end[o0:o1].max())))
+    return spans
+
+
 class _RowPass:
     """``A @ frame`` on the CPU for a banded ``(M, H)`` matrix ``A`` and a uint8 frame
     ``(H, W, 3)``, as ``(M, 3, W)`` float32.
 
-    A sparse (CSR) product runs at a few percent of the CPU's multiply-add rate; a dense one
-    wastes most of its multiply-adds on zeros. Here the frame's rows are taken ``c`` at a
-    time: each chunk meets only the ``m`` outputs whose band covers it, a dense ``(m, c) @
-    (c, 3W)`` product (the zeros it multiplies are the band's ragged ends). One ``bmm`` does a
-    group of chunks, converted to float32 just before into a cache-sized buffer (the float
-    frame is never written out whole), and ``index_add_`` sums the partial rows into their
-    outputs, de-interleaving RGB on the way. ``c`` minimises the cost model above for ``n``
-    (= 3W) columns."""
+    A sparse (CSR) product runs at a few percent of the CPU's multiply-add rate and a dense
+    one spends most of its multiply-adds on zeros. Here the outputs are taken ``g`` at a
+    time: the frame rows their bands cover are converted to float32 in a small buffer (still
+    in the cache for the product; the float frame is never written out whole) and multiplied
+    by the group's dense ``(g, window)`` block straight into the output rows. Larger groups
+    mean fewer ops but longer windows (more zeros multiplied, rows converted more than once);
+    ``g`` minimises the cost model above for ``n`` (= 3W) columns."""
 
     def __init__(self, mat: Tensor, n: int) -> None:
         import torch
 
-        self.out_rows, self.k = int(mat.shape[0]), int(mat.shape[1])
-        first, end = _band(mat.t())  # the outputs each input row meets (a column's band)
+        first, end = _band(mat)
 
-        def plan(c: int) -> tuple[int, int, int, float]:
-            nch = -(-self.k // c)
-            starts = torch.arange(nch) * c
-            lo = first[starts]
-            hi = torch.stack([end[s : s + c].max() for s in starts.tolist()])
-            m = max(int((hi - lo).max()), 1)
-            per_group = max(1, _CHUNK_BYTES // (4 * c * n))
-            cost = nch * m * (c + _PARTIAL_MACS) * n + 3 * -(-nch // per_group) * _OP_MACS
-            return c, m, per_group, cost
+        def cost(spans: list[tuple[int, int, int, int]]) -> float:
+            return sum(n * (r1 - r0) * (o1 - o0 + _CONVERT_MACS) + 2 * _OP_MACS for o0, o1, r0, r1 in spans)
 
-        self.c, self.m, self.per_group, _ = min((plan(c) for c in range(1, min(self.k, 128) + 1)),
-                                                key=lambda t: t[3])
-        c, m = self.c, self.m
-        self.chunks = -(-self.k // c)
-        padded = torch.zeros(self.out_rows + m, self.chunks * c, dtype=torch.float64)
-        padded[: self.out_rows, : self.k] = mat
-        lo = first[torch.arange(self.chunks) * c].clamp(max=self.out_rows - 1)
-        rows = lo[:, None] + torch.arange(m)[None, :]  # (chunks, m): the outputs of each chunk
-        blocks = padded.view(self.out_rows + m, self.chunks, c).permute(1, 0, 2)  # (chunks, M+m, c)
-        # rows past the last output carry zero weights; their partial rows are added to it
-        self.weights = torch.gather(blocks, 1, rows[:, :, None].expand(-1, -1, c)).to(torch.float32)
-        self.index = rows.clamp(max=self.out_rows - 1).reshape(-1)
+        best = min((_groups(first, end, g) for g in range(1, len(first) + 1)), key=cost)
+        self.out_rows = int(mat.shape[0])
+        self.window = max(r1 - r0 for _, _, r0, r1 in best)
+        self.groups = [(o0, o1, r0, r1, mat[o0:o1, r0:r1].to(torch.float32).contiguous())
+                       for o0, o1, r0, r1 in best]
 
     def __call__(self, frame: Tensor) -> Tensor:
         import torch
 
         h, w = int(frame.shape[0]), int(frame.shape[1])
         x = frame.reshape(h, w * 3)
-        c, m, group = self.c, self.m, self.per_group
-        out = torch.zeros((self.out_rows, w * 3), dtype=torch.float32)
-        buf = torch.empty((group * c, w * 3), dtype=torch.float32)
-        index = self.index[:, None].expand(-1, w * 3)  # scatter_add_: one kernel (index_add_: one op a row)
-        for j0 in range(0, self.chunks, group):
-            j1 = min(j0 + group, self.chunks)
-            r0, r1 = j0 * c, min(j1 * c, h)
-            part = buf[: (j1 - j0) * c]
-            part[: r1 - r0].copy_(x[r0:r1])
-            part[r1 - r0 :].zero_()  # the last chunk's rows past the frame (zero weights too)
-            partial_rows = torch.bmm(self.weights[j0:j1], part.view(j1 - j0, c, w * 3))
-            out.scatter_add_(0, index[j0 * m : j1 * m], partial_rows.view(-1, w * 3))
-        # de-interleaved after the sums: a strided source makes the scatter several times slower
+        out = torch.empty((self.out_rows, w * 3), dtype=torch.float32)
+        buf = torch.empty((self.window, w * 3), dtype=torch.float32)
+        for o0, o1, r0, r1, block in self.groups:
+            rows = buf[: r1 - r0]
+            rows.copy_(x[r0:r1])
+            torch.mm(block, rows, out=out[o0:o1])
+        # de-interleaved once, on the (much smaller) result
         return out.view(-1, w, 3).permute(0, 2, 1).contiguous()
 
 
@@ -374,17 +360,10 @@ class _ColPass:
         self.out_cols = int(mat.shape[0])
         first, end = _band(mat)
 
-        def groups(g: int) -> list[tuple[int, int, int, int]]:
-            spans = []
-            for o0 in range(0, self.out_cols, g):
-                o1 = min(o0 + g, self.out_cols)
-                spans.append((o0, o1, int(first[o0:o1].min()), int(end[o0:o1].max())))
-            return spans
-
         def cost(spans: list[tuple[int, int, int, int]]) -> float:
             return sum(p * (r1 - r0) * max(o1 - o0, _GEMM_WIDTH) + _OP_MACS for o0, o1, r0, r1 in spans)
 
-        best = min((groups(g) for g in range(1, self.out_cols + 1)), key=cost)
+        best = min((_groups(first, end, g) for g in range(1, self.out_cols + 1)), key=cost)
         self.groups = [(o0, o1, r0, r1, mat[o0:o1, r0:r1].t().to(torch.float32).contiguous())
                        for o0, o1, r0, r1 in best]
 
