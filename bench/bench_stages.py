@@ -223,6 +223,28 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+PRE_FLOOR_TARGET = 2.0  # issue 30: the device path's preprocessing within 2x its floor
+POST_FWD_TARGET = 0.25  # issue 30: YOLOE's postprocess within a quarter of its forward
+
+
+def targets(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per row against the issue's targets: pre/floor (every device-path row) and
+    post/fwd (YOLOE rows)."""
+    lines = []
+    for r in rows:
+        parts = []
+        checks = [("pre/floor", r.get("pre_floor_least"), PRE_FLOOR_TARGET)]
+        if "yoloe" in r["model"]:
+            checks.append(("post/fwd", r.get("post_fwd"), POST_FWD_TARGET))
+        for label, value, target in checks:
+            if value is not None:
+                verdict = "met" if value <= target else "NOT met"
+                parts.append(f"{label} {value:.2f} (target <= {target:g}: {verdict})")
+        if parts:
+            lines.append(f"{r['model']} {r['frame']}: " + "; ".join(parts))
+    return lines
+
+
 def parse_sizes(text: str) -> list[tuple[int, int]]:
     sizes = []
     for item in text.split(","):
@@ -265,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()
     print()
     print(table(rows))
+    print()
+    print("\n".join(targets(rows)))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1, default=str)

@@ -33,6 +33,19 @@ def test_stage_benchmark_row(tmp_path: Path, capsys) -> None:
         assert 0.0 <= r["text_share"] < 1.0
     table = capsys.readouterr().out
     assert "| tiny-owlv2-b | 96x64 |" in table and "text warm" in table
+    assert "tiny-owlv2-b 96x64: pre/floor" in table and "tiny-yoloe-s 96x64: pre/floor" in table
+    assert "post/fwd" in table.split("tiny-yoloe-s 96x64:")[-1]
+
+
+def test_targets_say_met_or_not() -> None:
+    import bench_stages
+
+    rows = [{"model": "tiny-owlv2-b", "frame": "1280x720", "pre_floor_least": 2.5, "post_fwd": 0.1},
+            {"model": "tiny-yoloe-s", "frame": "640x480", "pre_floor_least": 1.5, "post_fwd": 0.3}]
+    owl, yoloe = bench_stages.targets(rows)
+    assert owl == "tiny-owlv2-b 1280x720: pre/floor 2.50 (target <= 2: NOT met)"
+    assert yoloe == ("tiny-yoloe-s 640x480: pre/floor 1.50 (target <= 2: met); "
+                     "post/fwd 0.30 (target <= 0.25: NOT met)")
 
 
 def test_make_frames_gives_distinct_label_spaces(tmp_path: Path) -> None:

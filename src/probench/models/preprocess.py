@@ -33,12 +33,12 @@ to its documented tolerance, see docs/MODELS.md "Preprocessing"):
 from __future__ import annotations
 
 import math
-import warnings
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Generic, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 
 import numpy as np
 
@@ -213,11 +213,13 @@ class Owlv2Pixels:
         # (x * scale - mean) / std as one multiply-add per channel, applied after the resize
         self.gain = (scale / std).to(dev).view(3, 1, 1)
         self.shift = (-mean / std).to(dev).view(3, 1, 1)
-        self._matrices: _Lru[tuple[Tensor, Tensor, tuple[int, int]]] = _Lru(_MATRIX_CACHE)
+        self._matrices: _Lru[tuple[Any, Any, tuple[int, int]]] = _Lru(_MATRIX_CACHE)
+        self._lock = threading.Lock()  # the CPU passes reuse their buffers: one call at a time
 
-    def _axis_matrices(self, h: int, w: int) -> tuple[Tensor, Tensor, tuple[int, int]]:
-        """(A_rows (live S_h, h), A_cols (live S_w, w), (S_h, S_w)) for an ``h x w`` frame:
-        pad, blur, resize; "live" output lines are those that see some of the frame."""
+    def _axis_matrices(self, h: int, w: int) -> tuple[Any, Any, tuple[int, int]]:
+        """(row pass, column pass, (S_h, S_w)) for an ``h x w`` frame: the products with
+        A_rows (live S_h, h) and A_cols (live S_w, w) (pad, blur, resize); "live" output lines
+        are those that see some of the frame."""
         import torch
 
         ph, pw = (max(h, w), max(h, w)) if self.do_pad else (h, w)
@@ -240,37 +242,154 @@ class Owlv2Pixels:
         rows, cols = rows[:, :h], cols[:, :w]
         live_h = int(rows.abs().sum(1).nonzero().max()) + 1
         live_w = int(cols.abs().sum(1).nonzero().max()) + 1
-        return self._place(rows[:live_h]), self._place(cols[:live_w]), (sh, sw)
+        row_pass = self._place(rows[:live_h], w * 3, rows=True)
+        return row_pass, self._place(cols[:live_w], live_h * 3, rows=False), (sh, sw)
 
-    def _place(self, mat: Tensor) -> Tensor:
-        """float32 on the device; sparse (CSR) on CPU, where the banded matrices are mostly zeros."""
+    def _place(self, mat: Tensor, p: int, *, rows: bool) -> _RowPass | _ColPass | Tensor:
+        """The product with one axis' matrix (float64 ``(out, in)``): on CPU the banded
+        passes below; on other devices the dense matrix (rows) or its transpose (columns),
+        for plain matmuls (untested on a GPU here)."""
         import torch
 
-        mat = mat.to(torch.float32)
         if self.dev.type == "cpu":
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # "sparse CSR support is in beta": used as plain matmul
-                return mat.to_sparse_csr()
-        return mat.to(self.dev)
+            return _RowPass(mat, p) if rows else _ColPass(mat, p)
+        mat = mat.to(torch.float32)
+        return (mat if rows else mat.t().contiguous()).to(self.dev)
 
     def __call__(self, images: Sequence[Tensor]) -> Tensor:
         import torch
 
-        out: Tensor | None = None
-        for i, im in enumerate(images):
-            h, w = int(im.shape[0]), int(im.shape[1])
-            rows, cols, (sh, sw) = self._matrices.get((h, w), partial(self._axis_matrices, h, w))
-            if out is None:  # every image gives the same (S_h, S_w); all-padding pixels are "shift"
-                out = self.shift.expand(len(images), 3, sh, sw).clone()
-            flat = im.reshape(h, w * 3).to(torch.float32)
-            mixed = rows @ flat  # (live S_h, W*3): the row pass on the interleaved RGB frame
-            lh = mixed.shape[0]
-            # the column pass with the (sparse) matrix on the left: (live S_w, W) @ (W, live S_h*3)
-            by_col = mixed.reshape(lh, w, 3).permute(1, 0, 2).reshape(w, lh * 3)
-            pix = (cols @ by_col).reshape(-1, lh, 3).permute(2, 1, 0)  # (3, live S_h, live S_w)
-            out[i, :, :lh, : pix.shape[2]] = pix * self.gain + self.shift
+        with self._lock:
+            out: Tensor | None = None
+            for i, im in enumerate(images):
+                h, w = int(im.shape[0]), int(im.shape[1])
+                rows, cols, (sh, sw) = self._matrices.get((h, w), partial(self._axis_matrices, h, w))
+                if out is None:  # every image gives the same (S_h, S_w)
+                    out = torch.empty((len(images), 3, sh, sw), dtype=torch.float32, device=self.dev)
+                if isinstance(rows, _RowPass):
+                    mixed = rows(im)  # (live S_h, 3, W)
+                else:
+                    mixed = (rows @ im.reshape(h, w * 3).to(torch.float32)).view(-1, w, 3).permute(0, 2, 1)
+                lh = mixed.shape[0]
+                # the column pass on each (row, channel) line: (live S_h * 3, W) -> (live S_h * 3, live S_w)
+                lines = mixed.reshape(lh * 3, w)
+                pix = cols(lines) if isinstance(cols, _ColPass) else lines @ cols
+                lw = pix.shape[1]
+                by_channel = pix.view(lh, 3, lw).permute(1, 0, 2)
+                torch.addcmul(self.shift, by_channel, self.gain, out=out[i, :, :lh, :lw])
+                out[i, :, lh:] = self.shift  # pixels that see only padding: 0 before normalising
+                out[i, :, :lh, lw:] = self.shift
         assert out is not None, "no image"
         return out.to(self.dtype)
+
+
+# A rough CPU cost model of the two passes, in multiply-adds of one AVX2 core: it only chooses
+# how the work is grouped, never the values. One torch op (a GEMM, a copy) on a small operand
+# costs about 5 us, 100k multiply-adds; converting a uint8 to float32, about 2.
+_OP_MACS = 100_000
+_CONVERT_MACS = 2
+_BLOCK_BYTES = 2 << 20  # float32 frame rows converted at a time: they stay in the cache
+_GEMM_WIDTH = 16  # a GEMM with fewer output columns takes about as long as one this wide (measured)
+
+
+def _band(mat: Tensor) -> tuple[Tensor, Tensor]:
+    """(first, end) column of each row's non-zeros (rows with none: (0, 0))."""
+    import torch
+
+    nz = mat != 0
+    cols = torch.arange(mat.shape[1])
+    first = torch.where(nz, cols, mat.shape[1]).min(1).values
+    end = torch.where(nz, cols + 1, 0).max(1).values
+    return torch.minimum(first, end), end
+
+
+def _groups(first: Tensor, end: Tensor, size: int) -> list[tuple[int, int, int, int]]:
+    """(o0, o1, r0, r1): consecutive outputs ``size`` at a time and the inputs their bands cover."""
+    spans = []
+    for o0 in range(0, len(first), size):
+        o1 = min(o0 + size, len(first))
+        spans.append((o0, o1, int(first[o0:o1].min()), int(end[o0:o1].max())))
+    return spans
+
+
+class _RowPass:
+    """``A @ frame`` on the CPU for a banded ``(M, H)`` matrix ``A`` and a uint8 frame
+    ``(H, W, 3)``, as ``(M, 3, W)`` float32.
+
+    A sparse (CSR) product runs at a few percent of the CPU's multiply-add rate and a dense
+    one spends most of its multiply-adds on zeros. Here the frame is converted to float32 a
+    cache-sized block of rows at a time (the float frame is never written out whole), and
+    the outputs whose bands lie in the block are computed from it ``g`` at a time, each group
+    one dense ``(g, window)`` product straight into its output rows. Larger groups mean fewer
+    ops but longer windows (more zeros multiplied); ``g`` minimises the cost model above for
+    ``n`` (= 3W) columns."""
+
+    def __init__(self, mat: Tensor, n: int) -> None:
+        import torch
+
+        first, end = _band(mat)
+        block_rows = max(_BLOCK_BYTES // (4 * n), 1)
+
+        def plan(g: int) -> tuple[float, list[tuple[int, int, list[tuple[int, int, int, int]]]]]:
+            blocks: list[tuple[int, int, list[tuple[int, int, int, int]]]] = []
+            for o0, o1, r0, r1 in _groups(first, end, g):
+                if blocks and blocks[-1][0] <= r0 and r1 <= blocks[-1][1]:
+                    blocks[-1][2].append((o0, o1, r0, r1))
+                else:  # bands move down the frame with the outputs: a new block from r0
+                    blocks.append((r0, min(int(mat.shape[1]), max(r0 + block_rows, r1)), [(o0, o1, r0, r1)]))
+            spans = [span for _, _, block in blocks for span in block]
+            cost = sum(n * (b1 - b0) * _CONVERT_MACS + _OP_MACS for b0, b1, _ in blocks)
+            return cost + sum(n * (r1 - r0) * (o1 - o0) + _OP_MACS for o0, o1, r0, r1 in spans), blocks
+
+        _, best = min((plan(g) for g in range(1, min(len(first), 64) + 1)), key=lambda t: t[0])
+        # Buffers kept with the plan and every product's operand views made here: the Python
+        # work per group is then one call (the caller holds a lock: calls do not overlap).
+        self.buf = torch.empty((max(b1 - b0 for b0, b1, _ in best), n), dtype=torch.float32)
+        self.out = torch.empty((int(mat.shape[0]), n), dtype=torch.float32)
+        self.blocks = [(b0, b1, self.buf[: b1 - b0], [
+            (mat[o0:o1, r0:r1].to(torch.float32).contiguous(), self.buf[r0 - b0 : r1 - b0], self.out[o0:o1])
+            for o0, o1, r0, r1 in spans]) for b0, b1, spans in best]
+
+    def __call__(self, frame: Tensor) -> Tensor:
+        import torch
+
+        h, w = int(frame.shape[0]), int(frame.shape[1])
+        x = frame.reshape(h, w * 3)
+        mm = torch.mm
+        for b0, b1, rows, groups in self.blocks:
+            rows.copy_(x[b0:b1])
+            for weights, window, dst in groups:
+                mm(weights, window, out=dst)
+        # de-interleaved once, on the (much smaller) result, into a new tensor
+        return self.out.view(-1, w, 3).permute(0, 2, 1).contiguous()
+
+
+class _ColPass:
+    """``lines @ A^T`` on the CPU for a banded ``(M, W)`` matrix ``A`` and ``(P, W)`` lines:
+    the output columns in groups of ``g``, each group one dense GEMM of the input columns its
+    band covers, written in place. ``g`` minimises the cost model above for ``p`` lines."""
+
+    def __init__(self, mat: Tensor, p: int) -> None:
+        import torch
+
+        self.out_cols = int(mat.shape[0])
+        first, end = _band(mat)
+
+        def cost(spans: list[tuple[int, int, int, int]]) -> float:
+            return sum(p * (r1 - r0) * max(o1 - o0, _GEMM_WIDTH) + _OP_MACS for o0, o1, r0, r1 in spans)
+
+        best = min((_groups(first, end, g) for g in range(1, self.out_cols + 1)), key=cost)
+        self.out = torch.empty((p, self.out_cols), dtype=torch.float32)  # reused: see _RowPass
+        self.groups = [(r0, r1, mat[o0:o1, r0:r1].t().to(torch.float32).contiguous(), self.out[:, o0:o1])
+                       for o0, o1, r0, r1 in best]
+
+    def __call__(self, lines: Tensor) -> Tensor:
+        import torch
+
+        mm = torch.mm
+        for r0, r1, weights, dst in self.groups:
+            mm(lines[:, r0:r1], weights, out=dst)
+        return self.out
 
 
 # -- transformers torchvision-backend processors --------------------------------------------
