@@ -106,7 +106,7 @@ class _Formulation:
             np.repeat(n_pos[:, None], len(cols), axis=1),
         ).reshape(n_dom, n_q, len(cols))  # fmt: skip
         i50 = int(np.flatnonzero(COCO_IOUS == 0.5)[0])
-        out = []
+        out: list[dict[str, Any]] = []
         for dom_ap in ap:
             has = dom_ap[:, 0] > -1
             if not has.any():

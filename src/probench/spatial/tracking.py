@@ -74,7 +74,7 @@ class PromptTrackers:
         from edgefirst.tracker import ByteTrack
 
         self.settings = s = settings or TrackerSettings()
-        self._kwargs = {"high_conf": s.activation, "iou": s.min_iou, "update": s.gain,
+        self._kwargs: dict[str, Any] = {"high_conf": s.activation, "iou": s.min_iou, "update": s.gain,
                         "lifespan_ns": round(s.lost_s * 1e9)}
         self._cls = ByteTrack
         self._step_ns = max(1, round(s.step_s * 1e9))
