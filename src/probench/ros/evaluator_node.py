@@ -11,7 +11,6 @@ When the run is scored the node exits, so the launch (or ``probench eval``) shut
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
 import time
@@ -355,9 +354,17 @@ def _evaluate(node: EvaluatorNode) -> dict[str, Any]:
 
 def _spin(executor: Any) -> None:
     from rclpy.executors import ExternalShutdownException
+    from rclpy.impl.implementation_singleton import rclpy_implementation
 
-    with contextlib.suppress(ExternalShutdownException):
+    try:
         executor.spin()
+    except ExternalShutdownException:
+        pass
+    except rclpy_implementation.RCLError:
+        # main() shut the context down between two waits of this thread (a signal's stop):
+        # the next wait set cannot be made. Any other RCL failure is raised.
+        if executor.context.ok():
+            raise
 
 
 if __name__ == "__main__":
