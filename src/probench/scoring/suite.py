@@ -41,20 +41,20 @@ class _Formulation:
         self.det_image = gt.pair_image[self.m.det_pair]
         tp = self.m.tp.reshape(len(self.m.det_pair), n_a * n_t)
         fp = self.m.fp.reshape(len(self.m.det_pair), n_a * n_t)
-        n_pos = self._n_pos(gt, np.ones(len(gt.gt_pair), bool))
+        n_pos = self._n_pos(gt.gt_query, gt.n_queries)
         self.ap = average_precision(
             self.det_query, self.det_image, self.m.det_score, self.m.det_order, tp, fp, n_pos
         ).reshape(gt.n_queries, n_a, n_t)
         self.n_pos = n_pos.reshape(gt.n_queries, n_a, n_t)[:, :, 0]
 
-    def _n_pos(self, gt: GroundTruth, gt_mask: np.ndarray) -> np.ndarray:
+    def _n_pos(self, gt_key: np.ndarray, n_keys: int) -> np.ndarray:
+        """Non-ignored GT per key (a GT's query, or its (domain, query)), per (area,
+        threshold) column: (n_keys, A*T)."""
         n_t = len(self.thr)
-        cols = []
-        for a in range(len(self.areas)):
-            keep = gt_mask & ~self.m.gt_ignored[:, a]
-            cols.append(np.bincount(gt.gt_query[keep], minlength=gt.n_queries))
-        n_pos = np.stack(cols, axis=1) if cols else np.zeros((gt.n_queries, 0), np.int64)
-        return np.repeat(n_pos, n_t, axis=1)  # (Q, A*T)
+        ignored = self.m.gt_ignored
+        cols = [np.bincount(gt_key[~ignored[:, a]], minlength=n_keys) for a in range(len(self.areas))]
+        n_pos = np.stack(cols, axis=1) if cols else np.zeros((n_keys, 0), np.int64)
+        return np.repeat(n_pos, n_t, axis=1)
 
     def t_index(self, values: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.thr, values)
@@ -97,14 +97,11 @@ class _Formulation:
         n_dom, n_q = len(gt.domains), gt.n_queries
         tp = self.m.tp.reshape(-1, n_cols)[:, cols]
         fp = self.m.fp.reshape(-1, n_cols)[:, cols]
-        gt_key = gt.image_domain[gt.gt_image] * n_q + gt.gt_query
-        counted = ~self.m.gt_ignored[:, a]
-        n_pos = np.bincount(gt_key[counted], minlength=n_dom * n_q)
+        n_pos = self._n_pos(gt.image_domain[gt.gt_image] * n_q + gt.gt_query, n_dom * n_q)[:, cols]
         det_key = gt.image_domain[self.det_image] * n_q + self.det_query
         ap = average_precision(
-            det_key, self.det_image, self.m.det_score, self.m.det_order, tp, fp,
-            np.repeat(n_pos[:, None], len(cols), axis=1),
-        ).reshape(n_dom, n_q, len(cols))  # fmt: skip
+            det_key, self.det_image, self.m.det_score, self.m.det_order, tp, fp, n_pos
+        ).reshape(n_dom, n_q, len(cols))
         i50 = int(np.flatnonzero(COCO_IOUS == 0.5)[0])
         out: list[dict[str, Any]] = []
         for dom_ap in ap:
