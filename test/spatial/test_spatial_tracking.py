@@ -130,3 +130,19 @@ def test_a_repeated_prompt_is_tracked_at_its_first_place():
     for t in (0.0, 0.033):
         ids = tr.update(_two([[10.0, 10, 50, 50], [100, 100, 150, 150]], [0, 1]), ("cup", "cup"), t_s=t)
     assert ids[0] >= 0 and ids[1] == -1
+
+
+@pytest.mark.parametrize("stamp", [0.033, 0.01, float("nan")])
+def test_a_frame_not_after_the_last_is_not_tracked_and_changes_nothing(stamp):
+    # a replayed frame (its stamp equal to or before the last tracked one), or a stamp that is
+    # not a number: no ids, and the tracks go on as if it had not come
+    tr = PromptTrackers()
+    box = [[10.0, 10, 50, 50]]
+    for t in (0.0, 0.033):
+        ids = tr.update(_two(box, [0]), ("cup",), t_s=t)
+    assert ids[0] >= 0
+    far = tr.update(_two([[300.0, 300, 340, 340]], [0]), ("cup",), t_s=stamp)  # would start a track
+    assert list(far) == [-1]
+    assert list(tr.update(_two(box, [0]), ("cup",), t_s=0.066)) == [ids[0]]
+    # the far box is new now (no track started by the ignored frame): no id on its first frame
+    assert list(tr.update(_two([[300.0, 300, 340, 340]], [0]), ("cup",), t_s=0.1)) == [-1]
