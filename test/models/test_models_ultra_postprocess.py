@@ -31,7 +31,7 @@ def _smooth_protos(seed: int, c: int = 32, mh: int = 96, mw: int = 160) -> torch
 def test_nonempty_masks_is_the_predictors_filter(seed: int) -> None:
     g = torch.Generator().manual_seed(100 + seed)
     shape = (384, 640)
-    n = 300  # n x H x W above DIRECT_MASK_PIXELS: the windowed path runs
+    n = 300  # n x H x W above DIRECT_MASK_PIXELS: what the screening leaves is sampled or windowed (seed 2)
     assert n * shape[0] * shape[1] > pp.DIRECT_MASK_PIXELS
     centre = torch.rand(n, 2, generator=g) * torch.tensor([640.0, 384.0])
     size = torch.rand(n, 2, generator=g) * torch.tensor([640.0, 384.0]) * torch.rand(n, 1, generator=g)
@@ -49,6 +49,43 @@ def test_nonempty_masks_is_the_predictors_filter(seed: int) -> None:
     assert torch.equal(got, want)
 
 
+def test_nonempty_masks_of_many_small_speckled_masks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tiny model's case (random weights: speckled masks, hundreds of boxes on a 24 x 32
+    grid): the screened, the sampled and the predictor-decided boxes all occur, and the
+    answer is the predictor's."""
+    from ultralytics.utils import ops
+
+    g = torch.Generator().manual_seed(7)
+    n, shape = 250, (96, 128)
+    protos = torch.randn(32, 24, 32, generator=g)  # speckle only
+    centre = torch.rand(n, 2, generator=g) * torch.tensor([128.0, 96.0])
+    size = torch.rand(n, 2, generator=g) * torch.tensor([60.0, 50.0])
+    boxes = torch.cat([centre - size / 2, centre + size / 2], 1)
+    coeffs = torch.randn(n, 32, generator=g) * 0.2
+    seen: dict[str, int] = {}
+    sampled, exact = pp._sampled_positive, ops.process_mask
+
+    def spy_sampled(masks, *args, **kwargs):
+        out = sampled(masks, *args, **kwargs)
+        seen["sampled"], seen["sampled_hit"] = len(out), int(out.sum())
+        return out
+
+    def spy_exact(protos, coeffs, *args, **kwargs):
+        seen["exact"] = len(coeffs)
+        return exact(protos, coeffs, *args, **kwargs)
+
+    monkeypatch.setattr(pp, "_sampled_positive", spy_sampled)
+    monkeypatch.setattr(ops, "process_mask", spy_exact)
+    got = pp.nonempty_masks(protos, coeffs, boxes.clone(), shape)
+    monkeypatch.undo()
+    want = _reference_keep(protos, coeffs, boxes, shape)
+    assert 0 < int(want.sum()) < n
+    assert torch.equal(got, want)
+    assert 0 < seen["sampled"] < n  # some boxes decided by the screening alone
+    assert 0 < seen["sampled_hit"] < seen["sampled"]  # some by the samples
+    assert 0 < seen["exact"] == seen["sampled"] - seen["sampled_hit"]  # the rest by the predictor
+
+
 def test_nonempty_masks_when_no_box_has_a_pixel() -> None:
     n, shape = 200, (384, 640)
     boxes = torch.tensor([[10.2, 20.2, 10.6, 20.9]]).repeat(n, 1)  # no pixel centre inside
@@ -58,7 +95,7 @@ def test_nonempty_masks_when_no_box_has_a_pixel() -> None:
     assert torch.equal(got, _reference_keep(_smooth_protos(4), coeffs, boxes, shape))
 
 
-def test_nonempty_masks_small_or_uneven_uses_the_predictor() -> None:
+def test_nonempty_masks_small_or_uneven_is_the_predictors() -> None:
     protos = _smooth_protos(3, mh=24, mw=40)
     g = torch.Generator().manual_seed(3)
     boxes = torch.tensor([[0.0, 0.0, 50.0, 40.0], [10.0, 10.0, 10.5, 10.5], [60.0, 20.0, 150.0, 90.0]])

@@ -7,6 +7,7 @@ its empty-mask filter for the -seg models without building the masks
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
@@ -27,7 +28,7 @@ NMS_IOU = 0.7  # ultralytics' predictor default (class-agnostic for YOLOE, as YO
 NMS_CHUNK = 1024  # candidates per step of non_max_suppression's early-stopping greedy NMS
 MASK_GROUP = 32  # boxes evaluated together (sorted by size, padded to the group's largest)
 MASK_RTOL = 1e-5  # |peak| below this x (sum of |terms|) goes to the exact step (float32: ~1e-6)
-DIRECT_MASK_PIXELS = 1 << 22  # below this many mask pixels (boxes x H x W) the masks are just built
+DIRECT_MASK_PIXELS = 1 << 22  # up to this many mask pixels (undecided boxes x H x W): sampled, then built
 
 
 class ImageBoxes(NamedTuple):
@@ -167,13 +168,18 @@ def nonempty_masks(protos: Tensor, coeffs: Tensor, boxes: Tensor, shape: tuple[i
     1. no positive value in the window -> empty (a bilinear value is a convex combination
        of window values);
     2. a cell of four positive neighbours whose output pixels meet the box -> not empty;
-    3. otherwise the upsampled values are evaluated, but only where the largest one over
-       the box can be: within a cell the upsampling is bilinear in the output position,
-       so on the first or last output row (column) of a cell or on a box edge.
+    3. otherwise the upsampled values decide. For a small case (``DIRECT_MASK_PIXELS``:
+       steps 1 and 2 then run over the whole grid, all boxes at once), first a clearly
+       positive value at a sampled output pixel inside the box -> not empty (one output
+       line per prototype line, interpolated by two matrix products), then the predictor's
+       own masks for the boxes still open. Otherwise (steps 1 and 2 on each box's window, in
+       groups of similar size) only where the largest value over the box can be: within a
+       cell the upsampling is bilinear in the output position, so on the first or last
+       output row (column) of a cell or on a box edge.
 
-    A box whose step-3 peak lies within rounding distance of 0 (``MASK_RTOL`` of the
-    largest possible term) is decided by the predictor's own code, so the answer is
-    always the predictor's.
+    A box whose peak there lies within rounding distance of 0 (``MASK_RTOL`` of the largest
+    possible term; the samples must exceed it) is decided by the predictor's own code, so
+    the answer is always the predictor's.
     """
     import torch
     from ultralytics.utils import ops
@@ -183,8 +189,7 @@ def nonempty_masks(protos: Tensor, coeffs: Tensor, boxes: Tensor, shape: tuple[i
     h, w = shape
     if n == 0:
         return torch.zeros(0, dtype=torch.bool, device=coeffs.device)
-    if n * h * w <= DIRECT_MASK_PIXELS or h % mh or w % mw or h // mh != w // mw:
-        # small, or not an integer upsampling: the predictor's own computation
+    if h % mh or w % mw or h // mh != w // mw:  # not an integer upsampling: the predictor's own computation
         return ops.process_mask(protos, coeffs, boxes, shape, upsample=True).amax((-2, -1)) > 0
     s = h // mh
     dev = coeffs.device
@@ -201,12 +206,34 @@ def nonempty_masks(protos: Tensor, coeffs: Tensor, boxes: Tensor, shape: tuple[i
     k_hi = (torch.div(2 * y1 + 1 - s, 2 * s, rounding_mode="floor") + 1).clamp(0, mh - 1)
     l_lo = torch.div(2 * x0 + 1 - s, 2 * s, rounding_mode="floor").clamp(0, mw - 1)
     l_hi = (torch.div(2 * x1 + 1 - s, 2 * s, rounding_mode="floor") + 1).clamp(0, mw - 1)
+    live = (x1 >= x0) & (y1 >= y0)  # a box with no pixel has an empty mask
+    first, last = (s + 1) // 2, (s - 1) // 2  # output phase of a cell's first / last line
+    if n * h * w <= DIRECT_MASK_PIXELS:  # small: steps 1 to 3 on the whole grid, all boxes at once
+        pos = masks.view(n, mh, mw) > 0
+        has_pos = live & _any_in(pos, (k_lo, k_hi), (l_lo, l_hi))
+        # cells (k, k+1) x (l, l+1) of the window whose output lines meet the box:
+        # s*k + first <= y1 and s*(k+1) + last >= y0
+        quad = pos[:, :-1, :-1] & pos[:, 1:, :-1] & pos[:, :-1, 1:] & pos[:, 1:, 1:]
+        ck = (torch.maximum(k_lo, -torch.div(last - y0, s, rounding_mode="floor") - 1),
+              torch.minimum(k_hi - 1, torch.div(y1 - first, s, rounding_mode="floor")))
+        cl = (torch.maximum(l_lo, -torch.div(last - x0, s, rounding_mode="floor") - 1),
+              torch.minimum(l_hi - 1, torch.div(x1 - first, s, rounding_mode="floor")))
+        result = has_pos & _any_in(quad, ck, cl)
+        todo = (has_pos & ~result).nonzero()[:, 0]
+        if len(todo):
+            hit = _sampled_positive(masks[todo].view(-1, mh, mw), (y0[todo], y1[todo]), (x0[todo], x1[todo]),
+                                    s, shape, MASK_RTOL * scale[todo])  # fmt: skip
+            result[todo[hit]] = True
+            todo = todo[~hit]
+        if len(todo):
+            exact = ops.process_mask(protos, coeffs[todo], boxes[todo], shape, upsample=True)
+            result[todo] = exact.amax((-2, -1)) > 0
+        return result
     result = torch.zeros(n, dtype=torch.bool, device=dev)
     unsure = torch.zeros(n, dtype=torch.bool, device=dev)
-    live = ((x1 >= x0) & (y1 >= y0)).nonzero()[:, 0]  # a box with no pixel has an empty mask
+    live = live.nonzero()[:, 0]
     win_h, win_w = k_hi - k_lo + 1, l_hi - l_lo + 1
     live = live[torch.argsort(win_h[live] * win_w[live])]
-    first, last = (s + 1) // 2, (s - 1) // 2  # output phase of a cell's first / last line
     for group in live.split(MASK_GROUP):
         if not len(group):  # split() of an empty index gives one empty group
             continue
@@ -237,6 +264,59 @@ def nonempty_masks(protos: Tensor, coeffs: Tensor, boxes: Tensor, shape: tuple[i
         exact = ops.process_mask(protos, coeffs[idx], boxes[idx], shape, upsample=True)
         result[idx] = exact.amax((-2, -1)) > 0
     return result
+
+
+def _any_in(flags: Tensor, rows: tuple[Tensor, Tensor], cols: tuple[Tensor, Tensor]) -> Tensor:
+    """Per item i, whether ``flags[i]`` (n, H, W) holds a True in rows ``rows[0][i]`` to
+    ``rows[1][i]`` and columns ``cols[0][i]`` to ``cols[1][i]`` (inclusive; an empty range: False)."""
+    import torch
+
+    _, hh, ww = flags.shape
+    r, c = torch.arange(hh, device=flags.device), torch.arange(ww, device=flags.device)
+    in_r = (r >= rows[0][:, None]) & (r <= rows[1][:, None])
+    in_c = (c >= cols[0][:, None]) & (c <= cols[1][:, None])
+    return (flags & in_r[:, :, None] & in_c[:, None, :]).flatten(1).any(1)
+
+
+def _sampled_positive(masks: Tensor, ys: tuple[Tensor, Tensor], xs: tuple[Tensor, Tensor], s: int,
+                      shape: tuple[int, int], tol: Tensor) -> Tensor:
+    """Per mask (n, mh, mw), whether its upsampling is clearly positive (> ``tol``) at some
+    output pixel of the box's rows ``ys`` and columns ``xs`` (inclusive) among those sampled:
+    the first output line of every bilinear cell, one per prototype line. The values are
+    interpolated with ``interpolate``'s weights in another order (``tol`` covers the
+    rounding): a True is an output pixel of the box that the predictor finds positive."""
+    n, mh, mw = masks.shape
+    dev = str(masks.device)
+    y_lines, rows = _sample_lines(shape[0], mh, s, dev)
+    x_lines, cols = _sample_lines(shape[1], mw, s, dev)
+    # two plain GEMMs: columns, then rows (n small batched products are much slower on a CPU)
+    across = (masks.reshape(n * mh, mw) @ cols.T).view(n, mh, -1).transpose(0, 1).reshape(mh, -1)
+    values = (rows @ across).view(len(y_lines), n, len(x_lines))  # (Y, n, X)
+    in_y = (y_lines[:, None] >= ys[0]) & (y_lines[:, None] <= ys[1])  # (Y, n)
+    in_x = (x_lines >= xs[0][:, None]) & (x_lines <= xs[1][:, None])  # (n, X)
+    hot = (values > tol[None, :, None]) & in_x[None]
+    return (hot.any(2) & in_y).any(0)
+
+
+@functools.lru_cache(maxsize=16)
+def _sample_lines(size: int, grid: int, s: int, device: str) -> tuple[Tensor, Tensor]:
+    """The sampled output lines along one axis (the first line of every bilinear cell) and
+    their interpolation matrix (lines x grid), as ``interpolate`` weighs them
+    (align_corners=False: source = (y + 0.5) / s - 0.5, clamped at 0; the far neighbour
+    clamped to the last prototype line)."""
+    import torch
+
+    lines = torch.arange(size, device=device)
+    lines = lines[lines % s == (s + 1) // 2]  # most of its weight on one prototype line
+    src = ((lines.double() + 0.5) / s - 0.5).clamp(min=0)
+    k0 = src.floor().long().clamp(max=grid - 1)
+    k1 = (k0 + 1).clamp(max=grid - 1)
+    frac = (src - k0.double()).clamp(0, 1)
+    mat = torch.zeros(len(lines), grid, dtype=torch.float64, device=device)
+    at = torch.arange(len(lines), device=device)
+    mat.index_put_((at, k0), 1 - frac, accumulate=True)
+    mat.index_put_((at, k1), frac, accumulate=True)
+    return lines, mat.float()
 
 
 def _window_peak(
