@@ -1,5 +1,7 @@
-"""The engine agrees with pycocotools (label-space-filtered detections) to 1e-9, and with
-hotcoco (an independent Rust implementation of the same protocol) as a second reference."""
+"""The suite agrees with pycocotools (label-space-filtered detections) to 1e-9, and with
+hotcoco's plain API (the suite's AP is hotcoco's evaluation of its own tables: this checks
+that wiring). The matching that probench does itself (PCR, PLC, curves, bootstrap) is
+checked against pycocotools' per-detection records."""
 
 from __future__ import annotations
 
@@ -8,10 +10,12 @@ import math
 import numpy as np
 import pytest
 
-from helpers.scoring_data import REFERENCES, cocoeval, hard_coco, hard_predictions, ref_map
+from helpers.scoring_data import REFERENCES, cocoeval, hard_coco, hard_predictions, label_pairs, ref_map
 from probench.data.dataset import Dataset
 from probench.scoring import score
 from probench.scoring.constants import COCO_IOUS, SWEEP_IOUS
+from probench.scoring.match import match
+from probench.scoring.tables import DetArrays, GroundTruth
 
 TOL = 1e-9
 
@@ -192,3 +196,40 @@ def test_boxes_without_area_score_as_in_pycocotools(seed: int, engine: str) -> N
     ev = cocoeval(coco, res, COCO_IOUS, area=True, engine=engine)
     for a, size in enumerate(("small", "medium", "large"), start=1):
         assert _close(out["by_size"][size]["map50"], ref_map(ev, 0, a)), size
+
+
+@pytest.mark.parametrize(("seed", "degenerate"), [(0, False), (1, True), (3, False)])
+def test_matching_is_pycocotools_per_detection_and_per_gt(seed: int, degenerate: bool) -> None:
+    """The matching PCR, PLC, the curves and the bootstrap read (area "all", the COCO
+    thresholds) is pycocotools' ``evalImgs``: each kept detection's true positive / ignored
+    fate and each GT's matched detection, at every threshold (crowd, IoU and score ties,
+    degenerate boxes and pairs beyond maxDets included)."""
+    coco = hard_coco(seed)
+    res = hard_predictions(coco, "orig", seed, fp_per_pair=70.0 if seed == 3 else 4.0)
+    res = _degrade(res, seed) if degenerate else res
+    pairs = label_pairs(coco)
+    res = [r for r in res if (r["image_id"], r["category_id"]) in pairs]  # loadRes ids: index + 1
+    gt = GroundTruth.from_dataset(Dataset.from_dict(coco))
+    m = match(gt, DetArrays.from_results(res), ("all",), COCO_IOUS)
+    assert m.n_beyond_max > 0 or seed != 3
+    ev = cocoeval(coco, res, COCO_IOUS, area=False)
+    want_tp, want_ig, want_gt = {}, {}, {}
+    for e in ev.evalImgs:
+        if e is None:
+            continue
+        for j, d in enumerate(e["dtIds"]):
+            matched = np.asarray(e["dtMatches"])[:, j] > 0
+            ignored = np.asarray(e["dtIgnore"])[:, j].astype(bool)
+            want_tp[d], want_ig[d] = matched & ~ignored, ignored
+        for j, g in enumerate(e["gtIds"]):
+            want_gt[g] = np.asarray(e["gtMatches"])[:, j].astype(np.int64)  # detection id, 0: none
+    got_ids = m.det_order + 1
+    assert sorted(got_ids.tolist()) == sorted(want_tp)  # the same detections kept
+    for k, d in enumerate(got_ids.tolist()):
+        assert np.array_equal(m.tp[k, 0], want_tp[d]), d
+        assert np.array_equal(m.ignored[k, 0], want_ig[d]), d
+    ann_ids = gt.gt_id.tolist()
+    for row, g in enumerate(ann_ids):
+        det = m.gt_match[row, 0]
+        got = np.where(det >= 0, got_ids[np.maximum(det, 0)], 0)
+        assert np.array_equal(got, want_gt[g]), g

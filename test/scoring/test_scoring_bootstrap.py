@@ -26,8 +26,8 @@ def _preds(coco: dict[str, Any], recall: dict[str, float], *, decimals: int | No
 def _samples(coco: dict[str, Any], preds: dict[str, list], w: np.ndarray) -> dict[str, np.ndarray]:
     ds = Dataset.from_dict(coco)
     gt = GroundTruth.from_dataset(ds)
-    evals = {f: _Formulation(gt, DetArrays.from_results(p), ORIG_AREAS if f == "orig" else ("all",))
-             for f, p in preds.items()}  # fmt: skip
+    evals = {f: _Formulation(gt, DetArrays.from_results(p), ORIG_AREAS if f == "orig" else ("all",),
+                             bootstrap=True) for f, p in preds.items()}  # fmt: skip
     tgt = bs.targets_of(gt, {f: ev.recovered() for f, ev in evals.items()})
     return bs.resample(bs.tables_of(gt, evals), tgt, w)
 

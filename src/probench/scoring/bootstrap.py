@@ -53,9 +53,7 @@ I75 = int(np.flatnonzero(np.isclose(COCO_IOUS, 0.75))[0])
 class Evaluated(Protocol):
     """What the bootstrap reads of one formulation's evaluation (the suite's ``_Formulation``)."""
 
-    m: Matched
-    thr: np.ndarray
-    areas: tuple[str, ...]
+    m: Matched  # at area "all" and every COCO threshold
     det_query: np.ndarray
     det_image: np.ndarray
 
@@ -139,9 +137,9 @@ class FormTable:
     def build(cls, gt: GroundTruth, ev: Evaluated) -> FormTable:
         from scipy.sparse import csr_matrix
 
-        a = ev.areas.index("all")
-        cols = np.searchsorted(ev.thr, COCO_IOUS)
         m = ev.m
+        a = m.areas.index("all")
+        cols = [m.column("all", float(t))[1] for t in COCO_IOUS]
         n_i, n_q, n_t = len(gt.image_ids), gt.n_queries, len(COCO_IOUS)
         o = np.lexsort((m.det_order, ev.det_image, -m.det_score, ev.det_query))
         tp = m.tp[o][:, a][:, cols]

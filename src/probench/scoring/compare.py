@@ -17,8 +17,9 @@ import numpy as np
 
 from probench.data.dataset import Dataset
 from probench.scoring import bootstrap as bs
+from probench.scoring.cocoeval import CocoAP
 from probench.scoring.errors import DatasetMismatch, ScoringError, ScoringUsageError
-from probench.scoring.suite import ORIG_AREAS, _Formulation, json_object, unknown_predictions
+from probench.scoring.suite import _Formulation, json_object, unknown_predictions
 from probench.scoring.tables import DetArrays, GroundTruth
 from probench.vocabulary import FORMULATIONS
 
@@ -56,8 +57,9 @@ def _evaluations(gt: GroundTruth, dataset: Dataset, path: Path) -> dict[str, _Fo
     if n_unknown:
         raise ScoringError(f"{run.path}: {n_unknown} prediction(s) are for images or queries this dataset "
                            f"does not have, the first {first}; compare runs of the dataset given")
-    return {f: _Formulation(gt, DetArrays.from_results(p, where=f"{f} predictions"),
-                            ORIG_AREAS if f == "orig" else ("all",)) for f, p in preds.items()}  # fmt: skip
+    engine = CocoAP(gt)
+    return {f: _Formulation(gt, DetArrays.from_results(p, where=f"{f} predictions"), ("all",), engine=engine,
+                            bootstrap=True) for f, p in preds.items()}  # fmt: skip
 
 
 def compare_runs(

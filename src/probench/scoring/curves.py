@@ -31,15 +31,12 @@ class Evaluated(Protocol):
     """What the curves read of one formulation's evaluation (the suite's ``_Formulation``)."""
 
     m: Matched
-    thr: np.ndarray
-    areas: tuple[str, ...]
 
 
 def curve(ev: Evaluated, n_targets: int) -> dict[str, Any]:
     """One formulation's sweep: ``score_thresholds``, ``precision``, ``recall``, ``f1`` (lists
     of 101), ``best_f1`` and ``best_f1_threshold`` (the highest threshold reaching it)."""
-    a = ev.areas.index("all")
-    t = int(np.searchsorted(ev.thr, PCR_IOU))
+    a, t = ev.m.column("all", PCR_IOU)
     tp = ev.m.tp[:, a, t]
     fp = ~tp & ~ev.m.ignored[:, a, t]
     score = ev.m.det_score

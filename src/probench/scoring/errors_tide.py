@@ -32,7 +32,9 @@ from typing import Any
 import numpy as np
 
 from probench.data.dataset import Dataset
-from probench.scoring.tables import DetArrays
+from probench.scoring.cocoeval import CocoAP
+from probench.scoring.match import det_pairs
+from probench.scoring.tables import DetArrays, GroundTruth
 
 FG_IOU = 0.5
 BG_IOU = 0.1
@@ -41,53 +43,35 @@ _HOTCOCO_KEYS = {"cls": "Cls", "loc": "Loc", "both": "Both", "dupe": "Dupe", "bk
 METHOD = "TIDE (hotcoco COCOeval.tide_errors), foreground IoU 0.5, background IoU 0.1, label spaces kept"
 
 
-def _coco_gt(dataset: Dataset) -> dict[str, Any]:
-    return {
-        "images": [{"id": i.id, "width": i.width, "height": i.height, "file_name": i.file_name}
-                   for i in dataset.images.values()],
-        "categories": [{"id": q.id, "name": q.name} for q in dataset.queries.values()],
-        "annotations": [{"id": a.id, "image_id": a.image_id, "category_id": a.query_id, "bbox": list(a.bbox),
-                         "area": a.area, "iscrowd": int(a.iscrowd)} for a in dataset.annotations],
-    }  # fmt: skip
-
-
-def in_label_space(dataset: Dataset, dets: DetArrays) -> np.ndarray:
-    """Per prediction, whether its (image, query) is one the dataset evaluates."""
-    pairs = {(img, q) for img in dataset.images for q in dataset.label_space(img)}
-    if not pairs:
-        return np.zeros(len(dets), bool)
-    keys = np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2)
-    mult = int(max(keys[:, 1].max(), int(dets.query_id.max()) if len(dets) else 0)) + 1
-    flat = keys[:, 0] * mult + keys[:, 1]
-    return np.isin(dets.image_id * mult + dets.query_id, flat)
-
-
 def tide_errors(
-    dataset: Dataset, predictions: Mapping[str, Iterable[Mapping[str, Any]] | DetArrays]
+    dataset: Dataset | GroundTruth | CocoAP,
+    predictions: Mapping[str, Iterable[Mapping[str, Any]] | DetArrays],
 ) -> dict[str, Any]:
     """metrics.json's ``errors``: per formulation, ``ap50``, ``delta_ap`` and ``counts`` per
-    error type, ``delta_ap_fp`` / ``delta_ap_fn`` and ``n_outside_label_space``."""
+    error type, ``delta_ap_fp`` / ``delta_ap_fn`` and ``n_outside_label_space``. ``dataset``
+    may be its tables, or the suite's hotcoco evaluation over them (its ground truth reused)."""
     import hotcoco
 
-    with contextlib.redirect_stdout(io.StringIO()):
-        gt = hotcoco.COCO(_coco_gt(dataset))
+    engine = dataset if isinstance(dataset, CocoAP) else CocoAP.of(dataset)
+    gt, coco = engine.gt, engine.ground_truth()
     out: dict[str, Any] = {"method": METHOD, "by_formulation": {}}
     for f, preds in predictions.items():
         dets = DetArrays.from_results(preds, where=f"{f} predictions")
-        keep = in_label_space(dataset, dets)
-        rows = np.column_stack([dets.image_id[keep], dets.box[keep], dets.score[keep], dets.query_id[keep]])
+        pair = det_pairs(gt, dets)
+        rows = engine.results(dets, pair)
+        n_outside = int((pair < 0).sum())
         with contextlib.redirect_stdout(io.StringIO()):
             if len(rows):
-                ev = hotcoco.COCOeval(gt, gt.load_res(rows.astype(np.float64)), "bbox")
+                ev = hotcoco.COCOeval(coco, coco.load_res(rows), "bbox")
                 ev.evaluate()
                 res = ev.tide_errors(pos_thr=FG_IOU, bg_thr=BG_IOU)
             else:
                 res = None
         if res is None:  # nothing predicted: every GT is missed
-            n_gt = sum(1 for a in dataset.annotations if not a.iscrowd)
+            n_gt = int((~gt.gt_crowd).sum())
             out["by_formulation"][f] = {"ap50": 0.0 if n_gt else None, "delta_ap": None,
                                         "counts": {**dict.fromkeys(ERROR_TYPES, 0), "missed": n_gt},
-                                        "n_outside_label_space": int((~keep).sum())}  # fmt: skip
+                                        "n_outside_label_space": n_outside}  # fmt: skip
             continue
         out["by_formulation"][f] = {
             "ap50": _num(res["ap_base"]),
@@ -95,7 +79,7 @@ def tide_errors(
             "counts": {t: int(res["counts"][k]) for t, k in _HOTCOCO_KEYS.items()},
             "delta_ap_fp": _num(res["delta_ap"]["FP"]),
             "delta_ap_fn": _num(res["delta_ap"]["FN"]),
-            "n_outside_label_space": int((~keep).sum()),
+            "n_outside_label_space": n_outside,
         }
     return out
 

@@ -44,6 +44,16 @@ class Matched:
     n_given: int
     n_outside: int  # predictions outside every label-space pair (not evaluated)
     n_beyond_max: int  # predictions beyond maxDets for their pair
+    areas: tuple[str, ...]  # the A columns
+    thresholds: np.ndarray  # (T,) the T columns, ascending
+
+    def column(self, area: str, threshold: float) -> tuple[int, int]:
+        """The (area, threshold) column of the matching at IoU ``threshold`` (exactly one of
+        the matched thresholds)."""
+        t = int(np.searchsorted(self.thresholds, threshold))
+        if area not in self.areas or t >= len(self.thresholds) or self.thresholds[t] != threshold:
+            raise ValueError(f"no matching at area {area!r}, IoU {threshold}")
+        return self.areas.index(area), t
 
     @property
     def fp(self) -> npt.NDArray[np.bool_]:
@@ -81,10 +91,10 @@ def _rank_in_runs(sorted_keys: np.ndarray) -> np.ndarray:
     return np.arange(len(sorted_keys)) - np.repeat(start, length)
 
 
-def match(gt: GroundTruth, dets: DetArrays, areas: tuple[str, ...], thresholds: np.ndarray) -> Matched:
+def det_pairs(gt: GroundTruth, dets: DetArrays) -> np.ndarray:
+    """Each prediction's label-space pair (index into ``gt.pair_keys``), -1 for one outside
+    every pair (an unknown image or query, or a query not evaluated on its image)."""
     n_q = max(gt.n_queries, 1)
-    n_given = len(dets)
-    # 1. each prediction's pair (or none: outside the label spaces, not evaluated)
     img_pos = np.searchsorted(gt.image_ids, dets.image_id)
     q_pos = np.searchsorted(gt.query_ids, dets.query_id)
     ok = (img_pos < len(gt.image_ids)) & (q_pos < len(gt.query_ids))
@@ -94,6 +104,34 @@ def match(gt: GroundTruth, dets: DetArrays, areas: tuple[str, ...], thresholds: 
     pair = np.searchsorted(gt.pair_keys, key)
     ok[ok] &= pair[ok] < len(gt.pair_keys)
     ok[ok] &= gt.pair_keys[pair[ok]] == key[ok]
+    return np.where(ok, pair, -1)
+
+
+def gt_ignored(gt: GroundTruth, areas: tuple[str, ...]) -> np.ndarray:
+    """(n_gt, A) bool: crowd, or out of the area range (inclusive bounds, as pycocotools)."""
+    lo = np.array([AREA_RANGES[a][0] for a in areas])
+    hi = np.array([AREA_RANGES[a][1] for a in areas])
+    area = gt.gt_area[:, None]
+    return gt.gt_crowd[:, None] | (area < lo) | (area > hi)
+
+
+def n_positive(gt: GroundTruth, areas: tuple[str, ...], key: np.ndarray, n_keys: int) -> np.ndarray:
+    """(n_keys, A): the non-ignored GT of each key (a GT's query, or its (domain, query)) per area range."""
+    ignored = gt_ignored(gt, areas)
+    cols = [np.bincount(key[~ignored[:, a]], minlength=n_keys) for a in range(len(areas))]
+    return np.stack(cols, axis=1) if cols else np.zeros((n_keys, 0), np.int64)
+
+
+def match(
+    gt: GroundTruth, dets: DetArrays, areas: tuple[str, ...], thresholds: np.ndarray,
+    pair: np.ndarray | None = None,
+) -> Matched:  # fmt: skip
+    """COCO's matching of ``dets`` at every (area range, threshold); ``pair`` is
+    :func:`det_pairs` when the caller has it already."""
+    n_given = len(dets)
+    # 1. each prediction's pair (or none: outside the label spaces, not evaluated)
+    pair = det_pairs(gt, dets) if pair is None else pair
+    ok = pair >= 0
     sel = np.flatnonzero(ok)
     # 2. per pair, descending score, stable in the given order; keep maxDets
     sel = sel[np.lexsort((sel, -dets.score[sel], pair[sel]))]
@@ -111,7 +149,7 @@ def match(gt: GroundTruth, dets: DetArrays, areas: tuple[str, ...], thresholds: 
     thr = np.minimum(thresholds, 1 - 1e-10)  # as pycocotools
     d_area = d_box[:, 2] * d_box[:, 3]
     d_out = (d_area[:, None] < a_lo) | (d_area[:, None] > a_hi)  # (N, A)
-    gt_ig = gt.gt_crowd[:, None] | (gt.gt_area[:, None] < a_lo) | (gt.gt_area[:, None] > a_hi)
+    gt_ig = gt_ignored(gt, areas)
 
     tp = np.zeros((n, n_a, n_t), dtype=bool)
     det_ig = np.repeat(d_out[:, :, None], n_t, axis=2)
@@ -184,6 +222,8 @@ def match(gt: GroundTruth, dets: DetArrays, areas: tuple[str, ...], thresholds: 
         n_given=n_given,
         n_outside=int(n_given - ok.sum()),
         n_beyond_max=int((~keep).sum()),
+        areas=areas,
+        thresholds=np.asarray(thresholds),
     )
 
 

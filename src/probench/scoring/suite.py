@@ -13,11 +13,11 @@ import numpy as np
 
 from probench.data.dataset import Dataset
 from probench.jsonio import gc_paused
-from probench.scoring.ap import average_precision, mean_ap
+from probench.scoring.cocoeval import CocoAP, mean_ap
 from probench.scoring.consistency import Recovery, pcr_plc
 from probench.scoring.constants import COCO_IOUS, PCR_IOU, SIZES, SWEEP_IOUS, all_thresholds, sweep_key
 from probench.scoring.errors import DatasetMismatch, ScoringError, ScoringUsageError
-from probench.scoring.match import Matched, match
+from probench.scoring.match import Matched, det_pairs, match, n_positive
 from probench.scoring.tables import DetArrays, GroundTruth
 from probench.vocabulary import FORMULATIONS, POLICY_FORMULATION, PROMPT_TYPES, RUN_FORMULATIONS
 
@@ -30,31 +30,25 @@ def _f(x: float) -> float | None:
 
 
 class _Formulation:
-    """One formulation's matching and per-query APs on (area, threshold) columns."""
+    """One formulation: its per-query APs on (area, threshold) columns (hotcoco's
+    evaluation, :mod:`probench.scoring.cocoeval`) and the matching, area "all", that PCR,
+    PLC and the curves read (IoU 0.5), and the bootstrap (every COCO threshold)."""
 
-    def __init__(self, gt: GroundTruth, dets: DetArrays, areas: tuple[str, ...]) -> None:
+    def __init__(
+        self, gt: GroundTruth, dets: DetArrays, areas: tuple[str, ...], *, engine: CocoAP | None = None,
+        bootstrap: bool = False,
+    ) -> None:  # fmt: skip
         self.areas = areas
         self.thr = all_thresholds()
-        self.m: Matched = match(gt, dets, areas, self.thr)
-        n_a, n_t = len(areas), len(self.thr)
+        self.engine = engine or CocoAP(gt)
+        self.dets = dets
+        self.pair = det_pairs(gt, dets)
+        self.ap = self.engine.average_precision(dets, self.pair, areas, self.thr)  # (Q, A, T)
+        match_thr = COCO_IOUS if bootstrap else np.array([PCR_IOU])
+        self.m: Matched = match(gt, dets, ("all",), match_thr, pair=self.pair)
         self.det_query = gt.pair_query[self.m.det_pair]
         self.det_image = gt.pair_image[self.m.det_pair]
-        tp = self.m.tp.reshape(len(self.m.det_pair), n_a * n_t)
-        fp = self.m.fp.reshape(len(self.m.det_pair), n_a * n_t)
-        n_pos = self._n_pos(gt.gt_query, gt.n_queries)
-        self.ap = average_precision(
-            self.det_query, self.det_image, self.m.det_score, self.m.det_order, tp, fp, n_pos
-        ).reshape(gt.n_queries, n_a, n_t)
-        self.n_pos = n_pos.reshape(gt.n_queries, n_a, n_t)[:, :, 0]
-
-    def _n_pos(self, gt_key: np.ndarray, n_keys: int) -> np.ndarray:
-        """Non-ignored GT per key (a GT's query, or its (domain, query)), per (area,
-        threshold) column: (n_keys, A*T)."""
-        n_t = len(self.thr)
-        ignored = self.m.gt_ignored
-        cols = [np.bincount(gt_key[~ignored[:, a]], minlength=n_keys) for a in range(len(self.areas))]
-        n_pos = np.stack(cols, axis=1) if cols else np.zeros((n_keys, 0), np.int64)
-        return np.repeat(n_pos, n_t, axis=1)
+        self.n_pos = n_positive(gt, areas, gt.gt_query, gt.n_queries)  # (Q, A)
 
     def t_index(self, values: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.thr, values)
@@ -88,20 +82,9 @@ class _Formulation:
 
     def domains(self, gt: GroundTruth) -> list[dict[str, Any]]:
         """Per domain (``gt.domains`` order), map50 / map50_95 with images restricted to it
-        (area "all"). One AP pass for every domain: a detection's query becomes the pair
-        (its image's domain, its query), so each domain's queries are runs of their own."""
-        ci = self.t_index(COCO_IOUS)
-        n_t, a = len(self.thr), self.areas.index("all")
-        cols = a * n_t + ci
-        n_cols = len(self.areas) * n_t
-        n_dom, n_q = len(gt.domains), gt.n_queries
-        tp = self.m.tp.reshape(-1, n_cols)[:, cols]
-        fp = self.m.fp.reshape(-1, n_cols)[:, cols]
-        n_pos = self._n_pos(gt.image_domain[gt.gt_image] * n_q + gt.gt_query, n_dom * n_q)[:, cols]
-        det_key = gt.image_domain[self.det_image] * n_q + self.det_query
-        ap = average_precision(
-            det_key, self.det_image, self.m.det_score, self.m.det_order, tp, fp, n_pos
-        ).reshape(n_dom, n_q, len(cols))
+        (area "all"): one evaluation with each (domain, query) a category of its own."""
+        ap = self.engine.average_precision(self.dets, self.pair, ("all",), COCO_IOUS, by_domain=True)
+        ap = ap.reshape(len(gt.domains), gt.n_queries, len(COCO_IOUS))
         i50 = int(np.flatnonzero(COCO_IOUS == 0.5)[0])
         out: list[dict[str, Any]] = []
         for dom_ap in ap:
@@ -119,8 +102,7 @@ class _Formulation:
     def recovered(self) -> Recovery:
         """Per GT, the IoU-0.5 matching (area "all") that PCR/PLC read: matched or not, by
         the pair's first (highest-scoring) prediction or not, the matched score and box."""
-        t = int(self.t_index(np.array([PCR_IOU]))[0])
-        det = self.m.gt_match[:, self.areas.index("all"), t]
+        det = self.m.gt_match[(slice(None), *self.m.column("all", PCR_IOU))]
         ok = det >= 0
         d = det[ok]
         top1 = np.zeros(len(det), bool)
@@ -133,7 +115,7 @@ class _Formulation:
 
 
 def score(
-    dataset: Dataset | GroundTruth,
+    dataset: Dataset | GroundTruth | CocoAP,
     predictions: Mapping[str, Iterable[Mapping[str, Any]] | DetArrays],
     *,
     latency: Mapping[str, object] | None = None,
@@ -148,14 +130,16 @@ def score(
     ``pcr_score_threshold`` adds pcr50_at / plc_at (recovery by predictions scoring at
     least that). ``progress`` shows a tqdm bar on stderr (one step per formulation, then
     breakdowns). ``bootstrap`` resamples (seeded by ``bootstrap_seed``) add ``intervals``
-    (scoring/bootstrap.py)."""
+    (scoring/bootstrap.py). ``dataset`` may be its tables, or hotcoco's evaluation over them
+    (:class:`~probench.scoring.cocoeval.CocoAP`, shared with the TIDE errors)."""
     unknown = sorted(set(predictions) - set(RUN_FORMULATIONS))
     if unknown:
         raise ScoringUsageError(
             f"unknown formulation(s) {unknown}; expected a subset of {list(RUN_FORMULATIONS)}"
         )
     check_score_threshold(pcr_score_threshold)
-    gt = dataset if isinstance(dataset, GroundTruth) else GroundTruth.from_dataset(dataset)
+    engine = dataset if isinstance(dataset, CocoAP) else CocoAP.of(dataset)  # one for every formulation
+    gt = engine.gt
     present = [f for f in RUN_FORMULATIONS if f in predictions]
     bar = _bar(len(present) + 1, progress)
     evals = {}
@@ -164,7 +148,8 @@ def score(
         bar.set_description(f"scoring {f}")
         dets = DetArrays.from_results(predictions[f], where=f"{f} predictions")
         degenerate[f] = _degenerate_counts(dets)
-        evals[f] = _Formulation(gt, dets, ORIG_AREAS if f == "orig" else ("all",))
+        evals[f] = _Formulation(gt, dets, ORIG_AREAS if f == "orig" else ("all",), engine=engine,
+                                bootstrap=bool(bootstrap))  # fmt: skip
         bar.update()
     bar.set_description("consistency and breakdowns")
     out: dict[str, Any] = {
@@ -387,8 +372,9 @@ def score_run(
     realtime = run.read_json("realtime.json")
     summary = latency.get("summary_ms") if isinstance(latency, dict) else None
     rt = realtime if isinstance(realtime, dict) else None
+    engine = CocoAP.of(dataset)  # the tables and hotcoco's ground truth, for the suite and the errors
     out = score(
-        dataset, preds, latency=summary, realtime=rt, pcr_score_threshold=pcr_score_threshold,
+        engine, preds, latency=summary, realtime=rt, pcr_score_threshold=pcr_score_threshold,
         progress=progress, bootstrap=bootstrap, bootstrap_seed=bootstrap_seed,
     )  # fmt: skip
     if dataset.videos:  # a sequence dataset: the temporal metrics (scoring/temporal.py)
@@ -405,7 +391,7 @@ def score_run(
     if errors:  # TIDE's error types per formulation (scoring/errors_tide.py)
         from probench.scoring.errors_tide import tide_errors
 
-        out["errors"] = tide_errors(dataset, preds)
+        out["errors"] = tide_errors(engine, preds)
     if n_unknown:
         out["n_unknown_predictions"] = n_unknown
     return out
