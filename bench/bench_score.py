@@ -35,7 +35,7 @@ Pro-Bench (13k images, 74.5k instances, 515 queries; ``--scale`` shrinks it), th
 in this process:
 
 - ours: ``probench.scoring.score`` on the three formulations from COCO result dicts (the
-  full suite: 14-threshold matching x 3 formulations, 4 area ranges under orig, AP, PCR,
+  full suite: AP at 14 thresholds x 3 formulations, 4 area ranges under orig, PCR,
   PLC and their top-1 variants, prompt-type/domain/size breakdowns);
 - reference: pycocotools ``COCOeval.evaluate() + accumulate()`` for ONE formulation at the
   standard ten thresholds (its default 4 area ranges), on the label-space-filtered results
