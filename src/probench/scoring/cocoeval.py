@@ -41,8 +41,11 @@ class CocoAP:
         self._coco: dict[bool, hotcoco.COCO] = {}
 
     @classmethod
-    def of(cls, dataset: Dataset | GroundTruth) -> CocoAP:
-        """The evaluation over a dataset's tables (built here) or over tables already built."""
+    def of(cls, dataset: Dataset | GroundTruth | CocoAP) -> CocoAP:
+        """The evaluation over a dataset's tables (built here), over tables already built, or
+        the evaluation given (so its hotcoco ground truth is shared)."""
+        if isinstance(dataset, CocoAP):
+            return dataset
         return cls(dataset if isinstance(dataset, GroundTruth) else GroundTruth.from_dataset(dataset))
 
     def ground_truth(self, by_domain: bool = False) -> hotcoco.COCO:
@@ -82,10 +85,9 @@ class CocoAP:
         gt = self.gt
         n_keys = self._n_keys(by_domain)
         ap = np.full((n_keys, len(areas), len(thresholds)), -1.0)
-        has_gt = n_positive(gt, areas, self._gt_key(by_domain), n_keys) > 0  # (keys, A)
         rows = self.results(dets, pair, by_domain)
-        if not len(rows):
-            ap[has_gt] = 0.0  # nothing predicted: every precision read is 0
+        if not len(rows):  # nothing predicted: every precision read of a key with GT is 0
+            ap[n_positive(gt, areas, self._gt_key(by_domain), n_keys) > 0] = 0.0
             return ap
         precision = _precision(self.ground_truth(by_domain), rows, areas, thresholds)  # (T, R, K, A)
         # (K, A, T, R), the recall points contiguous: each sum in the same order whatever the
@@ -94,7 +96,6 @@ class CocoAP:
         counted = by_point[..., 0] > -1
         ap[:] = np.where(counted, by_point.sum(axis=-1) / len(REC_THRS), -1.0)
         return ap
-
 
     def results(self, dets: DetArrays, pair: np.ndarray, by_domain: bool = False) -> np.ndarray:
         """The predictions inside the label spaces (``pair`` >= 0), in their given order, as

@@ -52,7 +52,7 @@ def tide_errors(
     may be its tables, or the suite's hotcoco evaluation over them (its ground truth reused)."""
     import hotcoco
 
-    engine = dataset if isinstance(dataset, CocoAP) else CocoAP.of(dataset)
+    engine = CocoAP.of(dataset)
     gt, coco = engine.gt, engine.ground_truth()
     out: dict[str, Any] = {"method": METHOD, "by_formulation": {}}
     for f, preds in predictions.items():

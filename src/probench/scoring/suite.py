@@ -138,7 +138,7 @@ def score(
             f"unknown formulation(s) {unknown}; expected a subset of {list(RUN_FORMULATIONS)}"
         )
     check_score_threshold(pcr_score_threshold)
-    engine = dataset if isinstance(dataset, CocoAP) else CocoAP.of(dataset)  # one for every formulation
+    engine = CocoAP.of(dataset)  # one for every formulation
     gt = engine.gt
     present = [f for f in RUN_FORMULATIONS if f in predictions]
     bar = _bar(len(present) + 1, progress)
