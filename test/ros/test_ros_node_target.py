@@ -43,8 +43,8 @@ def test_target_select_confirm_and_clear(ros_env, requires_vision_msgs) -> None:
 @pytest.mark.parametrize(("args", "why"), [
     ((), "give a TRACK_ID or --clear"),
     (("7", "--clear"), "give a TRACK_ID or --clear"),
-    (("-3",), "TRACK_ID must be >= 0"),
-    (("seven",), "invalid int value"),
+    (("-3",), "argument TRACK_ID: must be 0..9223372036854775807, got -3"),
+    (("seven",), "argument TRACK_ID: 'seven' is not a whole number"),
 ])
 def test_target_usage_errors(ros_env, args, why) -> None:
     out = node_cli(ros_env, "target", *args, timeout=60)

@@ -27,9 +27,17 @@ from typing import TYPE_CHECKING, Any
 
 from probench.cache.run import RunDir
 from probench.errors import CheckFailed, Interrupted, UsageError
-from probench.limits import MAX_PERIOD_S, MAX_RATE_HZ, MAX_TIMEOUT_S, MIN_RATE_HZ, check_flag
+from probench.limits import (
+    MAX_DOMAIN_ID,
+    MAX_PERIOD_S,
+    MAX_RATE_HZ,
+    MAX_TIMEOUT_S,
+    MIN_RATE_HZ,
+    IntRange,
+    check_flag,
+)
 from probench.realtime.eval_run import read_result
-from probench.realtime.node_spec import GROUNDING_PARAMS, MODES
+from probench.realtime.node_spec import EVALUATOR_PARAMS, GROUNDING_PARAMS, MODES
 from probench.scoring.printed import pcr_lines
 from probench.scoring.temporal import temporal_lines
 from probench.vocabulary import RUN_FORMULATIONS
@@ -56,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the Hugging Face / ultralytics cache; `probench fetch MODEL` fills it)")
     parser.add_argument("--answer-timeout", type=float, default=None,
                         help="seconds to wait for a frame's detections before counting it missed (default 5)")
-    parser.add_argument("--warmup-frames", type=int, default=None, metavar="N",
+    parser.add_argument("--warmup-frames", type=EVALUATOR_PARAMS["warmup_frames"].int_flag(),
+                        default=None, metavar="N",
                         help="frames sent one at a time before each session's first stream, scored nowhere "
                              "(default 3)")
     parser.add_argument("--budget-ms", type=float, default=None,
@@ -77,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--params-file", default=None, help="parameter YAML (default: config/eval.yaml)")
     parser.add_argument("--timeout", type=float, default=3600.0,
                         help="give up (and stop both nodes) after this many seconds (default 3600)")
-    parser.add_argument("--domain-id", type=int, default=None,
+    parser.add_argument("--domain-id", type=IntRange(0, MAX_DOMAIN_ID), default=None,
                         help="ROS_DOMAIN_ID for the graph (default: $ROS_DOMAIN_ID, else a random one)")
     from probench.prompting.options import add_policy_arguments
 
@@ -169,15 +178,11 @@ def run(args: argparse.Namespace) -> int:
     from probench.ros.graph import command_line, eval_graph, resolved_parameters
     from probench.vocabulary import parse_formulations
 
-    if args.domain_id is not None and not 0 <= args.domain_id <= 232:
-        raise UsageError(f"--domain-id must be in 0..232, got {args.domain_id}")
     check_flag("--rate", args.rate, low=0.0, low_open=True)
     check_flag("--rate", args.rate, low=MIN_RATE_HZ, high=MAX_RATE_HZ)
     for name in ("answer_timeout", "timeout"):
         check_flag(f"--{name.replace('_', '-')}", getattr(args, name), low=0.0, low_open=True,
                    high=MAX_TIMEOUT_S)
-    if args.warmup_frames is not None and args.warmup_frames < 0:
-        raise UsageError(f"--warmup-frames must be >= 0, got {args.warmup_frames}")
     check_flag("--budget-ms", args.budget_ms, low=0.0, low_open=True, high=1000.0 * MAX_PERIOD_S)
     if args.max_missed is not None and not 0.0 <= args.max_missed <= 1.0:
         raise UsageError(f"--max-missed must lie in [0, 1], got {args.max_missed}")

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from probench.console.bridge import split_node_name
 from probench.console.errors import BridgeError, ConsoleUsageError
 from probench.errors import CheckFailed
-from probench.limits import MAX_TIMEOUT_S, check_flag
+from probench.limits import INT64_MAX, MAX_TIMEOUT_S, IntRange, check_flag
 from probench.vocabulary import escape_for_log
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "the model)")
     target = actions.add_parser("target", parents=[common],
                                 help="make a track the node's target (target_pose follows it), or --clear")
-    target.add_argument("track_id", metavar="TRACK_ID", nargs="?", type=int,
+    target.add_argument("track_id", metavar="TRACK_ID", nargs="?", type=IntRange(0, INT64_MAX),
                         help="a track id, as in Detection2D.id (the node's `tracking` parameter on)")
     target.add_argument("--clear", action="store_true", help="back to the best detection of the first prompt")
 
@@ -106,11 +106,8 @@ def run(args: argparse.Namespace) -> int:
         prompts = prompts_from_message(args.text)  # checked as the node checks it
         check_flag("--watch", args.watch, low=0.0, high=MAX_TIMEOUT_S)
 
-    if args.action == "target":
-        if (args.track_id is None) == (not args.clear):
-            raise ConsoleUsageError("give a TRACK_ID or --clear (one of them)")
-        if args.track_id is not None and args.track_id < 0:
-            raise ConsoleUsageError(f"TRACK_ID must be >= 0, got {args.track_id} (--clear: the best again)")
+    if args.action == "target" and (args.track_id is None) == (not args.clear):
+        raise ConsoleUsageError("give a TRACK_ID or --clear (one of them)")
 
     from probench.ros.console_bridge import LIFECYCLE_TRANSITIONS, RosConsoleBridge
     from probench.ros.dds_profile import apply_profile
