@@ -63,6 +63,8 @@ def render(result: dict[str, Any], top: int) -> str:
         star = " *" if m["significant"] else ""
         lines.append(f"{key:<18} {_fmt(m['a']):>7} {_fmt(m['b']):>7} {_fmt(m['delta'], True):>8}  "
                      f"{iv_text}{star}")
+    for form, why in result["not_compared"].items():
+        lines.append(f"{form}: not compared ({why}), nor what needs it (its Δs, PCR and PLC)")
     queries = result["queries"]
     shown = queries if top <= 0 else queries[:top]
     lines += ["", f"AP.5 per query ({result['formulation']}), largest change first "
