@@ -72,6 +72,9 @@ def test_target_selection(bridge) -> None:
     for bad in (-1, "7", 1.5, True, 1 << 63):
         r = _post(c, "/api/target", {"track_id": bad})
         assert r.status_code == 400 and "track id" in r.json()["error"], bad
+    for empty in ({}, {"track": 7}):  # {} cleared the operator's target with 200
+        r = _post(c, "/api/target", empty)
+        assert r.status_code == 400 and "give 'track_id'" in r.json()["error"], empty
     assert bridge.targets == [7, None]
     bridge.node_listening = False
     r = _post(c, "/api/target", {"track_id": 3})

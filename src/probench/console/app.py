@@ -384,7 +384,9 @@ def create_app(
     async def target(request: Request) -> Response:
         try:
             body = await _json_body(request, 4096)
-            track = console.select_target(body.get("track_id"))
+            if "track_id" not in body:  # an empty body is no request to clear the operator's target
+                raise _HttpError(400, "give 'track_id': a track id, or null to clear the target")
+            track = console.select_target(body["track_id"])
         except (_HttpError, BridgeError) as exc:
             return _error(exc.status, str(exc))
         return JSONResponse({"track_id": track})
