@@ -26,7 +26,8 @@ from probench.errors import ProbenchError
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("probench.data.cli", "check a dataset; every problem named with its record id"),
-    "import": ("probench.data.cli_import", "another benchmark's annotations (coco, refcoco) as a dataset"),
+    "import": ("probench.data.cli_import", "another benchmark's annotations (coco, refcoco, mot) as a "
+               "dataset"),
     "models": ("probench.models.cli_models", "list the model zoo"),
     "fetch": ("probench.models.cli_fetch", "download models' weights into the local caches (needs internet)"),
     "infer": ("probench.models.cli_infer", "offline inference into the prediction cache (resumable)"),
