@@ -64,8 +64,6 @@ def _check_policy(args: argparse.Namespace) -> None:
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    if not 0 <= port <= 65535:
-        raise ConsoleUsageError(f"--port {port} is not a port number (0-65535; 0 = any free port)")
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:

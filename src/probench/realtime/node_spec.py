@@ -23,7 +23,13 @@ from probench.prompting.policy import DEFAULT_POLICY, POLICIES
 from probench.realtime import PACKAGE, package_config
 from probench.realtime.params import Param, ParamTable
 from probench.spatial.depth import DEFAULT_MAX_DEPTH_M, MAX_DEPTH_LIMIT_M
-from probench.vocabulary import FORMULATIONS, POLICY_FORMULATION, PREPROCESS_PATHS, parse_formulations
+from probench.vocabulary import (
+    FORMULATIONS,
+    POLICY_FORMULATION,
+    PREPROCESS_PATHS,
+    is_topic_name,
+    parse_formulations,
+)
 
 EXECUTABLE = "grounding_node"
 NODE_NAME = "grounding_node"
@@ -44,13 +50,36 @@ def _profile(value: Any) -> str:
     return str(value).strip()
 
 
+def _model(value: Any) -> str:
+    """A model the zoo knows (a zoo, plugin, ``tiny-*`` or ``test-*`` name), refused when set
+    rather than at the next configure. A ``package.module:factory`` is imported only at
+    configure (its module is foreign code), so here it is taken as given."""
+    from probench.models.plugins import is_one_off
+    from probench.models.zoo import check_model_name
+
+    name = str(value)
+    if name.strip() and not is_one_off(name):
+        check_model_name(name)  # an UnknownModelError: one line, naming the zoo
+    return name
+
+
+def _topic(param: str) -> Any:
+    def check(value: Any) -> str:
+        text = str(value)
+        if text and not is_topic_name(text):
+            raise ValueError(f"{param} {text!r} is not a ROS topic name (tokens of letters, digits and _, "
+                             "not starting with a digit, separated by /; e.g. /camera/depth/image_raw)")
+        return text
+    return check
+
+
 def _formulations(value: Any) -> list[str]:
     return parse_formulations(list(value))
 
 
 GROUNDING_PARAMS = ParamTable(NODE_NAME, (
     Param("model", "string", "tiny-owlv2", "zoo model name (`probench models`)", "configure", nonempty=True,
-          identity=True),
+          identity=True, check_value=_model),
     Param("device", "string", "cpu", "torch device: cpu, cuda, cuda:N", "configure", nonempty=True,
           identity=True),
     Param("precision", "string", "fp32", "model precision (fp32, fp16, ... as the model allows)",
@@ -90,9 +119,10 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
           "configure", low=0.0, low_open=True, high=MAX_TIMEOUT_S),
     Param("depth_topic", "string", "",
           "aligned depth image (16UC1 mm or 32FC1 m, registered to the colour camera); empty = no 3D output",
-          "configure"),
+          "configure", check_value=_topic("depth_topic")),
     Param("camera_info_topic", "string", "",
-          "the colour camera's CameraInfo; empty = `camera_info` beside depth_topic", "configure"),
+          "the colour camera's CameraInfo; empty = `camera_info` beside depth_topic", "configure",
+          check_value=_topic("camera_info_topic")),
     Param("depth_tolerance", "double", 0.02,
           "seconds a depth stamp may differ from the colour frame's (and a frame waits for its depth)",
           "configure", low=0.0, high=1.0),

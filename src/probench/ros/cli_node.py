@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 LIFECYCLE_ACTIONS = ("configure", "activate", "deactivate", "cleanup")
 _POLL_S = 0.05
+_REASON_WAIT_S = 3.0  # a refused configure's reason: published with the refusal, waited for this long
 # Diagnostics values shown first (the rest follow in the node's order).
 _HEADLINE = ("state", "model", "device", "precision", "rate_hz", "latency_p50_ms", "latency_p95_ms",
              "frames_received", "frames_processed", "frames_skipped", "errors", "prompts_rejected")
@@ -44,6 +45,10 @@ _HEADLINE = ("state", "model", "device", "precision", "rate_hz", "latency_p50_ms
 
 class NodeCliError(CheckFailed):
     """The node is not there, did not answer in time, or refused."""
+
+
+class ConfigureRefused(NodeCliError):
+    """The node refused a configure, with its reason."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -277,11 +282,45 @@ def _transition(bridge: RosConsoleBridge, action: str, timeout: float) -> int:
     deadline = time.monotonic() + timeout
     before = _present(bridge, timeout).lifecycle
     try:
-        state = bridge.change_state(action, max(1.0, deadline - time.monotonic()))
-    except BridgeError as exc:
-        raise NodeCliError(str(exc)) from exc
+        state = _change_state(bridge, action, max(1.0, deadline - time.monotonic()))
+    except ConfigureRefused as exc:
+        raise NodeCliError(f"{exc}; its configure-time parameters are back to the last configuration that "
+                           "worked (`probench node configure` loads it again)") from exc
     print(f"{bridge.names['node']}: {before} -> {state}", file=sys.stdout, flush=True)
     return 0
+
+
+def _failures(bridge: RosConsoleBridge) -> int | None:
+    """The node's ``configure_failures`` on its newest /diagnostics (None: none seen, or a node
+    that does not report it)."""
+    diag = bridge.view().diagnostics
+    try:
+        return None if diag is None else int(diag.values["configure_failures"])
+    except (KeyError, ValueError):
+        return None
+
+
+def _change_state(bridge: RosConsoleBridge, action: str, timeout: float) -> str:
+    """A transition; a refused configure is a :class:`ConfigureRefused` with the node's reason:
+    its /diagnostics' ``configure_error``, published the moment it failed (told from an older
+    failure by ``configure_failures``)."""
+    before, asked = _failures(bridge), time.monotonic()
+    try:
+        return bridge.change_state(action, timeout)
+    except BridgeError as exc:
+        if action != "configure" or "refused" not in str(exc):
+            raise NodeCliError(str(exc)) from exc
+
+        def reason() -> str:
+            diag = bridge.view().diagnostics
+            if diag is None or time.monotonic() - diag.age_s < asked:
+                return ""
+            count = _failures(bridge)
+            return diag.values.get("configure_error", "") if before is None or (count or 0) > before else ""
+
+        why = _wait(reason, _REASON_WAIT_S) or "(its reason did not come on /diagnostics: see its log)"
+        node = bridge.names["node"]
+        raise ConfigureRefused(f"{node} refused configure: {escape_for_log(why, 1024)}") from exc
 
 
 # -- param -----------------------------------------------------------------------------------
@@ -339,10 +378,25 @@ def _reconfigure(bridge: RosConsoleBridge, timeout: float) -> None:
                            "its next configure)")
     for step in steps:
         try:
-            state = bridge.change_state(step, max(1.0, deadline - time.monotonic()))
-        except BridgeError as exc:
-            raise NodeCliError(str(exc)) from exc
+            state = _change_state(bridge, step, max(1.0, deadline - time.monotonic()))
+        except ConfigureRefused as exc:
+            back = _back_to_good(bridge, was, max(1.0, deadline - time.monotonic()))
+            raise NodeCliError(f"{exc}; {back}") from exc
         print(f"{bridge.names['node']}: {step} -> {state}", flush=True)
+
+
+def _back_to_good(bridge: RosConsoleBridge, was: str, timeout: float) -> str:
+    """After a refused reconfigure the node's parameters are the last configuration that
+    worked: configure (and activate when it was active) again, so it runs as before."""
+    deadline = time.monotonic() + timeout
+    steps = ("configure", "activate") if was == "active" else ("configure",)
+    try:
+        for step in steps:
+            state = _change_state(bridge, step, max(1.0, deadline - time.monotonic()))
+            print(f"{bridge.names['node']}: {step} -> {state}", flush=True)
+    except NodeCliError as exc:
+        return f"and the last configuration that worked did not come back either: {exc}"
+    return f"the node is {state} again with the last configuration that worked"
 
 
 # -- target ----------------------------------------------------------------------------------
