@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 LIFECYCLE_ACTIONS = ("configure", "activate", "deactivate", "cleanup")
 _POLL_S = 0.05
+_UNKNOWN_AFTER_S = 1.0  # `node target`: this long of the node's frames without the track: not in view
 _REASON_WAIT_S = 3.0  # a refused configure's reason: published with the refusal, waited for this long
 # Diagnostics values shown first (the rest follow in the node's order).
 _HEADLINE = ("state", "model", "device", "precision", "rate_hz", "latency_p50_ms", "latency_p95_ms",
@@ -414,11 +415,51 @@ def _target(bridge: RosConsoleBridge, track_id: int | None, timeout: float) -> i
         print("target cleared: the best detection of the first prompt again", flush=True)
         return 0
     wanted = str(track_id)
-    got = _wait(lambda: (t := bridge.view().target) is not None and t[0] == wanted and t,
-                max(0.0, deadline - time.monotonic()))
+    in_view = _TracksInView(bridge)
+
+    def answered() -> Any:
+        t = bridge.view().target
+        if t is not None and t[0] == wanted:
+            return t
+        in_view.update()
+        return in_view.without(wanted)
+
+    got = _wait(answered, max(0.0, deadline - time.monotonic()))
+    if isinstance(got, str):  # the node's detections went on without the track: no waiting it out
+        raise NodeCliError(f"track {track_id} is not in view of {bridge.names['node']}: {got}")
     if not got:
         raise NodeCliError(f"no `target` naming track {track_id} from {bridge.names['node']} within "
                            f"{timeout:g} s (is the track in view, with the node's tracking on? "
                            "`probench node status` shows the target state)")
     print(f"target: track {got[0]}" + (f" ({got[1]})" if got[1] else ""), flush=True)
     return 0
+
+
+class _TracksInView:
+    """The track ids of the node's detections since the selection was sent: once they span
+    :data:`_UNKNOWN_AFTER_S` (frames newer than the selection) without the wanted track, it
+    is not in view and the caller stops waiting (the node would give way after target_timeout)."""
+
+    def __init__(self, bridge: RosConsoleBridge) -> None:
+        self.bridge, self.since = bridge, time.monotonic()
+        self.ids: set[str] = set()
+        self.first: float | None = None  # arrival of the first frame after the selection
+        self._last: float | None = bridge.view().detections_stamp
+
+    def update(self) -> None:
+        view = self.bridge.view()
+        if view.detections_stamp is not None and view.detections_stamp != self._last:
+            self._last = view.detections_stamp
+            self.first = time.monotonic() if self.first is None else self.first
+            self.ids |= {d.track_id for d in view.detections if d.track_id}
+
+    def without(self, wanted: str) -> str:
+        """Why ``wanted`` is not in view, once that is known; "" until then."""
+        if self.first is None or wanted in self.ids or time.monotonic() - self.first < _UNKNOWN_AFTER_S:
+            return ""
+        if not self.ids:
+            return (f"its detections of the last {_UNKNOWN_AFTER_S:g} s carry no track ids (is its "
+                    "`tracking` parameter on?)")
+        shown = ", ".join(sorted(self.ids, key=lambda t: (len(t), t))[:20])
+        return (f"its detections of the last {_UNKNOWN_AFTER_S:g} s have tracks {shown} "
+                "(`probench node watch` shows them)")
