@@ -44,7 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "profile": ("probench.prompting.cli_profile", "a formulation profile (each model's best formulation) "
                 "from scored runs"),
     "node": ("probench.ros.cli_node", "a running grounding node from the terminal: status, prompt, "
-             "lifecycle (no ros2cli needed)"),
+             "lifecycle, parameters, target, watch its outputs (no ros2cli needed)"),
     "sweep": ("probench.scale.cli_sweep", "infer, latency and score for many models, then one report "
               "(resumable; --ray to scale out)"),
 }

@@ -285,7 +285,7 @@ TOPICS: dict[str, tuple[str, str, str]] = {
     "detections_3d": ("pub", "vision_msgs/msg/Detection3DArray",
                       "only when depth_topic is set; reliable, keep last 10; the colour image's header"),
     "target_pose": ("pub", "geometry_msgs/msg/PoseStamped",
-                    "only when depth_topic is set; the best 3D detection of the first prompt"),
+                    "only when depth_topic is set; reliable, keep last 10; the target's 3D position"),
     "markers": ("pub", "visualization_msgs/msg/MarkerArray",
                 "only when depth_topic is set; built only when subscribed"),
     "target_select": ("sub", "std_msgs/msg/Int64",
@@ -307,7 +307,7 @@ TOPICS: dict[str, tuple[str, str, str]] = {
                                 "only for a model that gives masks; reliable, transient_local, keep last 1: "
                                 "0 = background, c = prompt c-1"),
     "target_points": ("pub", "sensor_msgs/msg/PointCloud2",
-                      "only with depth_topic and masks; the first prompt's best detection's mask pixels "
+                      "only with depth_topic and masks; reliable, keep last 1; the target's mask pixels "
                       "in 3D (x, y, z float32, m); built only when subscribed"),
 }
 

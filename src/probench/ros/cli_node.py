@@ -8,6 +8,7 @@
     probench node param list                     # every parameter, its value and description
     probench node param set prompt_policy categorical   # the node's reason when it refuses
     probench node target 7                       # track 7 is the target; --clear: the best again
+    probench node watch                          # every output: track ids, 3D, masks, the target
     probench node status --node /robot1/grounding_node
 
 It talks to the grounding node through the console's ROS bridge
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -98,6 +100,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     target.add_argument("track_id", metavar="TRACK_ID", nargs="?", type=IntRange(0, INT64_MAX),
                         help="a track id, as in Detection2D.id (the node's `tracking` parameter on)")
     target.add_argument("--clear", action="store_true", help="back to the best detection of the first prompt")
+    watching = actions.add_parser("watch", parents=[common],
+                                  help="print the node's outputs as they come: detections with track ids, "
+                                       "3D positions, mask summaries, the target (each with its QoS)")
+    watching.add_argument("--only", default=None, metavar="KINDS",
+                          help="comma-separated subset of detections, 3d, masks, target (default: all)")
+    watching.add_argument("--for", dest="seconds", type=float, default=None, metavar="S",
+                          help="stop after S seconds (default: until Ctrl-C)")
+    watching.add_argument("--json", action="store_true", help="one JSON object per message instead of text")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.action == "target" and (args.track_id is None) == (not args.clear):
         raise ConsoleUsageError("give a TRACK_ID or --clear (one of them)")
+    if args.action == "watch":
+        return _watch(args, timeout)
 
     from probench.ros.console_bridge import LIFECYCLE_TRANSITIONS, RosConsoleBridge
     from probench.ros.dds_profile import apply_profile
@@ -398,6 +410,43 @@ def _back_to_good(bridge: RosConsoleBridge, was: str, timeout: float) -> str:
     except NodeCliError as exc:
         return f"and the last configuration that worked did not come back either: {exc}"
     return f"the node is {state} again with the last configuration that worked"
+
+
+# -- watch -----------------------------------------------------------------------------------
+def _watch(args: argparse.Namespace, timeout: float) -> int:
+    """Every chosen output of the node, one line (or JSON object) per message, until ``--for``
+    seconds have passed or Ctrl-C; the node must show up within ``--timeout``."""
+    from probench.console.watch import parse_kinds, record_line, watched_topics
+
+    check_flag("--for", args.seconds, low=0.0, low_open=True, high=MAX_TIMEOUT_S)
+    try:
+        kinds = parse_kinds(args.only)
+    except ValueError as exc:
+        raise ConsoleUsageError(str(exc)) from None
+    from probench.ros.dds_profile import apply_profile
+    from probench.ros.node_watch import NodeWatch
+
+    def show(rec: dict[str, Any]) -> None:
+        print(json.dumps(rec) if args.json else record_line(rec), flush=True)
+
+    apply_profile()
+    watcher = NodeWatch(args.node, watched_topics(kinds), show)
+    if not args.json:
+        print(f"watching {', '.join(watcher.topics.values())} (Ctrl-C stops)", flush=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while not watcher.present():
+            if time.monotonic() > deadline:
+                domain = os.environ.get("ROS_DOMAIN_ID", "0")
+                raise NodeCliError(f"no grounding node {args.node} within {timeout:g} s (is it running, with "
+                                   f"the same ROS_DOMAIN_ID={domain} and ROS_AUTOMATIC_DISCOVERY_RANGE?)")
+            watcher.spin(0.1)
+        watcher.spin(args.seconds)
+    except KeyboardInterrupt:  # how an open-ended watch ends
+        pass
+    finally:
+        watcher.close()
+    return 0
 
 
 # -- target ----------------------------------------------------------------------------------
