@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from probench.console.app import create_app
-from probench.console.bridge import DetectionItem
+from probench.console.bridge import DetectionItem, DiagnosticsView
 from probench.console.errors import BridgeError
 from probench.prompting.policy import POLICIES
 
@@ -86,5 +86,11 @@ def test_state_names_the_target_and_the_threshold_in_force(bridge) -> None:
                                detections=(DetectionItem("a red cup", 0.9, (1.0, 2.0, 30.0, 40.0), "7"),))
     state = _client(bridge).get("/api/state").json()
     assert state["threshold"] == pytest.approx(0.3)
-    assert state["target"] == {"track_id": "7", "prompt": "a red cup"}
+    assert state["target"] == {"track_id": "7", "prompt": "a red cup", "chosen": False}  # no diagnostics
+    # chosen or the default: the node's /diagnostics `target` says how (the heading after Clear
+    # looked the same as after a click)
+    for how, chosen in (("operator track 7", True), ("best (track 7)", False)):
+        diag = DiagnosticsView("OK", "ok", {"target": how}, 0.1)
+        bridge.node_view = replace(bridge.node_view, diagnostics=diag)
+        assert _client(bridge).get("/api/state").json()["target"]["chosen"] is chosen
     assert state["detections"][0]["track_id"] == "7"
