@@ -93,6 +93,15 @@ def test_param_list_get_set(tmp_path, ros_env, requires_vision_msgs) -> None:
         got = json.loads(_cli(env, "param", "get", "model", "--json").stdout)
         assert got["value"] == "test-instant"
         assert _cli(env, "prompt", "a kettle").returncode == 0
+        # `node configure` on its own names the reason too, and the next one loads what worked
+        assert _cli(env, "param", "set", "model", "os:system").returncode == 0
+        assert _cli(env, "deactivate").returncode == 0 and _cli(env, "cleanup").returncode == 0
+        _refused(_cli(env, "configure"), "refused configure: cannot load model 'os:system'",
+                 "back to the last configuration that worked")
+        again = _cli(env, "configure")
+        assert again.returncode == 0, again
+        assert again.stdout.strip() == "/grounding_node: unconfigured -> inactive", again
+        assert _cli(env, "activate").returncode == 0
         assert "Traceback" not in node.output()
     finally:
         peer.close()
