@@ -94,3 +94,12 @@ def test_a_fifo_as_bag_does_not_block_ground_or_eval(
     err = capsys.readouterr().err.strip()
     assert rc == 1 and len(err.splitlines()) == 1 and "not a regular file" in err, (rc, err)
     assert not (tmp_path / "o").exists()
+
+
+def test_a_huge_sparse_metadata_file_is_refused_unread(tmp_path: Path) -> None:
+    folder = tmp_path / "bag"
+    shutil.copytree(BAG, folder)
+    with (folder / "metadata.yaml").open("r+b") as fh:
+        fh.truncate(64 << 20)  # holes past the text (and over the 16 MiB cap for metadata)
+    with pytest.raises(BagError, match="bag metadata .*(sparse|limit)"):
+        BagSource(folder)
