@@ -156,6 +156,19 @@ LINKED: list[tuple[str, Callable[[Path, Path], list[str]], bool]] = [
         True,
     ),
     ("bag", lambda w, out: ["bag", "--dataset", str(SAMPLE), "--out", str(out), "--quiet"], True),
+    (  # refused before any node starts
+        "eval",
+        lambda w, out: [
+            "eval",
+            "--model",
+            "test-instant",
+            "--bag",
+            str(SAMPLE.parents[1] / "bags" / "probench-sample"),
+            "--out",
+            str(out),
+        ],
+        True,
+    ),
 ]
 
 
