@@ -101,5 +101,5 @@ def test_a_huge_sparse_metadata_file_is_refused_unread(tmp_path: Path) -> None:
     shutil.copytree(BAG, folder)
     with (folder / "metadata.yaml").open("r+b") as fh:
         fh.truncate(64 << 20)  # holes past the text (and over the 16 MiB cap for metadata)
-    with pytest.raises(BagError, match="bag metadata .*(sparse|limit)"):
+    with pytest.raises(BagError, match=r"bag metadata .*(sparse|limit)"):
         BagSource(folder)
