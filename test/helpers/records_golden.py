@@ -113,9 +113,9 @@ def _evaluator_config(bag: str, out: Path) -> Any:
                            grounding_node="/grounding_node", overwrite=False)
 
 
-def _eval_finish(here: Path, tmp: Path) -> Path:
-    """The evaluator's last step (``eval_run.finish``) on a committed trace and predictions:
-    it writes realtime.json, run.json's status and metrics.json."""
+def _eval_finish(here: Path, tmp: Path, trace: Path | None = None) -> Path:
+    """The evaluator's last step (``eval_run.finish``) on a committed trace (or ``trace``) and
+    predictions: it writes realtime.json, run.json's status and metrics.json."""
     from probench.cache.identity import RunIdentity, open_run
     from probench.cache.run import RunDir
     from probench.data.dataset import load_dataset
@@ -144,14 +144,14 @@ def _eval_finish(here: Path, tmp: Path) -> Path:
                 writer.add_image(image_id, results)
             writer.finalize()
             writer.close()
-        shutil.copy(inputs / "realtime_frames.jsonl", out / "realtime_frames.jsonl")
+        shutil.copy(trace or inputs / "realtime_frames.jsonl", out / "realtime_frames.jsonl")
         finish(session, dataset, _evaluator_config("/bags/golden", out))
     return out
 
 
-def eval_files(here: Path, tmp: Path) -> dict[str, bytes]:
+def eval_files(here: Path, tmp: Path, trace: Path | None = None) -> dict[str, bytes]:
     """realtime.json, run.json and metrics.json of the evaluator's finish."""
-    out = _eval_finish(here, tmp)
+    out = _eval_finish(here, tmp, trace)
     return {name: (out / name).read_bytes() for name in ("realtime.json", "run.json", "metrics.json")}
 
 
@@ -194,8 +194,16 @@ def latency_file(here: Path, tmp: Path) -> bytes:
             decode_ms.extend([1.25, 2.5, 0.75][: len(image_ids)] + [1.0] * max(0, len(image_ids) - 3))
         return [(i, np.zeros((8 + k, 10, 3), np.uint8), ["a"]) for k, i in enumerate(image_ids)]
 
-    def measure(*_a: Any, **_k: Any) -> dict[str, Any]:
-        return json.loads(json.dumps(measured))
+    from probench.models import latency
+
+    def measure(*_a: Any, **_k: Any) -> Any:
+        fresh = json.loads(json.dumps(measured))
+        typed = getattr(latency, "Measured", None)  # a dict at 778a37e, a typed Measured today
+        if typed is None:
+            return fresh
+        from probench.cache.records import TextCacheCounts
+
+        return typed(**{**fresh, "text_cache": TextCacheCounts(**fresh["text_cache"])})
 
     from probench.models.latency import run_latency
 

@@ -71,6 +71,7 @@ def _threshold(text: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
     from probench.cache.atomic import write_json_atomic
+    from probench.cache.records import METRICS_FILE
     from probench.data.dataset import load_dataset
     from probench.scoring.printed import degenerate_lines, summary_table
     from probench.scoring.suite import score_run
@@ -87,11 +88,11 @@ def run(args: argparse.Namespace) -> int:
         allow_unknown=args.allow_unknown, bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed,
         errors=not args.no_errors,
     )  # fmt: skip
-    if metrics.get("n_unknown_predictions"):
-        print(f"probench score: warning: {metrics['n_unknown_predictions']} prediction(s) name images or "
+    if metrics.n_unknown_predictions:
+        print(f"probench score: warning: {metrics.n_unknown_predictions} prediction(s) name images or "
               "queries the dataset does not have; scored anyway as --allow-unknown asks (they never match)",
               file=sys.stderr)
-    if metrics.get("dataset_hash_matches") is False:
+    if metrics.dataset_hash_matches is False:
         print(
             "probench score: warning: the dataset differs from the run's (content hash); scored anyway "
             "as --allow-dataset-mismatch asks (recorded as dataset_mismatch_allowed)",
@@ -99,9 +100,9 @@ def run(args: argparse.Namespace) -> int:
         )
     for line in degenerate_lines(metrics):
         print(line, file=sys.stderr)
-    out = Path(args.out) if args.out else run_path / "metrics.json"
+    out = Path(args.out) if args.out else run_path / METRICS_FILE
     try:
-        write_json_atomic(out, metrics)
+        write_json_atomic(out, metrics.to_json())
     except OSError as exc:
         raise UsageError(f"{out}: cannot write metrics: {exc}") from exc
     if not args.quiet:
