@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers.grounding_harness import fresh_domain
-from probench.ros.cli_eval import child_environment
+from probench.ros.eval_command import child_environment
 
 
 def _run(cmd: list[str], env: dict) -> subprocess.CompletedProcess:
@@ -146,7 +146,7 @@ def test_an_unreadable_run_json_after_the_run_is_one_line_naming_it(
         repo_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from probench.cli import main
-    from probench.ros import cli_eval
+    from probench.ros import node_processes
 
     out = tmp_path / "run"
 
@@ -171,7 +171,7 @@ def test_an_unreadable_run_json_after_the_run_is_one_line_naming_it(
         def send_signal(self, sig: int) -> None:
             raise AssertionError("an exited node is not signalled")
 
-    monkeypatch.setattr(cli_eval.subprocess, "Popen", FinishedNode)  # no ROS graph: the nodes are fakes
+    monkeypatch.setattr(node_processes.subprocess, "Popen", FinishedNode)  # no ROS graph: the nodes are fakes
     bag = str(repo_root / "bags" / "probench-sample")
     rc = main(["eval", "--model", "test-instant", "--bag", bag, "--out", str(out), "--domain-id", "7"])
     err = capsys.readouterr().err.strip().splitlines()
