@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.exited_node import ExitedNode
 from helpers.grounding_harness import fresh_domain
 from probench.ros.eval_command import child_environment
 
@@ -150,26 +151,13 @@ def test_an_unreadable_run_json_after_the_run_is_one_line_naming_it(
 
     out = tmp_path / "run"
 
-    class FinishedNode:
-        """A node process that exited 0 at once; the evaluator's result record says complete,
-        but it left a torn run.json."""
+    class FinishedNode(ExitedNode):
+        """The evaluator's result record says complete, but it left a torn run.json."""
 
-        def __init__(self, cmd: list[str], **_: object) -> None:
-            self.returncode = 0
-            if Path(cmd[0]).name == "evaluator_node":
-                out.mkdir(parents=True, exist_ok=True)
-                (out / "run.json").write_text('{"status": "compl')
-                result = next(a for a in cmd if a.startswith("result_file:="))
-                Path(json.loads(result.split(":=", 1)[1])).write_text('{"status": "complete"}')
-
-        def poll(self) -> int:
-            return self.returncode
-
-        def wait(self, timeout: float | None = None) -> int:
-            return self.returncode
-
-        def send_signal(self, sig: int) -> None:
-            raise AssertionError("an exited node is not signalled")
+        def evaluate(self, result_file: Path) -> None:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "run.json").write_text('{"status": "compl')
+            result_file.write_text('{"status": "complete"}')
 
     monkeypatch.setattr(node_processes.subprocess, "Popen", FinishedNode)  # no ROS graph: the nodes are fakes
     bag = str(repo_root / "bags" / "probench-sample")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.exited_node import ExitedNode
 from probench.cache.records import METRICS_FILE, REALTIME_FILE, MetricsRecord, RealtimeRecord, Stats
 from probench.errors import CheckFailed, UsageError
 from probench.ros import node_processes
@@ -77,17 +78,13 @@ def test_the_flags_become_options_and_the_namespace_is_left_alone(tmp_path: Path
         EvalOptions(model="m", bag=Path("b"), out=Path("o"), profile="paper").check()
 
 
-class _FakeNode:
-    """A node process that did its work at once: the evaluator writes a run whose model raised
-    on two frames (realtime.json and metrics.json count them, run.json says failed) and its
-    result record, as the evaluator node does."""
+class _FakeNode(ExitedNode):
+    """The evaluator writes a run whose model raised on two frames (realtime.json and
+    metrics.json count them, run.json says failed) and its result record, as the node does."""
 
     out: Path
 
-    def __init__(self, cmd: list[str], **_: object) -> None:
-        self.returncode = 0
-        if Path(cmd[0]).name != "evaluator_node":
-            return
+    def evaluate(self, result_file: Path) -> None:
         from probench.cache.run import RunDir
 
         run = RunDir(self.out).create()
@@ -100,18 +97,8 @@ class _FakeNode:
                 f"the first with {ERROR}"
         run.write_json("run.json", {"model": {"name": "test-instant"}, "status": "failed", "error": error,
                                     "ros": {"mode": "camera-rate", "rate_hz": 30.0}})
-        result = next(a for a in cmd if a.startswith("result_file:="))
-        Path(json.loads(result.split(":=", 1)[1])).write_text(json.dumps(
-            {"status": "failed", "error": error, "metrics": str(run.path / METRICS_FILE)}))
-
-    def poll(self) -> int:
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        return self.returncode
-
-    def send_signal(self, sig: int) -> None:
-        raise AssertionError("an exited node is not signalled")
+        result_file.write_text(json.dumps({"status": "failed", "error": error,
+                                           "metrics": str(run.path / METRICS_FILE)}))
 
 
 def test_a_replay_whose_model_raised_is_not_complete(
