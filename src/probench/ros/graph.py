@@ -186,7 +186,7 @@ def eval_graph_from_arguments(values: Mapping[str, str]) -> list[dict[str, Any]]
 
 
 # -- the same graph as subprocesses (probench eval) -------------------------------------------
-def _yaml_value(value: Any) -> str:
+def _yaml_value(value: object) -> str:
     """A parameter value as ``-p name:=VALUE`` text. JSON is valid YAML and keeps types
     exact: a string stays a string even when it looks like a number, a float keeps its dot."""
     if isinstance(value, bool):
