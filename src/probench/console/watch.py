@@ -30,6 +30,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "masks": ("segmentation/label_info", *MASK_TOPICS),
     "target": ("target", "target_points"),
 }
+Bytes = bytes | bytearray | memoryview | Sequence[int]  # a message's data: bytes, array.array('B')
 _KEEP_LAST = re.compile(r"keep last (\d+)")
 _SHOWN = 8  # items listed per line (all of them in --json)
 
@@ -144,7 +145,8 @@ def labels_record(stamp: float, classes: Sequence[str]) -> dict[str, Any]:
     return {"topic": "segmentation/label_info", "stamp": stamp, "classes": list(classes)}
 
 
-def mono_pixels(data: Any, height: int, width: int, step: int, encoding: str, big_endian: bool) -> np.ndarray:
+def mono_pixels(data: Bytes, height: int, width: int, step: int, encoding: str,
+                big_endian: bool) -> np.ndarray:
     """A ``mono8`` / ``mono16`` image's pixels, ``(height, width)``; a ValueError for another
     encoding or a buffer that does not hold them."""
     kinds = {"mono8": np.uint8, "8UC1": np.uint8, "mono16": np.uint16, "16UC1": np.uint16}
@@ -158,7 +160,7 @@ def mono_pixels(data: Any, height: int, width: int, step: int, encoding: str, bi
     return rows.copy().view(dtype).reshape(height, width).astype(kinds[encoding])
 
 
-def xyz_points(data: Any, fields: Mapping[str, tuple[int, int]], point_step: int, n: int,
+def xyz_points(data: Bytes, fields: Mapping[str, tuple[int, int]], point_step: int, n: int,
                big_endian: bool) -> np.ndarray:
     """``(n, 3)`` float64 of a ``PointCloud2`` whose x, y, z fields (name -> (offset, datatype))
     are float32 (datatype 7); a ValueError otherwise."""

@@ -9,7 +9,7 @@ descriptions from :func:`grounding_node_description`, and the tests check
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,7 @@ def _profile(value: Any) -> str:
     return str(value).strip()
 
 
-def _model(value: Any) -> str:
+def _model(value: object) -> str:
     """A model the zoo knows (a zoo, plugin, ``tiny-*`` or ``test-*`` name), refused when set
     rather than at the next configure. A ``package.module:factory`` is imported only at
     configure (its module is foreign code), so here it is taken as given."""
@@ -63,8 +63,8 @@ def _model(value: Any) -> str:
     return name
 
 
-def _topic(param: str) -> Any:
-    def check(value: Any) -> str:
+def _topic(param: str) -> Callable[[object], str]:
+    def check(value: object) -> str:
         text = str(value)
         if text and not is_topic_name(text):
             raise ValueError(f"{param} {text!r} is not a ROS topic name (tokens of letters, digits and _, "

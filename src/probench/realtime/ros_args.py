@@ -117,8 +117,8 @@ def _check_events(events: Iterator[Any], path: Path | None) -> None:
             depth -= 1
 
 
-def _line(event: Any) -> str:
-    mark = event.start_mark
+def _line(event: object) -> str:
+    mark = getattr(event, "start_mark", None)
     return "" if mark is None else f"(line {mark.line + 1})"
 
 
@@ -132,7 +132,7 @@ def _leaves(params: Mapping[Any, Any], prefix: str = "") -> Iterator[tuple[str, 
             yield name, value
 
 
-def _value_problem(value: Any) -> str | None:
+def _value_problem(value: object) -> str | None:
     """Why ``value`` can be no ROS parameter (None: it can)."""
     if isinstance(value, Mapping):
         return "a mapping, not a value"

@@ -466,7 +466,7 @@ def _target(bridge: RosConsoleBridge, track_id: int | None, timeout: float) -> i
     wanted = str(track_id)
     in_view = _TracksInView(bridge)
 
-    def answered() -> Any:
+    def answered() -> tuple[str, str] | str | None:
         t = bridge.view().target
         if t is not None and t[0] == wanted:
             return t

@@ -18,7 +18,7 @@ from probench.vocabulary import escape_for_log
 _RCL_SOURCE = re.compile(r",? at /\S+:\d+")  # rcl's ", at /project/src/parse.c:776" locations
 
 
-def init_ros(argv: Sequence[str] | None, **kwargs: Any) -> None:
+def init_ros(argv: Sequence[str] | None, *, signal_handler_options: object = None) -> None:
     """``rclpy.init`` with the ROS arguments checked first (:mod:`probench.realtime.ros_args`);
     whatever rcl still refuses in them is a one-line :class:`UsageError`, never a traceback."""
     import rclpy
@@ -28,7 +28,7 @@ def init_ros(argv: Sequence[str] | None, **kwargs: Any) -> None:
 
     check_ros_arguments(sys.argv if argv is None else argv)
     try:
-        rclpy.init(args=None if argv is None else list(argv), **kwargs)
+        rclpy.init(args=None if argv is None else list(argv), signal_handler_options=signal_handler_options)
     except rclpy_implementation.RCLError as exc:
         text = " ".join(_RCL_SOURCE.sub("", str(exc)).split())
         raise UsageError(f"bad ROS arguments: {escape_for_log(text, limit=500)}") from None

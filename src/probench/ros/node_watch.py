@@ -15,13 +15,19 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from probench.console import watch
 from probench.console.bridge import split_node_name
 from probench.ros import convert
+
+if TYPE_CHECKING:  # the messages' own classes (untyped packages: their attributes are Any to mypy)
+    from geometry_msgs.msg import PoseStamped
+    from sensor_msgs.msg import Image, PointCloud2
+    from std_msgs.msg import Header
+    from vision_msgs.msg import Detection2D, Detection2DArray, Detection3DArray, LabelInfo
 
 Record = dict[str, Any]
 _RECENT = 30  # detections kept (by stamp) to name the instances of a mask image of the same stamp
@@ -98,7 +104,7 @@ class NodeWatch:
         self._ctx.try_shutdown()
 
     # -- messages -> records -----------------------------------------------------------------
-    def _detections(self, msg: Any) -> None:
+    def _detections(self, msg: Detection2DArray) -> None:
         xyxy, scores, labels = convert.detection_array_to_arrays(msg)
         ids = [str(d.id) for d in msg.detections]
         rec = watch.detections_record(_stamp(msg.header), xyxy, scores, labels, ids)
@@ -109,7 +115,7 @@ class NodeWatch:
             self._on_record(rec)
         self._flush()
 
-    def _detections_3d(self, msg: Any) -> None:
+    def _detections_3d(self, msg: Detection3DArray) -> None:
         hyps = [d.results[0].hypothesis if d.results else None for d in msg.detections]
         boxes = [d.bbox for d in msg.detections]
         centres = np.array([[b.center.position.x, b.center.position.y, b.center.position.z]
@@ -121,7 +127,7 @@ class NodeWatch:
         self._on_record(watch.detections_3d_record(_stamp(msg.header), str(msg.header.frame_id), labels,
                                                    scores, ids, centres, sizes))
 
-    def _target(self, msg: Any) -> None:
+    def _target(self, msg: Detection2D) -> None:
         hyp = msg.results[0].hypothesis if msg.results else None
         b = msg.bbox
         cx, cy, sx, sy = b.center.position.x, b.center.position.y, b.size_x, b.size_y
@@ -129,11 +135,11 @@ class NodeWatch:
                                             float(hyp.score) if hyp else 0.0,
                                             (cx - sx / 2, cy - sy / 2, cx + sx / 2, cy + sy / 2)))
 
-    def _pose(self, msg: Any) -> None:
+    def _pose(self, msg: PoseStamped) -> None:
         p = msg.pose.position
         self._on_record(watch.pose_record(_stamp(msg.header), str(msg.header.frame_id), (p.x, p.y, p.z)))
 
-    def _points(self, msg: Any) -> None:
+    def _points(self, msg: PointCloud2) -> None:
         fields = {str(f.name): (int(f.offset), int(f.datatype)) for f in msg.fields}
         try:
             xyz = watch.xyz_points(msg.data, fields, int(msg.point_step), int(msg.width) * int(msg.height),
@@ -143,15 +149,15 @@ class NodeWatch:
             return
         self._on_record(watch.points_record(_stamp(msg.header), str(msg.header.frame_id), xyz))
 
-    def _labels(self, msg: Any) -> None:
+    def _labels(self, msg: LabelInfo) -> None:
         # class c of the semantic image is class_map entry c (0 = background)
         names = {int(c.class_id): str(c.class_name) for c in msg.class_map}
         self._classes = [names.get(i, "") for i in range(max(names, default=-1) + 1)]
         self._on_record(watch.labels_record(_stamp(msg.header), self._classes))
         self._flush()
 
-    def _mask(self, topic: str) -> Callable[[Any], None]:
-        def on_image(msg: Any) -> None:
+    def _mask(self, topic: str) -> Callable[[Image], None]:
+        def on_image(msg: Image) -> None:
             stamp = _stamp(msg.header)
             try:
                 pixels = watch.mono_pixels(msg.data, int(msg.height), int(msg.width), int(msg.step),
@@ -178,5 +184,5 @@ class NodeWatch:
         self._pending = waiting
 
 
-def _stamp(header: Any) -> float:
+def _stamp(header: Header) -> float:
     return float(convert.stamp_ns(header.stamp)) / 1e9
