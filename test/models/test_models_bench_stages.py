@@ -73,3 +73,28 @@ def test_gpu_check_box_matching() -> None:
     moved = dict(rec, xyxy=[[0, 0, 10, 11.0], [5, 5, 20, 20]])
     assert gpu_check.match_fraction(moved, b) == (1, 2, 2)
     assert "bench" in sys.modules["gpu_check"].__file__
+
+
+def test_op_count_counts_host_syncs_and_work_per_stage() -> None:
+    """The CPU proxy of bench/op_count.py: calls that wait for a GPU are counted as syncs
+    (and attributed to the stage they run in), views are not counted as launches."""
+    import torch
+
+    import op_count
+
+    class Model:
+        def post(self, t: torch.Tensor) -> float:
+            kept = t[t > 0.5]  # a boolean index: one sync
+            return float(kept.sum()) + len(t.nonzero().tolist())  # float(), nonzero, tolist: three
+
+        def run(self, t: torch.Tensor) -> float:
+            v = (t * 2).view(-1)[:3]  # one launch; the views launch nothing
+            return self.post(v + 1)
+
+    m, t = Model(), torch.arange(8.0)
+    counts = op_count.count_ops(lambda: m.run(t), device="cpu", calls=2, stages={"post": (m, "post")})
+    assert counts["syncs"] == 4 and counts["stages"]["post"]["syncs"] == 4
+    assert counts["kernel_ms"] is None
+    assert 0 < counts["stages"]["post"]["launches"] < counts["launches"]
+    assert counts["launches"] - counts["stages"]["post"]["launches"] == 2  # mul, add
+    assert "post" not in vars(m)  # the stage's method is restored
