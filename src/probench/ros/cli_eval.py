@@ -74,6 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a run folder that holds another model/dataset/settings instead of "
                              "refusing")
+    from probench.models.threads import add_threads_argument
+
+    add_threads_argument(parser)  # the grounding node's `threads`
     parser.add_argument("--params-file", default=None, help="parameter YAML (default: config/eval.yaml)")
     parser.add_argument("--timeout", type=float, default=3600.0,
                         help="give up (and stop both nodes) after this many seconds (default 3600)")
@@ -165,6 +168,7 @@ def check_run_folder(graph: list[dict[str, Any]], bag: ProbenchBag) -> None:
 def run(args: argparse.Namespace) -> int:
     from probench.bags.reader import ProbenchBag
     from probench.cache.lock import check_out_folder
+    from probench.models.threads import check_threads
     from probench.models.zoo import check_model_name
     from probench.ros.graph import command_line, eval_graph, resolved_parameters
     from probench.vocabulary import parse_formulations
@@ -199,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
     if args.weights is not None and not Path(args.weights).exists():
         raise UsageError(f"--weights {args.weights}: no such file or folder")
     check_model_name(args.model)  # a one-line usage error, before any node starts
+    check_threads(args.threads)
     result_dir = tempfile.TemporaryDirectory(prefix="probench-eval-")
     result_file = Path(result_dir.name) / "result.json"
     extra: dict[str, Any] = {"result_file": str(result_file)}
@@ -227,6 +232,7 @@ def run(args: argparse.Namespace) -> int:
             answer_timeout=args.answer_timeout, warmup_frames=args.warmup_frames, overwrite=args.overwrite,
             params_file=args.params_file, evaluator_extra=extra, prompt_policy=args.prompt_policy,
             prompt_profile=args.profile, weights=args.weights, tracking=True if sequence else None,
+            threads=args.threads or None,
         )
         if not args.overwrite and not args.find_max_rate:  # the search writes max_rate.json only
             check_run_folder(graph, bag)

@@ -101,11 +101,13 @@ def eval_graph(
     prompt_profile: str | None = None,
     weights: str | Path | None = None,
     tracking: bool | None = None,
+    threads: int | None = None,
 ) -> list[dict[str, Any]]:
     """``launch_ros.actions.Node`` keyword arguments of the two nodes (grounding first).
     ``evaluator_extra``: more evaluator parameters, by name (e.g. ``find_max_rate``);
     ``tracking``: the grounding node's ``tracking`` (``probench eval`` turns it on for a
-    sequence bag; None: the params file's value)."""
+    sequence bag; None: the params file's value); ``threads``: the grounding node's
+    ``threads`` (None: the params file's value)."""
     if not str(bag):
         raise UsageError("a bag is required")
     if not str(out):
@@ -122,6 +124,8 @@ def eval_graph(
         grounding["weights"] = str(Path(weights).resolve())
     if tracking is not None:
         grounding["tracking"] = bool(tracking)
+    if threads is not None:
+        grounding["threads"] = int(threads)
     if mode == "as-fast-as-answered":
         # No frame may be lost in transport when accuracy is what is measured.
         grounding["image_reliability"] = "reliable"

@@ -243,10 +243,12 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
     # -- lifecycle ----------------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         from probench.models import load_detector
+        from probench.models.threads import apply_threads
 
         values = {spec.name: self.param(spec.name) for spec in GROUNDING_PARAMS if spec.name != "prompts"}
         cfg = self._cfg = GROUNDING_PARAMS.to_config(GroundingConfig, values)
         try:
+            apply_threads(cfg.threads, "threads")  # once per process, before the model is built and runs
             detector = load_detector(cfg.model, device=cfg.device, precision=cfg.precision,
                                      score_threshold=float(cfg.score_threshold), weights=cfg.weights or None,
                                      preprocess=cfg.preprocess)
