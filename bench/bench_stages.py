@@ -298,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--stream", type=int, default=10, help="frames of the new-combination prompt stream")
     ap.add_argument("--json", default=None, help="also write the rows to this file")
+    ap.add_argument("--gpu-post-plan", action="store_true",
+                    help="ultralytics: the post-processing plan a GPU runs (one NMS call, one mask-filter "
+                    "group), here: the launches and syncs it makes, counted on this device")
     ap.add_argument("--noise", action="store_true",
                     help="a uniform-noise frame (random weights keep hundreds of boxes on it)")
     ap.add_argument("--threads", type=int, default=0,
@@ -307,6 +310,11 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    if args.gpu_post_plan:
+        from probench.models.ultra import postprocess
+
+        postprocess.NMS_CHUNK = 1 << 62  # what non_max_suppression and nonempty_masks take on a GPU
+        postprocess.MASK_GROUP = 1 << 62
     if args.models:
         names = [n.strip() for n in args.models.split(",") if n.strip()]
     else:

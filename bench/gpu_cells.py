@@ -101,7 +101,7 @@ def child_cell(
     device: str,
     root: Path,
     protocol: dict[str, int],
-    out: Path,
+    work: Path,
     timeout_s: float,
 ) -> dict[str, Any]:
     """:func:`measure_cell` in a child process that may take at most ``timeout_s``."""
@@ -114,7 +114,7 @@ def child_cell(
             "precision": precision,
             "note": "not available in this tree",
         }
-    result = out / f"cell-{name}-{runtime}-{precision}.json"
+    result = work / f"cell-{name}-{runtime}-{precision}.json"
     cmd = [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -125,7 +125,7 @@ def child_cell(
         str(root),
         str(result),
         json.dumps(protocol),
-        str(out / "engines"),
+        str(work / "engines"),
     ]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
@@ -165,7 +165,7 @@ def cell_main(argv: list[str]) -> int:
 def real_section(
     sec: Any,  # gpu_check.Section
     root: Path,
-    out: Path,
+    work: Path,
     device: str,
     precision: str,
     runtimes: tuple[str, ...],
@@ -177,14 +177,14 @@ def real_section(
         if runtime == "torch":  # eager: in this process (predictable, and it builds fastest)
             sec.guarded(
                 f"{name} {runtime}",
-                lambda n=name: measure_cell(n, "torch", precision, device, root, protocol, out / "engines"),
+                lambda n=name: measure_cell(n, "torch", precision, device, root, protocol, work / "engines"),
             )
         elif runtime == "tensorrt" and dry_run:
             sec.add(
                 {"model": name, "runtime": runtime, "precision": precision, "note": "dry run: no TensorRT"}
             )
         else:
-            sec.add(child_cell(name, runtime, precision, device, root, protocol, out, max(sec.left(), 1.0)))
+            sec.add(child_cell(name, runtime, precision, device, root, protocol, work, max(sec.left(), 1.0)))
     return cell_table(sec.record["rows"])
 
 
