@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -25,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # op_count
 BUDGET_P95_MS = 1000.0 / 30  # 30 Hz
 WALL_OVER_KERNEL_MAX = 1.5
 SPEEDUP_MIN, LAUNCH_BOUND = 2.0, 2.0  # >= 2x over eager where eager's wall / kernel >= 2
+CHILD_MIN_S = 30.0  # a child cell's time limit: a third of its section's time left, at least this
 
 
 @functools.lru_cache(maxsize=2)
@@ -127,9 +130,15 @@ def child_cell(
         json.dumps(protocol),
         str(work / "engines"),
     ]
+    # its own process group: a cut also ends what it started (torch.compile's workers)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+        _, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         return {
             "model": name,
             "runtime": runtime,
@@ -139,7 +148,7 @@ def child_cell(
     if result.is_file():
         row: dict[str, Any] = json.loads(result.read_text())
         return row
-    tail = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+    tail = (stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
     return {"model": name, "runtime": runtime, "precision": precision, "error": tail[-300:]}
 
 
@@ -184,7 +193,9 @@ def real_section(
                 {"model": name, "runtime": runtime, "precision": precision, "note": "dry run: no TensorRT"}
             )
         else:
-            sec.add(child_cell(name, runtime, precision, device, root, protocol, work, max(sec.left(), 1.0)))
+            # a third of what is left (30 s at least): one compile that hangs leaves time for others
+            limit = min(max(sec.left(), 1.0), max(sec.left() / 3, CHILD_MIN_S))
+            sec.add(child_cell(name, runtime, precision, device, root, protocol, work, limit))
     return cell_table(sec.record["rows"])
 
 

@@ -95,13 +95,19 @@ def test_every_model_command_refuses_a_bad_threads_flag(cli: str, tmp_path: Path
     assert not (tmp_path / "o").exists()
 
 
+def _run(code: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout.split("\n")
+
+
 def test_apply_reaches_torch_and_opencv_once_per_process() -> None:
-    """The real setters, in a fresh process (torch's inter-op pool can be sized only before
-    its first use): intra-op, inter-op and OpenCV all take the value; a second call changes
-    the intra-op pool and OpenCV's, the inter-op pool stays as first set."""
-    code = (
-        "from probench.models.threads import apply_threads, applied_threads\n"
+    """The real setters, in fresh processes (torch's inter-op pool can be sized only before
+    its first use). torch and OpenCV imported (a model built): intra-op, inter-op and
+    OpenCV take the value; a second call changes the intra-op pool and OpenCV's, the
+    inter-op pool stays as first set."""
+    out = _run(
         "import torch, cv2\n"
+        "from probench.models.threads import apply_threads, applied_threads\n"
         "assert applied_threads() is None\n"
         "n = apply_threads(3)\n"
         "print(n, torch.get_num_threads(), torch.get_num_interop_threads(), cv2.getNumThreads())\n"
@@ -110,5 +116,18 @@ def test_apply_reaches_torch_and_opencv_once_per_process() -> None:
         "print(n, torch.get_num_threads(), torch.get_num_interop_threads(), cv2.getNumThreads(), "
         "applied_threads())\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split("\n")[:2] == ["3 3 3 3", "2 2 3 2 2"]
+    assert out[:2] == ["3 3 3 3", "2 2 3 2 2"]
+
+
+def test_apply_imports_nothing_and_reaches_torch_imported_later() -> None:
+    """A model without torch (a scripted one) does not pay torch's import for the setting;
+    torch and OpenCV imported afterwards in the same process start with the value."""
+    out = _run(
+        "import sys\n"
+        "from probench.models.threads import apply_threads\n"
+        "apply_threads(1)\n"
+        "print('torch' in sys.modules, 'cv2' in sys.modules)\n"
+        "import torch, cv2\n"
+        "print(torch.get_num_threads(), cv2.getNumThreads())\n"
+    )
+    assert out[:2] == ["False False", "1 1"]  # (torch caps a larger count read this way at the CPUs)

@@ -212,9 +212,10 @@ def run(args: argparse.Namespace) -> int:
     def load() -> object:
         from probench.models.zoo import load_detector
 
-        apply_threads(args.threads)  # before the model is built and runs
-        return load_detector(args.model, device=args.device, precision=args.precision,
-                             score_threshold=args.score_threshold, weights=args.weights)
+        detector = load_detector(args.model, device=args.device, precision=args.precision,
+                                 score_threshold=args.score_threshold, weights=args.weights)
+        apply_threads(args.threads)  # the model is built, it has not run
+        return detector
 
     summary = ground_bag(plan, load, policy)
     print("probench ground: " + "\n".join(summary.lines()))

@@ -102,18 +102,19 @@ def requested_model(args: argparse.Namespace) -> dict[str, object]:
 
 def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[Detector, float]:
     """The detector the flags name, and the seconds it took to build (this process's
-    ``--threads`` applied first)."""
+    ``--threads`` applied once it is built)."""
     from probench.models.threads import apply_threads
     from probench.models.zoo import load_detector
 
-    apply_threads(args.threads)
     t0 = time.perf_counter()
     detector = load_detector(
         args.model, device=args.device, precision=args.precision, score_threshold=score_threshold,
         weights=args.weights, random_weights=args.random_weights, runtime=args.runtime,
         preprocess=args.preprocess,
     )
-    return detector, time.perf_counter() - t0
+    load_s = time.perf_counter() - t0
+    apply_threads(args.threads)  # the model is built, it has not run
+    return detector, load_s
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,13 +2,14 @@
 ``--threads`` of ``ground``, ``infer``, ``latency`` and ``eval``), applied in one place.
 
 :func:`apply_threads` sets torch's intra-op and inter-op thread pools and OpenCV's, once per
-process, before the model runs (the grounding node at configure, the commands before they
-load the model). ``0`` means the default, :func:`default_threads`: half the CPUs this process
-may use (its affinity and its cgroup's CPU quota), at least 1. torch's own default, one
-thread per CPU, oversubscribes a CPU that other work shares: every parallel region waits for
-its slowest thread, and a thread that has to wait for a core holds up the whole operator.
-On 2 cores with other work running, `probench ground` on tiny-owlv2 had a p95 of 309 ms
-with torch's default and 32 ms with one thread (docs/BENCHMARKS.md).
+process, once the model is built and before it runs (the grounding node at configure, the
+commands after they load the model). ``0`` means the default, :func:`default_threads`:
+half the CPUs this process may use (its affinity and its cgroup's CPU quota), at least 1.
+torch's own default, one thread per CPU, oversubscribes a CPU that other work shares: every
+parallel region waits for its slowest thread, and a thread that has to wait for a core
+holds up the whole operator. On 2 cores with other work running, `probench ground` on
+tiny-owlv2 had a p95 of 658 ms with torch's default and 61 ms with one thread
+(docs/BENCHMARKS.md, issue 35).
 
 Light at import (no torch): the parameter tables and the flags' checks read the range here.
 """
@@ -19,6 +20,7 @@ import argparse
 import contextlib
 import math
 import os
+import sys
 from pathlib import Path
 
 from probench.limits import MAX_THREADS, THREADS_DEFAULT, check_flag
@@ -77,22 +79,26 @@ def apply_threads(value: int, flag: str = "--threads") -> int:
     """Set this process's torch intra-op and inter-op threads and OpenCV's threads to the
     ``threads`` setting ``value`` (0: :func:`default_threads`); returns the count set.
 
-    Call it before the model runs: torch's inter-op pool can be sized only before its first
-    use (a later call leaves it as it is), the intra-op pool and OpenCV's at any time."""
+    Call it once the model is built, before it runs. It imports nothing: a model that runs
+    without torch (a scripted test model) does not pay torch's import for it. torch not yet
+    imported gets ``OMP_NUM_THREADS``, which it reads when it is; its inter-op pool can be
+    sized only before its first use (a later call leaves it as it is). OpenCV likewise:
+    ``setNumThreads``, or ``OPENCV_FOR_THREADS_NUM`` before it is imported."""
     global _applied
     n = check_threads(value, flag)
-    import torch
-
-    torch.set_num_threads(n)
-    if _applied is None:
-        with contextlib.suppress(RuntimeError):  # inter-op work already ran here: its pool stays
-            torch.set_num_interop_threads(n)
-    try:
-        import cv2
-
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(n)
+        if _applied is None:
+            with contextlib.suppress(RuntimeError):  # inter-op work already ran here: its pool stays
+                torch.set_num_interop_threads(n)
+    else:
+        os.environ["OMP_NUM_THREADS"] = str(n)  # torch, imported later in this process, starts with n
+    cv2 = sys.modules.get("cv2")
+    if cv2 is not None:
         cv2.setNumThreads(n)
-    except ImportError:  # OpenCV is optional for the model path
-        pass
+    else:
+        os.environ["OPENCV_FOR_THREADS_NUM"] = str(n)  # read by OpenCV when it is imported
     _applied = n
     return n
 
