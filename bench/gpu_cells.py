@@ -68,13 +68,13 @@ def measure_cell(
     result = measure_latency(
         det, work, warmup=protocol["warmup"], runs=protocol["runs"], sync=cuda_sync(device)
     )
-    stats = summarize(result["samples_ms"])
+    stats = summarize(result.samples_ms)
     row = {
         "model": name,
         "runtime": runtime,
         "precision": precision,
         "build_s": round(build_s, 2),
-        "frames": len(result["samples_ms"]),
+        "frames": len(result.samples_ms),
         "mean_ms": stats["mean"],
         "p95_ms": stats["p95"],
         "kernel_ms": None,

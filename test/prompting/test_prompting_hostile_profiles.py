@@ -77,11 +77,16 @@ def test_probench_profile_never_writes_nan(tmp_path: Path, capsys: pytest.Captur
                                       '"tmpl": {"map50": 0.2}}}')
     out = tmp_path / "profile.json"
     assert main(["profile", str(run), "--out", str(out)]) == 1
-    assert "must be a number in [0, 1], got nan" in one_line(capsys.readouterr().err)
+    # refused on read, naming the file and the key (the typed records' reader)
+    assert "metrics.json: by_formulation.orig.map50 is nan, not a finite number" in one_line(
+        capsys.readouterr().err)
     assert not out.exists()
     (run / "metrics.json").write_text(json.dumps({"by_formulation": {"orig": {"map50": 0.1},
                                                                       "cat": {"map50": 0.3}}}))
     (run / "run.json").write_text(json.dumps({"model": ["not", "an", "object"]}))
+    with pytest.raises(ProfileError, match=r"run\.json: model is \['not', 'an', 'object'\], input should be"):
+        profile_from_runs([run])
+    (run / "run.json").write_text(json.dumps({"model": {}}))
     with pytest.raises(ProfileError, match="needs a model name"):
         profile_from_runs([run])
     (run / "metrics.json").write_text(nested_json(5000))
@@ -97,7 +102,11 @@ def test_profile_out_that_cannot_be_written_is_one_line(tmp_path: Path,
     (run / "run.json").write_text(json.dumps({"model": {"name": "m"}}))
     (run / "metrics.json").write_text(json.dumps({"by_formulation": {"orig": {"map50": 0.1},
                                                                       "cat": {"map50": 0.3}}}))
-    assert main(["profile", str(run), "--out", "/proc/version"]) == 1
-    assert "cannot write the profile" in one_line(capsys.readouterr().err)
+    # the writer rule (probench.cache.output): an existing file is replaced only with --overwrite,
+    # and a path that cannot be created is a usage error named before any work
+    assert main(["profile", str(run), "--out", "/proc/version"]) == 2
+    assert "exists already" in one_line(capsys.readouterr().err)
+    assert main(["profile", str(run), "--out", "/proc/version", "--overwrite"]) == 2
+    assert "cannot be created" in one_line(capsys.readouterr().err)
     assert main(["profile", str(run), "--out", str(tmp_path)]) == 2
     assert "is a folder" in one_line(capsys.readouterr().err)

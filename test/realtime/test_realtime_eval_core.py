@@ -139,7 +139,8 @@ def test_a_fast_node_misses_nothing_at_30_hz() -> None:
     """The pipeline itself drops nothing: a node that takes 30 ms a frame keeps up with 30 Hz."""
     out, _c, link = _stream(60, 0.030)
     assert [r["status"] for r in out.frames] == ["answered"] * 60 and link.skipped == 0
-    rt = realtime_summary(out.frames, budget_ms=33.3, rate_hz=30.0, mode="camera-rate", warmup_frames=0)
+    rt = realtime_summary(out.frames, budget_ms=33.3, rate_hz=30.0, mode="camera-rate",
+                          warmup_frames=0).to_json()
     assert rt["frames_missed"] == 0 and rt["within_budget"] == 1.0
     assert rt["achieved_send_rate_hz"] == pytest.approx(30.0, abs=1e-3)
     assert rt["delivered_rate_hz"] == rt["achieved_send_rate_hz"]
@@ -165,7 +166,8 @@ def test_camera_rate_stream_with_a_slow_node_misses_what_the_mailbox_drops() -> 
     assert all(r["latency_ms"] >= 100.0 for r in answered)  # the model alone takes 100 ms
     assert [r["stamp_ns"] for r in sorted(out.frames, key=lambda r: r["seq"])] == link.sent
     assert all(out.results[r["image_id"]] for r in answered)  # each answered with its own set
-    rt = realtime_summary(out.frames, budget_ms=33.3, rate_hz=30.0, mode="camera-rate", warmup_frames=0)
+    rt = realtime_summary(out.frames, budget_ms=33.3, rate_hz=30.0, mode="camera-rate",
+                          warmup_frames=0).to_json()
     assert rt["delivered_rate_hz"] < rt["achieved_send_rate_hz"] == pytest.approx(30.0, abs=1e-3)
     assert rt["missed_share"] == pytest.approx((n - len(answered)) / n, abs=1e-6)
 
@@ -323,7 +325,7 @@ def test_run_through_the_fake_node_equals_offline_inference(bag, tmp_path: Path)
     from probench.cli import main
 
     ds, bag_path = bag
-    metrics = _run(_cfg(bag_path, tmp_path / "ros"), FakeGroundingLink())
+    metrics = _run(_cfg(bag_path, tmp_path / "ros"), FakeGroundingLink()).to_json()
     # the real command line, so every flag the command has is there with its default
     assert main(["infer", "--model", "test-instant", "--dataset", str(ds), "--out", str(tmp_path / "off"),
                  "--formulations", "orig,cat", "--no-progress"]) == 0
@@ -404,7 +406,7 @@ def test_an_interrupted_run_resumes_to_the_same_predictions(bag, tmp_path: Path)
 def test_stray_repeated_and_misattributed_answers_are_counted_never_credited(bag, tmp_path: Path) -> None:
     _, bag_path = bag
     cfg = _cfg(bag_path, tmp_path / "run", formulations=["orig"])
-    metrics = _run(cfg, FakeGroundingLink(wrong_class=[3], duplicate=[5], stray_after=[6]))
+    metrics = _run(cfg, FakeGroundingLink(wrong_class=[3], duplicate=[5], stray_after=[6])).to_json()
     rt = metrics["realtime"]
     assert rt["misattributed"] == 1 and rt["stray_messages"] == 2
     assert rt["frames_sent"] == 9 and rt["frames_missed"] == 1 and rt["frames_received"] == 8
@@ -421,7 +423,7 @@ def test_a_late_answer_is_missed_then_stray(bag, tmp_path: Path) -> None:
     # frame 4 is answered 0.8 s late: given up at 0.5 s, its answer then comes as a stray;
     # frame 5, sent at 0.5 s into the busy node, is answered at ~0.8 s, within its timeout
     cfg = _cfg(bag_path, tmp_path / "run", formulations=["orig"], answer_timeout=0.5)
-    metrics = _run(cfg, FakeGroundingLink(late={4: 0.8}))
+    metrics = _run(cfg, FakeGroundingLink(late={4: 0.8})).to_json()
     rt = metrics["realtime"]
     assert rt["frames_missed"] == 1 and rt["stray_messages"] == 1 and rt["frames_received"] == 8
 
@@ -452,7 +454,7 @@ def test_realtime_figures() -> None:
         _rec("cat", 2, 3033, 3043, session=1),
         {"kind": "stray", "session": 1, "stamp_ns": 5, "received_ns": 3050},
     ]
-    rt = realtime_summary(recs, budget_ms=33.3, rate_hz=30.0, mode="camera-rate", warmup_frames=1)
+    rt = realtime_summary(recs, budget_ms=33.3, rate_hz=30.0, mode="camera-rate", warmup_frames=1).to_json()
     assert (rt["frames_sent"], rt["frames_received"], rt["frames_missed"]) == (6, 5, 1)
     assert rt["missed_share"] == pytest.approx(1 / 6, abs=1e-6)
     assert rt["cold_start_ms"] == 200 and rt["warmup"] == {"frames": 1, "received": 1, "latency_ms": [200.0]}
@@ -476,9 +478,10 @@ def test_realtime_figures() -> None:
         rate_hz=30.0,
         mode="camera-rate",
         warmup_frames=1,
-    )
+    ).to_json()
     assert again["frames_missed"] == 0  # a frame sent again after a resume counts by its last record
-    fast = realtime_summary(recs, budget_ms=33.3, rate_hz=30.0, mode="as-fast-as-answered", warmup_frames=1)
+    fast = realtime_summary(recs, budget_ms=33.3, rate_hz=30.0, mode="as-fast-as-answered",
+                            warmup_frames=1).to_json()
     assert fast["replay_jitter_ms"]["p50"] is None  # no intended period to compare with
 
 
@@ -488,10 +491,10 @@ def test_the_delivered_rate_never_exceeds_the_send_rate() -> None:
     spacing; the delivered rate sees both."""
     period = 1000 / 30
     drift = [_rec("orig", i, i * period, i * period + 60 - 5 * i) for i in range(10)]
-    rt = realtime_summary(drift, budget_ms=33.3, rate_hz=30.0, mode="camera-rate", warmup_frames=0)
+    rt = realtime_summary(drift, budget_ms=33.3, rate_hz=30.0, mode="camera-rate", warmup_frames=0).to_json()
     assert rt["output_rate_hz"] > 30.0 and rt["delivered_rate_hz"] <= rt["achieved_send_rate_hz"]
     dies = [_rec("orig", i, i * period, i * period + 10 if i < 10 else None) for i in range(30)]
-    rt = realtime_summary(dies, budget_ms=33.3, rate_hz=30.0, mode="camera-rate", warmup_frames=0)
+    rt = realtime_summary(dies, budget_ms=33.3, rate_hz=30.0, mode="camera-rate", warmup_frames=0).to_json()
     assert rt["output_rate_hz"] == pytest.approx(30.0, rel=1e-3)
     assert rt["delivered_rate_hz"] == pytest.approx(10.0, rel=1e-3)
 
@@ -503,7 +506,7 @@ def test_a_prompt_policy_is_set_for_its_own_frames_only(bag, tmp_path: Path) -> 
 
     ds, bag_path = bag
     link = FakeGroundingLink()
-    metrics = _run(_cfg(bag_path, tmp_path / "ros", prompt_policy="categorical"), link)
+    metrics = _run(_cfg(bag_path, tmp_path / "ros", prompt_policy="categorical"), link).to_json()
     assert link.policies == ["as_typed", "as_typed", "categorical"]
     assert main(["infer", "--model", "test-instant", "--dataset", str(ds), "--out", str(tmp_path / "off"),
                  "--formulations", "orig,cat", "--prompt-policy", "categorical", "--no-progress"]) == 0

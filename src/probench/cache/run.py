@@ -22,26 +22,30 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, NamedTuple, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard, TypeVar
 
 import numpy as np
 
 from probench.cache.atomic import write_json_atomic
 from probench.cache.crash import crash_point
 from probench.cache.errors import CacheError, RunFolderLinkError, RunFolderWriteError
+from probench.cache.output import OutputLinkError, OutputNotRegularError, open_regular
 from probench.files import UserFileError, read_user_json, size_cap
 from probench.jsonio import loads
 from probench.vocabulary import RUN_FORMULATIONS
 
+if TYPE_CHECKING:
+    from probench.cache.records import Record, RunRecord
+
 FSYNC_INTERVAL_S = 1.0
 # A COCO result record: a CocoResult built in memory or a dict read back from a run folder.
 ResultT = TypeVar("ResultT", bound=Mapping[str, Any])
+RecordT = TypeVar("RecordT", bound="Record")
 
 
 @contextmanager
@@ -58,23 +62,16 @@ def writing(path: Path) -> Iterator[None]:
 
 
 def open_own_file(path: Path, flags: int, mode: int = 0o666) -> int:
-    """A descriptor of a run folder's own file, opened without following a symbolic link
-    (``O_NOFOLLOW``): a link put in its place (to a file elsewhere) is refused with one
-    line, never written through. Only a regular file is accepted."""
+    """A descriptor of a run folder's own file under the writer rule
+    (:func:`probench.cache.output.open_regular`: no link followed, a regular file only, no
+    blocking open): a link put in its place (to a file elsewhere) is refused with one line,
+    never written through."""
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
-    except OSError:
-        if path.is_symlink():
-            raise RunFolderLinkError(path) from None
-        raise
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise CacheError(f"{path}: not a regular file; probench writes only its own files here")
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return open_regular(path, flags, mode)
+    except OutputLinkError:
+        raise RunFolderLinkError(path) from None
+    except OutputNotRegularError:
+        raise CacheError(f"{path}: not a regular file; probench writes only its own files here") from None
 
 
 def refuse_link(path: Path) -> None:
@@ -282,16 +279,27 @@ class RunDir:
         except UserFileError as exc:
             raise CacheError(f"{path}: cannot read JSON: {exc.reason}") from None
 
-    @property
-    def info(self) -> dict[str, Any]:
-        """run.json ({} before it is written); a :class:`CacheError` when it is not an object."""
-        info = self.read_json("run.json", default={})
-        if not isinstance(info, dict):
-            raise CacheError(f"{self.path / 'run.json'}: expected a JSON object, not {type(info).__name__}")
-        return info
+    # -- the result files: typed records (probench.cache.records) -----------------------
+    def read_record(self, name: str, cls: type[RecordT]) -> RecordT | None:
+        """The result file ``name`` as a ``cls`` (None when there is none), read through the
+        bounded reader and validated: a :class:`~probench.cache.errors.RecordError` naming the
+        file and the first wrong key (a NaN, an AP of -5) otherwise."""
+        from probench.cache.records import parse_record
 
-    def write_info(self, info: Mapping[str, object]) -> None:
-        self.write_json("run.json", info)
+        value = self.read_json(name)
+        return None if value is None else parse_record(cls, value, self.path / name)
+
+    def write_record(self, name: str, record: Record) -> Path:
+        """A result file, atomically: the record's JSON (sorted keys, as every run file)."""
+        return self.write_json(name, record.to_json())
+
+    @property
+    def info(self) -> RunRecord:
+        """run.json (an empty record before it is written); a
+        :class:`~probench.cache.errors.RecordError` when it is not one."""
+        from probench.cache.records import RUN_FILE, RunRecord
+
+        return self.read_record(RUN_FILE, RunRecord) or RunRecord()
 
     # -- predictions ---------------------------------------------------------------
     def writer(self, formulation: str) -> PredictionWriter:

@@ -21,7 +21,10 @@ from probench.errors import UsageError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", required=True, help="dataset folder (annotations.json is enough)")
     parser.add_argument("--run", required=True, help="run folder with predictions/<formulation>.json")
-    parser.add_argument("--out", help="metrics file to write (default: RUN/metrics.json)")
+    parser.add_argument("--out", help="metrics file to write (default: RUN/metrics.json); never inside a run "
+                        "folder but as RUN/metrics.json")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --out file (RUN/metrics.json is always rewritten)")
     parser.add_argument(
         "--pcr-score-threshold", type=_threshold, metavar="T",
         help="also report pcr50_at / plc_at: a target is recovered only by a prediction scoring >= T (0-1)",
@@ -69,8 +72,22 @@ def _threshold(text: str) -> float:
     return value
 
 
+def _metrics_path(out: str | None, run_path: Path, overwrite: bool) -> Path | None:
+    """``--out`` checked under the writer rule (:mod:`probench.cache.output`), or None for the
+    run's own RUN/metrics.json (the default, and an ``--out`` naming that same file)."""
+    from probench.cache.output import check_output_file
+    from probench.cache.records import METRICS_FILE
+
+    own = run_path.resolve() / METRICS_FILE
+    if out is None or Path(out).absolute().parent.resolve() / Path(out).name == own:
+        return None
+    return check_output_file(out, overwrite=overwrite)
+
+
 def run(args: argparse.Namespace) -> int:
     from probench.cache.atomic import write_json_atomic
+    from probench.cache.output import write_output_json
+    from probench.cache.records import METRICS_FILE
     from probench.data.dataset import load_dataset
     from probench.scoring.printed import degenerate_lines, summary_table
     from probench.scoring.suite import score_run
@@ -80,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{ds_path}: no such dataset folder")
     if not run_path.is_dir():
         raise UsageError(f"{run_path}: no such run folder")
+    out = _metrics_path(args.out, run_path, args.overwrite)  # before the work: the writer rule
     ds = load_dataset(ds_path, check_files=False)
     metrics = score_run(
         ds, run_path, pcr_score_threshold=args.pcr_score_threshold,
@@ -87,11 +105,11 @@ def run(args: argparse.Namespace) -> int:
         allow_unknown=args.allow_unknown, bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed,
         errors=not args.no_errors,
     )  # fmt: skip
-    if metrics.get("n_unknown_predictions"):
-        print(f"probench score: warning: {metrics['n_unknown_predictions']} prediction(s) name images or "
+    if metrics.n_unknown_predictions:
+        print(f"probench score: warning: {metrics.n_unknown_predictions} prediction(s) name images or "
               "queries the dataset does not have; scored anyway as --allow-unknown asks (they never match)",
               file=sys.stderr)
-    if metrics.get("dataset_hash_matches") is False:
+    if metrics.dataset_hash_matches is False:
         print(
             "probench score: warning: the dataset differs from the run's (content hash); scored anyway "
             "as --allow-dataset-mismatch asks (recorded as dataset_mismatch_allowed)",
@@ -99,9 +117,12 @@ def run(args: argparse.Namespace) -> int:
         )
     for line in degenerate_lines(metrics):
         print(line, file=sys.stderr)
-    out = Path(args.out) if args.out else run_path / "metrics.json"
     try:
-        write_json_atomic(out, metrics)
+        if out is None:  # the run's own file, rewritten by each scoring
+            out = run_path / METRICS_FILE
+            write_json_atomic(out, metrics.to_json())
+        else:
+            write_output_json(out, metrics.to_json(), overwrite=args.overwrite)
     except OSError as exc:
         raise UsageError(f"{out}: cannot write metrics: {exc}") from exc
     if not args.quiet:
