@@ -6,7 +6,7 @@
 #   bench/gpu_check.sh run [OUT]          # on the CUDA machine: one command, < 8 min
 #
 # The device machine's python3 (3.12) has torch, torchvision, onnxruntime, opencv, tqdm, but
-# not orjson or ultralytics, and older transformers / huggingface_hub than probench's: prepare
+# not orjson, pydantic or ultralytics, and older transformers / huggingface_hub than probench's: prepare
 # downloads those wheels (cp312 / abi3 / py3, manylinux x86-64) into .whl, and run installs them
 # with `pip install --no-deps --target` ahead of site-packages. The tool's `run` carries the
 # two ignored folders prepare writes: carry ["bench/gpu_check_data", ".whl"] (docs/CONTRIBUTING.md
@@ -18,7 +18,9 @@ DATA=bench/gpu_check_data
 step=${1:-}
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 YOLO_OFFLINE=1
 # what the run imports that the device's image lacks or has older: names as the venv has them
-WHEELS="ultralytics transformers huggingface_hub httpx2 httpcore2 tokenizers hf-xet orjson defusedxml truststore"
+# (pydantic and its four: probench's typed run records, probench.cache.records)
+WHEELS="ultralytics transformers huggingface_hub httpx2 httpcore2 tokenizers hf-xet orjson defusedxml truststore
+        pydantic pydantic-core annotated-types typing-inspection typing-extensions"
 case "$step" in
   prepare)
     PY=${PYTHON:-$PWD/.venv/bin/python}  # the project venv (make setup)
