@@ -249,7 +249,7 @@ def ultralytics_section(sec: Section, device: str, precision: str, models: list[
             name,
             lambda n=name: bench_model(
                 n,
-                FRAME,
+                (FRAME[0] // 2, FRAME[1] // 2) if dry_run else FRAME,  # the dry run: the code path, cheaper
                 device=device,
                 precision=precision,
                 runtime="torch",

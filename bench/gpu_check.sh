@@ -2,7 +2,7 @@
 # The GPU check (bench/gpu_check.py): prepare here, measure on a lent CUDA machine in one call.
 #
 #   bench/gpu_check.sh prepare            # here (CPU, ~1 min): frames, a frame dataset, the wheels
-#   bench/gpu_check.sh dry-run [OUT]      # here: every section on the CPU, CUDA calls skipped (~2 min)
+#   bench/gpu_check.sh dry-run [OUT]      # here: every section on the CPU, CUDA calls skipped (~1 min)
 #   bench/gpu_check.sh run [OUT]          # on the CUDA machine: one command, < 8 min
 #
 # The device machine's python3 (3.12) has torch, torchvision, onnxruntime, opencv, tqdm, but
@@ -36,7 +36,7 @@ case "$step" in
     ;;
   dry-run)
     PY=${PYTHON:-$PWD/.venv/bin/python}  # the project venv (make setup)
-    PYTHONPATH=$PWD/src "$PY" bench/gpu_check.py run "$DATA" "${2:-/tmp/gpu_check_dry}" --dry-run --budget 300
+    PYTHONPATH=$PWD/src "$PY" bench/gpu_check.py run "$DATA" "${2:-/tmp/gpu_check_dry}" --dry-run --budget 420
     ;;
   run)
     PY=${PYTHON:-python3}
