@@ -1,8 +1,9 @@
 """The documented ranges of probench's numeric settings (docs/SECURITY.md): rates, periods,
-timeouts, counts. The node parameter tables (:mod:`probench.realtime.node_spec`) take their
-bounds from here; every command's float flags are checked with :func:`check_flag` and every
-integer flag is parsed by an :class:`IntRange` (a test walks the parsers for one without), so
-a flag and the parameter it sets accept the same values, at start-up and live alike.
+timeouts, threads, counts. The node parameter tables (:mod:`probench.realtime.node_spec`)
+take their bounds from here; every command's float flags are checked with :func:`check_flag`
+and every integer flag is parsed by an :class:`IntRange` (a test walks the parsers for one
+without), so a flag and the parameter it sets accept the same values, at start-up and live
+alike.
 
 A bottom module: it imports only :mod:`probench.errors`.
 """
@@ -16,14 +17,16 @@ from dataclasses import dataclass
 from probench.errors import UsageError
 
 __all__ = ["INT64_MAX", "MAX_COUNT", "MAX_DOMAIN_ID", "MAX_PERIOD_S", "MAX_PORT", "MAX_RATE_HZ",
-           "MAX_RESAMPLES", "MAX_SEED", "MAX_TIMEOUT_S", "MIN_PERIOD_S", "MIN_RATE_HZ", "MIN_RESAMPLES",
-           "IntRange", "check_flag"]
+           "MAX_RESAMPLES", "MAX_SEED", "MAX_THREADS", "MAX_TIMEOUT_S", "MIN_PERIOD_S", "MIN_RATE_HZ",
+           "MIN_RESAMPLES", "THREADS_DEFAULT", "IntRange", "check_flag"]
 
 MIN_RATE_HZ = 0.1  # a camera or replay rate: one frame every 10 s at the slowest
 MAX_RATE_HZ = 1000.0  # ... and a frame every millisecond at the fastest
 MIN_PERIOD_S = 0.01  # a timer period (diagnostics): at most 100 messages a second
 MAX_PERIOD_S = 3600.0
 MAX_TIMEOUT_S = 86_400.0  # a timeout or wait: a day at most (a typo of units, not a wish)
+MAX_THREADS = 256  # CPU threads of the model work (the `threads` setting) ...
+THREADS_DEFAULT = 0  # ... whose default, 0, is half the usable CPUs (probench.models.threads)
 MAX_COUNT = 1_000_000_000  # a count of images, passes, workers, frames: a typo beyond, not a wish
 MAX_SEED = 2**32 - 1  # a random seed: numpy's classic seed range
 INT64_MAX = 2**63 - 1  # what a ROS integer (parameter, std_msgs/Int64) carries
