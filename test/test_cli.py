@@ -42,3 +42,16 @@ def test_the_score_parser_needs_no_numpy() -> None:
     code = "import json, sys\nfrom probench.cli import build_parser\nbuild_parser('score')\n"
     code += "print(json.dumps({'numpy': 'numpy' in sys.modules}))"
     assert _probe(code) == {"numpy": False}
+
+
+def test_the_import_help_names_every_importer() -> None:
+    """`probench --help` said "(coco, refcoco)" after mot was added."""
+    import argparse
+
+    from probench.cli import build_parser
+
+    parser, _ = build_parser("import")
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    imports = next(a for a in sub.choices["import"]._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(imports.choices) == {"coco", "refcoco", "mot"}
+    assert f"({', '.join(imports.choices)})" in COMMANDS["import"][1]

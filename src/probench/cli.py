@@ -26,7 +26,8 @@ from probench.errors import ProbenchError
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("probench.data.cli", "check a dataset; every problem named with its record id"),
-    "import": ("probench.data.cli_import", "another benchmark's annotations (coco, refcoco) as a dataset"),
+    "import": ("probench.data.cli_import", "another benchmark's annotations (coco, refcoco, mot) as a "
+               "dataset"),
     "models": ("probench.models.cli_models", "list the model zoo"),
     "fetch": ("probench.models.cli_fetch", "download models' weights into the local caches (needs internet)"),
     "infer": ("probench.models.cli_infer", "offline inference into the prediction cache (resumable)"),
@@ -43,7 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "profile": ("probench.prompting.cli_profile", "a formulation profile (each model's best formulation) "
                 "from scored runs"),
     "node": ("probench.ros.cli_node", "a running grounding node from the terminal: status, prompt, "
-             "lifecycle (no ros2cli needed)"),
+             "lifecycle, parameters, target, watch its outputs (no ros2cli needed)"),
     "sweep": ("probench.scale.cli_sweep", "infer, latency and score for many models, then one report "
               "(resumable; --ray to scale out)"),
 }

@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 STAGES = ("text", "preprocess", "forward", "postprocess")
+MAX_PER_PROMPT = 100  # COCO maxDets: the detector contract's cap on boxes per prompt (docs/DESIGN.md)
 
 
 class CocoResult(TypedDict):
@@ -35,6 +36,20 @@ class CocoResult(TypedDict):
     category_id: int
     bbox: list[float]  # x, y, w, h in pixels
     score: float
+
+
+def top_per_prompt(scores: npt.ArrayLike, labels: npt.ArrayLike, k: int = MAX_PER_PROMPT) -> np.ndarray:
+    """Indices of the kept boxes, highest score first (ties in input order): at most ``k``
+    per label (prompt index)."""
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    lab = np.asarray(labels, dtype=np.int64).reshape(-1)
+    order = np.argsort(-s, kind="stable")
+    grouped = order[np.argsort(lab[order], kind="stable")]  # by label, each in score order
+    g = lab[grouped]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.zeros(0, np.int64)
+    rank = np.empty(len(g), np.int64)
+    rank[grouped] = np.arange(len(g)) - np.repeat(starts, np.diff(np.r_[starts, len(g)]))
+    return order[rank[order] < k]
 
 
 class DetectionsError(ValueError):

@@ -29,6 +29,8 @@ __all__ = [
     "check_prompt_text",
     "detections_to_results",
     "escape_for_log",
+    "is_ros_name_token",
+    "is_topic_name",
     "parse_formulations",
     "prompt_text_problem",
     "unique_prompts",
@@ -126,6 +128,22 @@ def escape_for_log(text: str, limit: int = 200) -> str:
     out = _LOG_ESCAPES.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
                            else f"\\u{ord(m.group()):04x}", str(text))
     return out if len(out) <= limit else out[:limit] + "..."
+
+
+_ROS_TOKEN = "[A-Za-z_][A-Za-z0-9_]*"  # a ROS 2 name token: letters, digits, _, not a digit first
+_ROS_TOKEN_ONLY = re.compile(f"^{_ROS_TOKEN}$")
+_ROS_TOPIC = re.compile(f"^(~/|/)?{_ROS_TOKEN}(/{_ROS_TOKEN})*$")
+
+
+def is_ros_name_token(text: str) -> bool:
+    """One token of a ROS 2 name (``grounding_node``, ``robot1``)."""
+    return bool(_ROS_TOKEN_ONLY.match(text))
+
+
+def is_topic_name(text: str) -> bool:
+    """A ROS 2 topic name: absolute, relative or private (``~/x``) tokens separated by ``/``
+    (no substitutions, no trailing or doubled ``/``), as rcl's validation accepts them."""
+    return bool(_ROS_TOPIC.match(text))
 
 
 def parse_formulations(value: str | Sequence[str]) -> list[str]:

@@ -101,6 +101,12 @@ def test_unknown_formulation_is_refused(tmp_path):
         ('[{"image_id": 1, "category_id": 2, "bbox": [1, 2, 3, "x"], "score": 0.5}]', "malformed bbox"),
         ('[{"image_id": 1, "category_id": 2, "bbox": [1, 2, 3, 4], "score": 1.5}]', "outside \\[0, 1\\]"),
         ("[{", "cannot read JSON"),
+        # a boolean is not an id (it was read as image 1, query 1)
+        ('[{"image_id": 1, "category_id": true, "bbox": [1, 2, 3, 4], "score": 0.5}]',
+         "record 0: category_id True is not an integer id"),
+        ('[{"image_id": 1, "category_id": 2, "bbox": [1, 2, 3, 4], "score": 0.5}, '
+         '{"image_id": false, "category_id": 2, "bbox": [1, 2, 3, 4], "score": 0.5}]',
+         "record 1: image_id False is not an integer id"),
     ],
 )
 def test_malformed_prediction_files_are_named(tmp_path, content, message):
@@ -172,7 +178,6 @@ def test_a_failed_session_says_whether_it_was_interrupted(tmp_path, exc, status)
 @pytest.mark.parametrize(
     ("record", "plain"),
     [
-        ({"image_id": True, "category_id": 2, "bbox": [1, 2, 3, 4], "score": 0.5}, True),  # as 1
         ({"image_id": 1.0, "category_id": 2, "bbox": [1, 2, 3, 4], "score": 0.5}, False),
         ({"image_id": 2**70, "category_id": 2, "bbox": [1, 2, 3, 4], "score": 0.5}, False),
         ({"image_id": 1, "category_id": 2, "bbox": [1, 2, 3, True], "score": True}, True),  # as 1.0

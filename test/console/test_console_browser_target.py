@@ -6,11 +6,10 @@ real grounding_node (test-instant, tracking on, depth from ``synthetic_camera --
   publishes that track's id on ``target_select``, and the Clear button -1 (seen here over
   ROS, by a subscriber of this test: it holds whether or not the node takes selections yet).
 - ``test_click_gives_that_tracks_pose``: the node then names the track in its latched
-  ``target`` and ``target_pose`` is that track's 3D centre; Clear returns to the best
-  detection of the first prompt. This needs the node's side of the contract
-  (ros/grounding_node.py subscribing target_select through spatial.target.TargetSelector):
-  until it is wired the test is an expected failure, strict, so the marker must go when
-  it passes.
+  ``target`` and ``target_pose`` is that track's 3D centre; the page says the target was
+  chosen and frames its box on the stream (solid); Clear returns to the best detection of
+  the first prompt, which the page shows as the default (muted heading, dashed box), not as
+  a choice.
 """
 
 from __future__ import annotations
@@ -171,6 +170,31 @@ def test_click_gives_that_tracks_pose(live, page) -> None:
     assert watch.spin_until(lambda: watch.pose_of(track, clicked), 30), "target_pose does not follow"
     page.wait_for_function("(t) => document.getElementById('target').textContent.startsWith('track ' + t)",
                            arg=track, timeout=WAIT_MS)
+    # chosen: said in the heading and framed on the stream, over the clicked track's box
+    page.wait_for_function("(t) => { const b = document.getElementById('target-box'); "
+                           "return document.getElementById('target').className === 'chosen' "
+                           "&& b.className === 'chosen' && b.dataset.track === t; }",
+                           arg=track, timeout=WAIT_MS)
+    _frames_the_box(page, box)
     page.click("#target-clear")
-    first, _ = rows[PROMPTS[0]]
+    first, first_box = rows[PROMPTS[0]]
     assert watch.spin_until(lambda: watch.targets[-1].id == first, 30), "clear did not return to the best"
+    # the default: not shown as a choice (the heading looked the same as after a click)
+    page.wait_for_function("(t) => { const e = document.getElementById('target'); "
+                           "return e.className === 'muted' && e.textContent.startsWith("
+                           "'the best detection of the first prompt: track ' + t) "
+                           "&& document.getElementById('target-box').className === 'default'; }",
+                           arg=first, timeout=WAIT_MS)
+    _frames_the_box(page, first_box)
+
+
+def _frames_the_box(page, box: list[float]) -> None:
+    """#target-box covers ``box`` (frame pixels) on the shown stream, to within 2 px."""
+    w, h = (int(v) for v in (page.text_content("#stream-size") or "").split("×"))
+    shown, framed = page.locator("#stream").bounding_box(), page.locator("#target-box").bounding_box()
+    assert shown is not None and framed is not None
+    sx, sy = shown["width"] / w, shown["height"] / h
+    want = (shown["x"] + box[0] * sx, shown["y"] + box[1] * sy,
+            (box[2] - box[0]) * sx, (box[3] - box[1]) * sy)
+    got = (framed["x"], framed["y"], framed["width"], framed["height"])
+    assert all(abs(a - b) <= 2.0 for a, b in zip(got, want, strict=True)), (got, want)

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from probench.console.app import create_app
-from probench.console.bridge import DetectionItem
+from probench.console.bridge import DetectionItem, DiagnosticsView
 from probench.console.errors import BridgeError
 from probench.prompting.policy import POLICIES
 
@@ -72,6 +72,9 @@ def test_target_selection(bridge) -> None:
     for bad in (-1, "7", 1.5, True, 1 << 63):
         r = _post(c, "/api/target", {"track_id": bad})
         assert r.status_code == 400 and "track id" in r.json()["error"], bad
+    for empty in ({}, {"track": 7}):  # {} cleared the operator's target with 200
+        r = _post(c, "/api/target", empty)
+        assert r.status_code == 400 and "give 'track_id'" in r.json()["error"], empty
     assert bridge.targets == [7, None]
     bridge.node_listening = False
     r = _post(c, "/api/target", {"track_id": 3})
@@ -83,5 +86,11 @@ def test_state_names_the_target_and_the_threshold_in_force(bridge) -> None:
                                detections=(DetectionItem("a red cup", 0.9, (1.0, 2.0, 30.0, 40.0), "7"),))
     state = _client(bridge).get("/api/state").json()
     assert state["threshold"] == pytest.approx(0.3)
-    assert state["target"] == {"track_id": "7", "prompt": "a red cup"}
+    assert state["target"] == {"track_id": "7", "prompt": "a red cup", "chosen": False}  # no diagnostics
+    # chosen or the default: the node's /diagnostics `target` says how (the heading after Clear
+    # looked the same as after a click)
+    for how, chosen in (("operator track 7", True), ("best (track 7)", False)):
+        diag = DiagnosticsView("OK", "ok", {"target": how}, 0.1)
+        bridge.node_view = replace(bridge.node_view, diagnostics=diag)
+        assert _client(bridge).get("/api/state").json()["target"]["chosen"] is chosen
     assert state["detections"][0]["track_id"] == "7"

@@ -124,10 +124,14 @@ def test_bad_coco_records_are_named_and_nothing_is_written(
     # --clip-boxes clips the overhanging box (and only that problem goes)
     coco = json.loads((HERE / "coco_small.json").read_text())
     coco["annotations"][1]["bbox"] = [60, 40, 10, 10]
+    coco["annotations"][1]["area"] = 100  # the source's, of the whole box: it kept 100 for a 4x8 box
+    unclipped = coco["annotations"][0]
     src.write_text(json.dumps(coco))
     rc = _import("coco", "--annotations", str(src), "--images", images, "--out", str(out), "--clip-boxes")
     assert rc == 0
-    assert _ann(out)["annotations"][1]["bbox"] == [60, 40, 4, 8]
+    written = _ann(out)["annotations"]
+    assert written[1]["bbox"] == [60, 40, 4, 8] and written[1]["area"] == 32
+    assert written[0]["bbox"] == unclipped["bbox"] and written[0].get("area") == unclipped.get("area")
 
 
 def test_missing_image_files_and_bad_files_are_one_line_each(

@@ -122,10 +122,21 @@ def test_prompt_types_and_coref() -> None:
     _one(_bad("categories", 0, coref=["orig", "orig"]), "query 1", "twice")
 
 
-def test_annotation_references() -> None:
+def test_annotation_references(tmp_path: Path) -> None:
     _one(_bad("annotations", 1, image_id=9), "annotation 2", "unknown image id 9")
     _one(_bad("annotations", 1, category_id=9), "annotation 2", "unknown query (category) id 9")
     _one(_bad("annotations", 1, image_id="2"), "annotation 2", "'image_id' must be an integer")
+    # a boolean is not an id: `category_id: true` was scored as query 1 (dataset and loading alike)
+    _one(_bad("annotations", 1, category_id=True), "annotation 2",
+         "'category_id' must be an integer (a query id), not True")
+    _one(_bad("annotations", 1, image_id=True), "annotation 2", "'image_id' must be an integer")
+    _one(_bad("images", 0, query_ids=[True, 2]), "image 1", "entry True is not an integer")
+    bad = copy.deepcopy(GOOD)
+    bad["annotations"][1]["category_id"] = True
+    (tmp_path / "annotations.json").write_text(json.dumps(bad), encoding="utf-8")
+    with pytest.raises(DatasetError) as exc:
+        load_dataset(tmp_path, check_files=False)
+    assert any("'category_id' must be an integer" in p for p in exc.value.problems)
 
 
 def test_boxes() -> None:

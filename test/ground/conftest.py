@@ -7,12 +7,13 @@ import pytest
 
 @pytest.fixture
 def ground(capsys: pytest.CaptureFixture[str]):
-    """``ground(*args) -> (exit code, stdout, stderr)``: the CLI in this process."""
-    from probench.cli import main
+    """``ground(*args) -> (exit code, stdout, stderr)``: the CLI in this process (argparse's
+    usage errors, an integer flag out of range, exit 2 too)."""
+    from helpers.cli_exit import exit_code
 
     def run(*args: object) -> tuple[int, str, str]:
         capsys.readouterr()
-        rc = main(["ground", "--no-progress", *(str(a) for a in args)])
+        rc = exit_code(["ground", "--no-progress", *(str(a) for a in args)])
         out, err = capsys.readouterr()
         return rc, out, err
 

@@ -107,9 +107,31 @@ def test_cli_done_when_depth_topic_and_track(tmp_path: Path, ground) -> None:
     assert "no 3D output: no depth image within 0.02 s" in err and err.count("no 3D output") == 1
     assert "id switches 0.00 per 100 frames" in stdout
     assert f"3D from {DEPTH}: 87.5% of detections" in stdout
+    _docs_reading_hint_runs(out)
     cap = cv2.VideoCapture(str(video))
     ok, frame = cap.read()
     assert ok and frame.shape == (K.height, K.width, 3)
+
+
+def _docs_reading_hint_runs(out: Path) -> None:
+    """GROUND.md's Python reading of an output bag (its hint failed with KeyError:
+    'vision_msgs/msg/Detection3DArray'), run as written on ``out``."""
+    import contextlib
+    import io
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "GROUND.md").read_text(encoding="utf-8")
+    lines = doc.splitlines()
+    start = lines.index("    from rosbags.rosbag2 import Reader")
+    block = []
+    for line in lines[start:]:
+        if line and not line.startswith("    "):
+            break
+        block.append(line[4:])
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec("\n".join(block).replace('"OUT"', repr(str(out))), {})  # the docs' own code
+    text = printed.getvalue()
+    assert " /ground/detections_3d vision_msgs__msg__Detection3DArray" in text, text[:500]
 
 
 def test_auto_detected_topics_and_a_depth_topic_is_no_camera(tmp_path: Path, ground) -> None:

@@ -80,7 +80,7 @@ def score_image(paths: tuple[Path, Path]) -> bytes:
 
     ds, run = paths
     code = main(["score", "--dataset", str(ds), "--run", str(run), "--pcr-score-threshold", "0.3",
-                 "--bootstrap", "25", "--bootstrap-seed", "3", "--allow-dataset-mismatch", "--quiet"])
+                 "--bootstrap", "40", "--bootstrap-seed", "3", "--allow-dataset-mismatch", "--quiet"])
     assert code == 0, code
     return (run / "metrics.json").read_bytes()
 

@@ -1,7 +1,8 @@
 """A stand-in for the grounding node's target side: subscribes ``target_select``
 (std_msgs/Int64, reliable, keep last 10) and answers a selection of a track it "sees" with
 the latched ``target`` (vision_msgs/Detection2D bytes from probench.msgs.target), as the
-node's contract says. Spun on its own thread in a private context and ROS domain."""
+node's contract says; ``detections`` at 20 Hz carry the tracks it sees (Detection2D.id), as
+a tracking node's do. Spun on its own thread in a private context and ROS domain."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ class TargetStub:
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from std_msgs.msg import Int64
-        from vision_msgs.msg import Detection2D
+        from vision_msgs.msg import Detection2D, Detection2DArray
 
         self.visible = visible  # track id -> prompt: the tracks "in view"
         self.received: list[int] = []
@@ -26,6 +27,10 @@ class TargetStub:
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.pub = self.node.create_publisher(Detection2D, "target", latched)
+        self.dets = self.node.create_publisher(Detection2DArray, "detections",
+                                               QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE))
+        self.frames = 0
+        self.node.create_timer(0.05, self._publish_detections)
         self.node.create_subscription(Int64, "target_select", self._on_select,
                                       QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
         self.executor = SingleThreadedExecutor(context=self.ctx)
@@ -46,6 +51,20 @@ class TargetStub:
         if track in self.visible:
             header = SimpleNamespace(stamp=SimpleNamespace(sec=1, nanosec=0), frame_id="cam")
             self.pub.publish(target_to_cdr(header, (10.0, 10.0, 50.0, 90.0), self.visible[track], 0.8, track))
+
+    def _publish_detections(self) -> None:
+        import numpy as np
+
+        from probench.detections import Detections
+        from probench.msgs.wire import detections_to_cdr
+
+        self.frames += 1
+        tracks = sorted(self.visible)
+        header = SimpleNamespace(stamp=SimpleNamespace(sec=2, nanosec=self.frames), frame_id="cam")
+        dets = Detections.from_arrays([[10.0 * i, 10.0, 10.0 * i + 8, 30.0] for i in range(len(tracks))],
+                                      [0.8] * len(tracks), list(range(len(tracks))))
+        prompts = [self.visible[t] for t in tracks]
+        self.dets.publish(detections_to_cdr(dets, header, prompts, track_ids=np.array(tracks, np.int64)))
 
     def close(self) -> None:
         self._stop.set()

@@ -63,6 +63,20 @@ def bad(kind):
     return lambda spec, **kw: Bad(kind)
 
 nan, inf, score, fraction, beyond = (bad(k) for k in OUTPUTS)
+
+class Many(BaseDetector):
+    """200,000 boxes for the first prompt (random scores), 3 for the second."""
+    name = "many"
+    def _run(self, image, text_state):
+        rng = np.random.default_rng(0)
+        n = 200_000
+        xy = rng.uniform(0, 4, (n + 3, 2))
+        scores = rng.uniform(0, 1, n + 3)
+        index = np.r_[np.zeros(n, np.int64), np.ones(3, np.int64)]
+        return Detections.from_arrays(np.c_[xy, xy + 2], scores, index, image_size=image.shape[:2])
+
+def many(spec, **kw):
+    return Many()
 SPEC_EXITS = None
 '''
 
@@ -136,6 +150,35 @@ def test_a_bad_frame_fails_named_never_emptied_or_clipped(site: Path, tmp_path: 
     r = _infer(site, tmp_path, f"hostile_plugin:{kind}")
     line = one_line(r.stderr)
     assert r.returncode == 1 and why in line and "failed on image" in line, line
+
+
+def test_a_bad_frame_in_ground_names_the_frame(site: Path, tmp_path: Path) -> None:
+    """`infer` named the image; `ground` said "internal error" and no frame."""
+    bag = SAMPLE.parents[1] / "bags" / "probench-sample"
+    r = _probench(site, "ground", "--bag", str(bag), "--out", str(tmp_path / "g"), "--model",
+                  "hostile_plugin:nan", "--prompt", "a cup")
+    line = one_line(r.stderr)
+    assert r.returncode == 1 and "internal error" not in line, line
+    assert "frame 0 (t=" in line
+    assert "the model failed on it: DetectionsError: 1 of 1 boxes are not finite" in line
+
+
+def test_a_plugin_gets_at_most_100_boxes_per_prompt(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """200,000 boxes of one prompt were all stored (the contract says at most 100): the
+    highest-scoring 100 per prompt are kept where every detector's output enters."""
+    import numpy as np
+
+    from probench.detections import MAX_PER_PROMPT
+
+    monkeypatch.syspath_prepend(str(site))
+    det = load_detector("hostile_plugin:many")
+    out = det.detect(np.zeros((8, 8, 3), np.uint8), ["a cup", "a door"])
+    first = out.scores[out.prompt_index == 0]
+    assert len(first) == MAX_PER_PROMPT and int((out.prompt_index == 1).sum()) == 3
+    rng = np.random.default_rng(0)
+    rng.uniform(0, 4, (200_003, 2))
+    given = rng.uniform(0, 1, 200_003)[:200_000]  # the plugin's scores of the first prompt
+    assert sorted(first.tolist()) == sorted(np.sort(given)[-MAX_PER_PROMPT:].tolist())
 
 
 def test_the_guards_hold_in_process(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cli_exit import exit_code
 from helpers.infer_dataset import Counting, make_dataset
 from probench.cache.errors import RunMismatchError
 from probench.cache.run import RunDir
@@ -215,7 +216,8 @@ def test_detector_failure_is_wrapped_with_context(ds_path: Path, tmp_path: Path)
     ],
 )
 def test_cli_usage_errors(ds_path: Path, tmp_path: Path, capsys, extra, code, needle) -> None:
-    rc = main(["infer", "--dataset", str(ds_path), "--out", str(tmp_path / "r"), "--no-progress", *extra])
+    out = str(tmp_path / "r")
+    rc = exit_code(["infer", "--dataset", str(ds_path), "--out", out, "--no-progress", *extra])
     err = capsys.readouterr().err
     assert rc == code and needle in err and "Traceback" not in err
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers.cli_exit import exit_code
 from helpers.infer_dataset import make_dataset
 from probench.cache.errors import RunMismatchError
 from probench.cli import main
@@ -168,7 +169,8 @@ def test_latency_refuses_a_run_of_another_model(ds_path: Path, tmp_path: Path) -
     ],
 )
 def test_cli_usage_errors(ds_path: Path, tmp_path: Path, capsys, extra, needle) -> None:
-    rc = main(["latency", "--dataset", str(ds_path), "--out", str(tmp_path / "r"), "--no-progress", *extra])
+    out = str(tmp_path / "r")
+    rc = exit_code(["latency", "--dataset", str(ds_path), "--out", out, "--no-progress", *extra])
     err = capsys.readouterr().err
     assert rc == 2 and needle in err and "Traceback" not in err
     assert not (tmp_path / "r" / "latency.json").exists()

@@ -1,14 +1,15 @@
-"""The documented plugin install route (docs/MODELS.md#the-worked-example): ``pip install
---no-deps --target plugins ...`` beside the venv and ``PYTHONPATH`` in the shell that uses
-it. The plugin's models are then known to probench, and the venv itself gains nothing, so
-the pin check (test_infra_setup_script's "nothing unpinned") stays green in a shell without
-that PYTHONPATH. Real pip, offline, from a copy of the example."""
+"""The documented plugin install route (docs/MODELS.md#the-worked-example), its lines run as
+written: a copy of the example installed with ``pip install --no-deps --target`` into a
+folder outside the repository and the venv, and ``PYTHONPATH`` in the shell that uses it.
+The plugin's models are then known to probench; the venv itself gains nothing, so the pin
+check (test_infra_setup_script's "nothing unpinned") stays green in a shell without that
+PYTHONPATH; and nothing is written into the repository (the route wrote ``plugins/`` and
+pip's ``build/`` and ``*.egg-info`` there). Real pip, offline."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from helpers.plugin_env import EXAMPLE
+
+REPO = EXAMPLE.parents[1]
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -30,14 +33,30 @@ def _env(plugins: Path | None) -> dict[str, str]:
     return env
 
 
+def _documented_install() -> str:
+    """MODELS.md's install lines of the worked example, up to the first ``probench`` one."""
+    text = (REPO / "docs" / "MODELS.md").read_text(encoding="utf-8").split("### The worked example", 1)[1]
+    lines = [line[4:] for line in text.splitlines() if line.startswith("    ")]
+    return "\n".join(lines[: next(i for i, line in enumerate(lines) if line.startswith("probench "))])
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
 def test_plugin_beside_the_venv_is_found_and_the_venv_stays_locked(tmp_path) -> None:
-    source = tmp_path / "example"
-    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
-    plugins = tmp_path / "plugins"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
-                          "--no-index", "--target", str(plugins), str(source)],
+    pip_offline = f"{sys.executable} -m pip install --no-index"
+    script = _documented_install().replace(".venv/bin/pip install", pip_offline)
+    assert "--target" in script and "$HOME" in script, script
+    home = tmp_path / "home"
+    before = _files(EXAMPLE)
+    env = {**os.environ, "HOME": str(home), "TMPDIR": str(tmp_path)}
+    pip = subprocess.run(["bash", "-ec", script + '\nprintf %s "$PYTHONPATH"'], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=180)
     assert pip.returncode == 0, pip.stdout + pip.stderr
+    plugins = Path(pip.stdout.splitlines()[-1])
+    assert home in plugins.parents and (plugins / "probench_example_plugin").is_dir()
+    assert _files(EXAMPLE) == before and not (REPO / "plugins").exists()  # nothing into the repository
     models = subprocess.run([sys.executable, "-m", "probench", "models", "--json"], env=_env(plugins),
                             capture_output=True, text=True, timeout=120)
     assert models.returncode == 0, models.stderr
@@ -50,4 +69,3 @@ def test_plugin_beside_the_venv_is_found_and_the_venv_stays_locked(tmp_path) -> 
     with_path = json.loads(subprocess.run([sys.executable, "-c", _DISTS], env=_env(plugins),
                                           capture_output=True, text=True, timeout=60, check=True).stdout)
     assert "probench-example-plugin" in with_path
-    assert not (EXAMPLE / "build").exists()  # the example's own folder was not built in

@@ -89,6 +89,8 @@ def test_example_plugin_detects_the_colour_it_is_asked_for(site: Path) -> None:
     det = load_detector("example-colour")
     assert det.model_info == model_record("example-colour")
     assert det.model_info["family"] == "example"
+    # the summaries said "weights: " (empty) for a plugin: its factory is named as the source
+    assert det.model_info["weights_source"] == "its factory's own (probench_example_plugin.detector:build)"
     image = np.full((60, 80, 3), 128, np.uint8)
     image[10:30, 20:50] = (210, 20, 25)  # a red rectangle on grey
     dets = det.detect(image, ["the red box", "a blue thing", "no colour here"])

@@ -170,3 +170,23 @@ def test_resume_after_sigkill_replays_the_unfinished_video(
     metrics = json.loads((tmp_path / "killed" / "metrics.json").read_text())
     whole = json.loads((tmp_path / "whole" / "metrics.json").read_text())
     assert metrics["temporal"]["timelines"] == whole["temporal"]["timelines"]
+
+
+def test_no_frame_waits_for_a_stamped_set_in_a_sequence_replay(seq_bag: tuple[Path, Path],
+                                                              tmp_path: Path) -> None:
+    """The DDS link's handshake is a stamped set, and the node waits up to frame_prompts_wait
+    for stamped sets while they are in use: the warm-up, sent before the link waited that out,
+    warned "no prompt set stamped ... (frame_prompts_wait)" though sequences use none."""
+
+    class Handshaking(OperatorFakeLink):
+        def wait_ready(self, compressed: bool, timeout: float) -> None:
+            super().wait_ready(compressed, timeout)
+            self.announce(1, ("handshake",))  # as evaluator_node's wait_ready
+
+    clock = FakeClock()
+    link = Handshaking(clock=clock, detector=colour_detector())
+    _run(_cfg(seq_bag[1], tmp_path / "run"), link, clock)
+    assert link.answers and link.ready_calls == 1
+    problems = [p for a in link.answers for p in a.problems]
+    assert not [p for p in problems if "frame_prompts_wait" in p], problems[:3]
+    assert all(a.prompt_wait_ms == 0.0 for a in link.answers)

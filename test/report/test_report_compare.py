@@ -57,3 +57,23 @@ def test_runs_of_different_datasets_are_refused(sample_run, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert rc == 1 and "different datasets" in err and "\n" not in err
     assert main(["compare", str(a), str(tmp_path / "nope")]) == 2
+
+
+def test_a_formulation_one_run_lacks_is_named_or_refused(sample_run, tmp_path, capsys):
+    """B without cat.json: its metrics were dropped and the query table said "0 of 0
+    queries"; now the missing formulation is named, and a --formulation B lacks is refused."""
+    a = sample_run("a", 0.6, seed=1)
+    b = sample_run("b", 0.7, seed=1)
+    (b / "predictions" / "cat.json").unlink()
+    out = tmp_path / "cmp.json"
+    assert main(["compare", str(a), str(b), "--bootstrap", "0", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "cat: not compared (no predictions in B)" in text and "0 of 0 queries" not in text
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert result["not_compared"] == {"cat": "no predictions in B"}
+    assert "cat.map50" not in result["metrics"] and "orig.map50" in result["metrics"]
+    assert result["queries"]
+    rc = main(["compare", str(a), str(b), "--bootstrap", "0", "--formulation", "cat"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "has no complete predictions/cat.json" in err and "(orig, tmpl)" in err, err
+    assert "\n" not in err

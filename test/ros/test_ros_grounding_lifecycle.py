@@ -95,3 +95,57 @@ def test_shutdown_from_state(tmp_path, ros_env, requires_vision_msgs, state: str
     finally:
         peer.close()
         node.stop()
+
+
+def test_a_failed_reconfigure_keeps_the_last_configuration_that_worked(tmp_path, ros_env,
+                                                                       requires_vision_msgs) -> None:
+    """A model that cannot load (`os:system`: a one-off reference, imported only at configure)
+    left the node unconfigured with the reason in its log only. Now configure fails with the
+    reason on /diagnostics at once, the configure-time parameters go back to the last values
+    that worked, and the next configure brings that configuration back. Values that can be
+    judged when set (an unknown model, a malformed topic) are refused there."""
+    from rcl_interfaces.msg import Parameter as ParamMsg
+    from rcl_interfaces.msg import ParameterType, ParameterValue
+    from rcl_interfaces.srv import GetParameters, SetParameters
+
+    node, peer, lc = _start(tmp_path, ros_env)
+    try:
+        setter = peer.node.create_client(SetParameters, "/grounding_node/set_parameters")
+        getter = peer.node.create_client(GetParameters, "/grounding_node/get_parameters")
+        assert setter.wait_for_service(timeout_sec=30) and getter.wait_for_service(timeout_sec=30)
+
+        def set_text(name: str, value: str) -> object:
+            text = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=value)
+            fut = setter.call_async(SetParameters.Request(parameters=[ParamMsg(name=name, value=text)]))
+            assert peer.spin_until(fut.done, 30)
+            return fut.result().results[0]
+
+        def model() -> str:
+            fut = getter.call_async(GetParameters.Request(names=["model"]))
+            assert peer.spin_until(fut.done, 30)
+            return str(fut.result().values[0].string_value)
+
+        assert lc.transition("configure") and lc.transition("activate")
+        for name, value, why in (("model", "no-such-model", "unknown model 'no-such-model'"),
+                                 ("depth_topic", "bad topic!", "is not a ROS topic name")):
+            r = set_text(name, value)
+            assert not r.successful and why in r.reason, r.reason
+        assert set_text("model", "os:system").successful  # judged at configure only
+        assert lc.transition("deactivate") and lc.transition("cleanup")
+        assert not lc.transition("configure") and lc.state() == "unconfigured"
+        failed = peer.spin_until(lambda: peer.diags and next(
+            (v for v in ({kv.key: kv.value for kv in d.status[0].values} for d in reversed(peer.diags))
+             if v.get("configure_failures") == "1"), None), 10)
+        assert failed, "no /diagnostics with the refusal"
+        assert "cannot load model 'os:system'" in failed["configure_error"]
+        assert failed["state"] == "unconfigured"
+        assert model() == "test-instant"  # back to the last configuration that worked ...
+        assert lc.transition("configure") and lc.transition("activate")  # ... which loads again
+        peer.wait_ready(node)
+        peer.send_image(image(), peer.header(5))
+        assert peer.answer(5) is not None
+        assert peer.spin_until(lambda: peer.last_diag_values().get("configure_error") == "", 10)
+        assert "Traceback" not in node.output()
+    finally:
+        peer.close()
+        node.stop()

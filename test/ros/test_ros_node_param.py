@@ -1,7 +1,8 @@
 """``probench node param list | get | set`` against a running grounding node (a private ROS
 domain): every parameter with the table's description, a live value in force at once, a
 configure-time value honestly reported (and in force after ``--reconfigure``), the node's
-reason for a refused value, usage errors as exit 2."""
+reason for a refused value or a refused configure (then the node is back to the configuration
+that worked), usage errors as exit 2."""
 
 from __future__ import annotations
 
@@ -78,6 +79,29 @@ def test_param_list_get_set(tmp_path, ros_env, requires_vision_msgs) -> None:
         assert "/grounding_node: cleanup -> unconfigured" in out.stdout
         assert _cli(env, "prompt", "a door").returncode == 0
         assert peer.spin_until(lambda: peer.labels and abs(peer.labels[-1].threshold - 0.6) < 1e-6, 10)
+
+        # a refused reconfigure names its reason here (it said only "refused 'configure'") ...
+        _refused(_cli(env, "param", "set", "model", "no-such-model", "--reconfigure"), "refused model",
+                 "unknown model 'no-such-model'")
+        _refused(_cli(env, "param", "set", "depth_topic", "bad topic!", "--reconfigure"),
+                 "refused depth_topic", "is not a ROS topic name")
+        out = _cli(env, "param", "set", "model", "os:system", "--reconfigure")
+        _refused(out, "refused configure: cannot load model 'os:system'", "TypeError",
+                 "the node is active again with the last configuration that worked")
+        # ... and the node runs on as before: the model it had, active (not left unconfigured)
+        assert out.stdout.strip().splitlines()[-1] == "/grounding_node: activate -> active", out.stdout
+        got = json.loads(_cli(env, "param", "get", "model", "--json").stdout)
+        assert got["value"] == "test-instant"
+        assert _cli(env, "prompt", "a kettle").returncode == 0
+        # `node configure` on its own names the reason too, and the next one loads what worked
+        assert _cli(env, "param", "set", "model", "os:system").returncode == 0
+        assert _cli(env, "deactivate").returncode == 0 and _cli(env, "cleanup").returncode == 0
+        _refused(_cli(env, "configure"), "refused configure: cannot load model 'os:system'",
+                 "back to the last configuration that worked")
+        again = _cli(env, "configure")
+        assert again.returncode == 0, again
+        assert again.stdout.strip() == "/grounding_node: unconfigured -> inactive", again
+        assert _cli(env, "activate").returncode == 0
         assert "Traceback" not in node.output()
     finally:
         peer.close()

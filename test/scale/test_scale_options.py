@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from probench.cli import main
+from helpers.cli_exit import exit_code
 from probench.scale.cluster import on_loopback, resolve_address
 
 SAMPLE = "datasets/probench-sample"
@@ -16,14 +16,14 @@ SAMPLE = "datasets/probench-sample"
 @pytest.mark.parametrize(("extra", "message"), [
     (["--workers", "2"], "--workers only apply with --ray"),
     (["--chunk-size", "4"], "--chunk-size only apply with --ray"),
-    (["--ray", "--workers", "0"], "--workers must be >= 1"),
+    (["--ray", "--workers", "0"], "argument --workers: must be 1..1000000000, got 0"),
     (["--ray", "--device", "cuda:1"], "pass --device cuda"),
     (["--ray", "--device", "mps"], "use cpu or cuda"),
 ])  # fmt: skip
 def test_bad_ray_flags_exit_2(repo_root: Path, tmp_path: Path, capsys, extra, message) -> None:
     out = tmp_path / "run"
-    rc = main(["infer", "--model", "test-instant", "--dataset", str(repo_root / SAMPLE), "--out", str(out),
-               "--no-progress", *extra])  # fmt: skip
+    rc = exit_code(["infer", "--model", "test-instant", "--dataset", str(repo_root / SAMPLE), "--out",
+                    str(out), "--no-progress", *extra])  # fmt: skip
     err = capsys.readouterr().err.strip()
     assert rc == 2 and message in err and "\n" not in err
     assert not out.exists()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cli_exit import exit_code
 from probench.cli import main
 
 pytestmark = pytest.mark.slow
@@ -67,7 +68,7 @@ def test_sweep_two_tiny_models_report_then_resume(repo_root: Path, tmp_path: Pat
 @pytest.mark.parametrize(("extra", "message"), [
     (["--models", "no-such-model"], "unknown model 'no-such-model'"),
     (["--models", " , "], "at least one model"),
-    (["--latency-images", "0"], "--latency-images must be >= 1"),
+    (["--latency-images", "0"], "argument --latency-images: must be 1..1000000000, got 0"),
     (["--workers", "2"], "--workers only apply with --ray"),
     (["--ray", "--device", "cuda:1"], "--device cuda:1: a sweep runs on cpu or cuda"),
     (["--formulations", "orig,nope"], "nope"),
@@ -84,7 +85,7 @@ def test_bad_arguments_exit_2_before_anything_runs(repo_root, tmp_path, capsys, 
     if extra[0] == "--models":
         args[args.index("--models") + 1] = extra[1]
         extra = extra[2:]
-    assert main([*args, *extra]) == 2
+    assert exit_code([*args, *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
     assert not out.exists()

@@ -11,7 +11,10 @@ import pytest
 from probench.cli import main
 from probench.data.dataset import Dataset
 from probench.data.synthetic import arrays_to_results, synthetic_coco, synthetic_prediction_arrays
+from probench.limits import MAX_RESAMPLES, MIN_RESAMPLES
 from probench.scoring import bootstrap as bs
+from probench.scoring.bootstrap import LEVEL
+from probench.scoring.errors import ScoringUsageError
 from probench.scoring.suite import ORIG_AREAS, _Formulation, score
 from probench.scoring.tables import DetArrays, GroundTruth
 
@@ -112,7 +115,7 @@ def test_intervals_leave_the_point_values_alone_and_are_seeded():
 
 def test_pcr_needs_every_formulation_for_its_interval():
     coco = synthetic_coco(40, 6, seed=7)
-    m = score(Dataset.from_dict(coco), _preds(coco, {"orig": 0.7}), bootstrap=20).to_json()
+    m = score(Dataset.from_dict(coco), _preds(coco, {"orig": 0.7}), bootstrap=MIN_RESAMPLES).to_json()
     iv = m["intervals"]
     assert m["pcr50"] is None and "pcr50" not in iv and "delta_max" not in iv
     assert iv["by_formulation"]["orig"]["map50"] is not None and "best_formulation_support" not in iv
@@ -136,6 +139,25 @@ def test_score_cli_writes_intervals_and_bootstrap_0_turns_them_off(tmp_path, cap
     assert main(["score", "--dataset", str(ds_dir), "--run", str(run), "--bootstrap", "0", "--quiet"]) == 0
     assert "intervals" not in json.loads((run / "metrics.json").read_text())
     capsys.readouterr()
-    with pytest.raises(SystemExit) as exc:
-        main(["score", "--dataset", str(ds_dir), "--run", str(run), "--bootstrap", "-1"])
-    assert exc.value.code == 2 and "outside 0-100000" in capsys.readouterr().err
+    # a count that is not 0 or MIN_RESAMPLES..MAX_RESAMPLES, and a seed that numpy refuses: usage errors
+    for flag, value, why in (("--bootstrap", "-1", "must be 0 (off) or 40..100000, got -1"),
+                             ("--bootstrap", "1", "must be 0 (off) or 40..100000, got 1"),
+                             ("--bootstrap-seed", "-5", "must be 0..4294967295, got -5"),
+                             ("--bootstrap-seed", "9" * 30, "must be 0..4294967295")):
+        with pytest.raises(SystemExit) as exc:
+            main(["score", "--dataset", str(ds_dir), "--run", str(run), flag, value])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and f"argument {flag}: {why}" in err and err.count("\n") == 1, err
+
+
+def test_too_few_resamples_give_no_interval():
+    """A 95% interval from fewer than MIN_RESAMPLES resamples is refused (one of 1 resample
+    excluded its own point value and starred every metric): every tail holds a resample."""
+    assert MIN_RESAMPLES * (1 - LEVEL) / 2 >= 1 > (MIN_RESAMPLES - 1) * (1 - LEVEL) / 2
+    coco = synthetic_coco(20, 4, seed=9)
+    preds = _preds(coco, {"orig": 0.7})
+    for n in (1, MIN_RESAMPLES - 1, MAX_RESAMPLES + 1):
+        with pytest.raises(ScoringUsageError, match=f"{n} bootstrap resamples: use 0"):
+            score(Dataset.from_dict(coco), preds, bootstrap=n)
+    with pytest.raises(ScoringUsageError, match="bootstrap seed -5"):
+        score(Dataset.from_dict(coco), preds, bootstrap=MIN_RESAMPLES, bootstrap_seed=-5)

@@ -154,6 +154,10 @@ def test_bad_input_is_named() -> None:
         score(ds, {"foo": []})
     with pytest.raises(ScoringError, match="record 1"):
         score(ds, {"orig": [{"image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1], "score": 0.5}, {"x": 1}]})
+    ok = {"image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1], "score": 0.5}
+    for key in ("category_id", "image_id"):  # true was scored as query 1 (image 1)
+        with pytest.raises(ScoringError, match=f"record 1 has a non-integer {key} True"):
+            score(ds, {"orig": [ok, {**ok, key: True}]})
 
 
 def test_score_run_and_cli(tmp_path: Path, small: tuple[dict, dict], capsys: pytest.CaptureFixture) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from probench.bags.layout import STORAGES
-from probench.limits import MAX_RATE_HZ, MIN_RATE_HZ, check_flag
+from probench.limits import MAX_RATE_HZ, MIN_RATE_HZ, IntRange, check_flag
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,19 +21,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rate", type=float, default=30.0, help="frame rate of the bag's timestamps in Hz (default 30)"
     )
     parser.add_argument(
-        "--jpeg-quality", type=int, default=90, help="JPEG quality with --compressed, for non-JPEG images"
+        "--jpeg-quality", type=IntRange(1, 100), default=90,
+        help="JPEG quality with --compressed, for non-JPEG images",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
-    from probench.bags.errors import BagUsageError
     from probench.bags.writer import write_bag
     from probench.data.dataset import load_dataset
 
     check_flag("--rate", args.rate, low=MIN_RATE_HZ, high=MAX_RATE_HZ)
-    if not 1 <= args.jpeg_quality <= 100:
-        raise BagUsageError(f"--jpeg-quality must be in 1..100, got {args.jpeg_quality}")
     dataset = load_dataset(args.dataset)
     try:
         summary = write_bag(

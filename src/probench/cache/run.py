@@ -373,15 +373,18 @@ def _columns(data: list[Any]) -> PredictionColumns | None:
     if set(map(type, data)) - {dict}:
         return None
     try:
-        ids, cats, boxes, scores = (np.array(list(map(itemgetter(k), data)))
-                                    for k in ("image_id", "category_id", "bbox", "score"))
+        id_lists = [list(map(itemgetter(k), data)) for k in ("image_id", "category_id")]
+        if any(bool in set(map(type, values)) for values in id_lists):
+            return None  # numpy would read true as 1: the records' own checks name it
+        ids, cats = (np.array(values) for values in id_lists)
+        boxes, scores = (np.array(list(map(itemgetter(k), data))) for k in ("bbox", "score"))
     except (KeyError, ValueError, TypeError, OverflowError):
         return None
     n = len(data)
     if n == 0:
         return PredictionColumns(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 4)), np.zeros(0))
     if ids.dtype.kind != "i" or cats.dtype.kind != "i" or scores.dtype.kind not in "fi":
-        return None  # (booleans too: the records' own checks decide)
+        return None
     if boxes.dtype.kind not in "fi" or boxes.shape != (n, 4):
         return None
     s = scores.astype(np.float64)
@@ -395,6 +398,9 @@ def _check_results(path: Path, data: list[Any]) -> None:
     for i, r in enumerate(data):
         if not isinstance(r, dict) or not {"image_id", "category_id", "bbox", "score"} <= r.keys():
             raise CacheError(f"{path}: record {i} lacks image_id/category_id/bbox/score")
+        for key in ("image_id", "category_id"):
+            if isinstance(r[key], bool):  # true is not image or query 1 (the scorer reads other kinds)
+                raise CacheError(f"{path}: record {i}: {key} {r[key]!r} is not an integer id")
         bbox = r["bbox"]
         numeric = isinstance(bbox, list) and all(isinstance(v, (int, float)) for v in bbox)
         if not (numeric and len(bbox) == 4):

@@ -93,6 +93,16 @@ def _num(value: float | str | None) -> float | None:
     return out if math.isfinite(out) else None
 
 
+def _target_json(view: NodeView) -> dict[str, object] | None:
+    """The node's latched target, and whether the operator chose it (its /diagnostics' ``target``
+    says how the target was chosen: ``operator track 7`` or ``best (track 3)``): after Clear the
+    latched target is the best detection, which must not look like a choice."""
+    if view.target is None:
+        return None
+    how = view.diagnostics.values.get("target", "") if view.diagnostics is not None else ""
+    return {"track_id": view.target[0], "prompt": view.target[1], "chosen": how.startswith("operator")}
+
+
 def _diagnostics_json(view: NodeView) -> dict[str, object] | None:
     d = view.diagnostics
     if d is None:
@@ -182,7 +192,7 @@ class Console:
             "stream": {"source": self.stream_source, "frames": frame.seq if frame else 0},
             "topics": dict(view.topics), "limits": self.limits, "transitions": list(TRANSITIONS),
             "threshold": _num(view.threshold),  # in force: the node's LabelInfo
-            "target": None if view.target is None else {"track_id": view.target[0], "prompt": view.target[1]},
+            "target": _target_json(view),
             "controls": {"prompt_policy": list(POLICIES)},
         }
 
@@ -384,7 +394,9 @@ def create_app(
     async def target(request: Request) -> Response:
         try:
             body = await _json_body(request, 4096)
-            track = console.select_target(body.get("track_id"))
+            if "track_id" not in body:  # an empty body is no request to clear the operator's target
+                raise _HttpError(400, "give 'track_id': a track id, or null to clear the target")
+            track = console.select_target(body["track_id"])
         except (_HttpError, BridgeError) as exc:
             return _error(exc.status, str(exc))
         return JSONResponse({"track_id": track})

@@ -9,25 +9,24 @@ worker thread).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
 from probench.console.errors import ConsoleUsageError
+from probench.vocabulary import is_ros_name_token
 
 # What the page may ask of the node's lifecycle (rclpy LifecycleNode transition labels).
 TRANSITIONS = ("configure", "activate", "deactivate")
 STREAM_SOURCES = ("debug_image", "image")
-_NAME_TOKEN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def split_node_name(node: str) -> tuple[str, str]:
     """``"/robot1/grounding_node"`` -> ``("/robot1", "grounding_node")``; ``"grounding_node"``
     means ``/grounding_node``. ConsoleUsageError for anything that is not a ROS node name."""
     parts = node.strip().strip("/").split("/")
-    if not node.strip() or not all(_NAME_TOKEN.match(p) for p in parts):
+    if not node.strip() or not all(is_ros_name_token(p) for p in parts):
         raise ConsoleUsageError(
             f"--node {node!r} is not a ROS node name (e.g. /grounding_node or /robot1/grounding_node)"
         )
@@ -41,7 +40,7 @@ def graph_names(node: str, image_topic: str | None = None) -> dict[str, str]:
     base = ns.rstrip("/")
     fqn = f"{base}/{name}"
     image = "/" + (image_topic or f"{base}/image").strip().strip("/")
-    if not all(_NAME_TOKEN.match(p) for p in image[1:].split("/")):
+    if not all(is_ros_name_token(p) for p in image[1:].split("/")):
         raise ConsoleUsageError(
             f"--image-topic {image_topic!r} is not a ROS topic name (e.g. /camera/image_raw)"
         )

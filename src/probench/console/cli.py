@@ -22,6 +22,7 @@ from pathlib import Path
 from probench.console.bridge import STREAM_SOURCES, graph_names
 from probench.console.errors import ConsoleUsageError
 from probench.console.guard import is_loopback, new_token
+from probench.limits import MAX_PORT, IntRange
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to serve on (default 127.0.0.1: this machine only); any other "
                              "address requires the access token printed at start")
-    parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
+    parser.add_argument("--port", type=IntRange(0, MAX_PORT),
+                        default=8080, help="port (default 8080; 0 = any free port)")
     parser.add_argument("--stream", choices=STREAM_SOURCES, default="debug_image",
                         help="debug_image (default): the node's own annotated image; image: the camera "
                              "topic, annotated here from the detections (the node draws nothing)")
@@ -62,8 +64,6 @@ def _check_policy(args: argparse.Namespace) -> None:
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    if not 0 <= port <= 65535:
-        raise ConsoleUsageError(f"--port {port} is not a port number (0-65535; 0 = any free port)")
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:

@@ -11,17 +11,20 @@ it). Whether it is accepted is the node's decision: its reason comes back word f
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from probench.console.errors import BridgeError, ConsoleUsageError
+from probench.limits import INT64_MAX, IntRange
 from probench.realtime.node_spec import GROUNDING_PARAMS
 
 PARAM_TYPES = ("bool", "integer", "double", "string", "string_array")
 # What the console's controls may set (the page offers these two, and nothing else).
 CONSOLE_PARAMS = ("prompt_policy", "score_threshold")
 
+_ROS_INTEGER = IntRange(-INT64_MAX - 1, INT64_MAX)  # what an integer parameter carries (int64)
 _APPLIES_TEXT = {
     "live": "in force now",
     "configure": "stored, in force from the node's next configure (it keeps the value it was configured "
@@ -97,9 +100,9 @@ def parse_value(kind: str, text: str, name: str = "value") -> Any:
         raise ConsoleUsageError(f"{name} is a bool: give true or false, got {text!r}")
     if kind == "integer":
         try:
-            return int(t)
-        except ValueError:
-            raise ConsoleUsageError(f"{name} is an integer, got {text!r}") from None
+            return _ROS_INTEGER(t)
+        except argparse.ArgumentTypeError as exc:  # (beyond int64: rclpy would raise deep inside)
+            raise ConsoleUsageError(f"{name} is an integer: {exc}") from None
     if kind == "double":
         try:
             out = float(t)

@@ -19,7 +19,8 @@ _PREFIX = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from probench.realtime.node_spec import PARAMETER_DEFAULTS
+    from probench.limits import IntRange
+    from probench.realtime.node_spec import GROUNDING_PARAMS, PARAMETER_DEFAULTS
 
     io = parser.add_argument_group("input and output")
     io.add_argument("--bag", required=True, help="rosbag2 to ground: a folder, or a .mcap / .db3 file")
@@ -35,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="copy the input image topic (and the prompt topic) into the output bag")
     io.add_argument("--prefix", default="/ground",
                     help="namespace of the output topics (default /ground; '' = the node's own names)")
-    io.add_argument("--jpeg-quality", type=int, default=85, metavar="Q",
+    io.add_argument("--jpeg-quality", type=IntRange(1, 100), default=85, metavar="Q",
                     help="JPEG quality of the annotated images (85)")
     io.add_argument("--overwrite", action="store_true",
                     help="replace an existing output bag (only a bag folder), video or JSONL")
@@ -66,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sp.add_argument("--depth-tolerance", type=float, metavar="S",
                     default=float(PARAMETER_DEFAULTS["depth_tolerance"]),
                     help="seconds a depth stamp may differ from its frame's (default %(default)s)")
-    sp.add_argument("--min-depth-pixels", type=int, metavar="N",
+    sp.add_argument("--min-depth-pixels", type=GROUNDING_PARAMS["min_depth_pixels"].int_flag(), metavar="N",
                     default=int(PARAMETER_DEFAULTS["min_depth_pixels"]),
                     help="valid depth pixels a box needs for a 3D estimate (default %(default)s)")
     sp.add_argument("--max-depth", type=float, metavar="M", default=float(PARAMETER_DEFAULTS["max_depth"]),
@@ -81,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     md.add_argument("--score-threshold", type=float, metavar="S",
                     default=float(PARAMETER_DEFAULTS["score_threshold"]),
                     help="minimum score kept (default: the node's, %(default)s)")
-    md.add_argument("--max-detections", type=int, metavar="N",
+    md.add_argument("--max-detections", type=GROUNDING_PARAMS["max_detections"].int_flag(), metavar="N",
                     default=int(PARAMETER_DEFAULTS["max_detections"]),
                     help="at most this many detections per frame, highest scores (default %(default)s)")
     from probench.prompting.options import add_policy_arguments
@@ -91,7 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from probench.models.threads import add_threads_argument
 
     add_threads_argument(md)
-    md.add_argument("--max-pixels", type=int, metavar="N",
+    md.add_argument("--max-pixels", type=GROUNDING_PARAMS["max_image_pixels"].int_flag(), metavar="N",
                     default=int(PARAMETER_DEFAULTS["max_image_pixels"]),
                     help="refuse a compressed frame whose header gives more pixels (width x height), "
                          "before decoding it (default %(default)s; the node's max_image_pixels)")
@@ -131,17 +132,12 @@ def plan_from_args(args: argparse.Namespace) -> GroundPlan:
     from probench.realtime.node_spec import GROUNDING_PARAMS
 
     for flag, name, value in (("--score-threshold", "score_threshold", args.score_threshold),
-                              ("--max-detections", "max_detections", args.max_detections),
                               ("--depth-tolerance", "depth_tolerance", args.depth_tolerance),
-                              ("--min-depth-pixels", "min_depth_pixels", args.min_depth_pixels),
-                              ("--max-depth", "max_depth", args.max_depth),
-                              ("--max-pixels", "max_image_pixels", args.max_pixels)):
-        try:  # the node's own parameter table: the same ranges as grounding_node
+                              ("--max-depth", "max_depth", args.max_depth)):
+        try:  # the node's own parameter table: the same ranges as grounding_node (integers: their type)
             GROUNDING_PARAMS.check(name, value)
         except ValueError as exc:
             raise GroundUsageError(f"{flag}: {exc}") from exc
-    if not 1 <= args.jpeg_quality <= 100:
-        raise GroundUsageError(f"--jpeg-quality must lie in 1..100, got {args.jpeg_quality}")
     prefix = args.prefix.rstrip("/")
     if not _PREFIX.match(prefix):
         raise GroundUsageError(f"--prefix {args.prefix!r} is not a ROS namespace like /ground")

@@ -79,9 +79,13 @@ def decode(frame: Frame, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> tuple[A
 def ground(frame: Frame, core: FrameCore, prompts: Prompts, policy: PromptPolicy | None = None,
            wanted: Wanted | None = None) -> tuple[Grounded, list[str]]:
     """The core's answer to one frame, and the lines it asks to log. A frame that cannot be
-    decoded ends the run (one line naming it)."""
-    answer = core.answer(frame.raw, compressed=frame.compressed, prompts=prompts, policy=policy,
-                         wanted=wanted or Wanted())
+    decoded, or that the model fails on (a plugin's NaN box, an exception), ends the run: one
+    line naming the frame, as ``infer`` names the image."""
+    try:
+        answer = core.answer(frame.raw, compressed=frame.compressed, prompts=prompts, policy=policy,
+                             wanted=wanted or Wanted())
+    except Exception as exc:  # a model's failure (foreign code too) is one line, naming the frame
+        raise GroundError(f"{frame.where()}: the model failed on it: {type(exc).__name__}: {exc}") from exc
     if answer.error:
         raise GroundError(f"{frame.where()}: {answer.error}")
     if not answer.answered:  # no stamped set and no operator prompts: the node publishes nothing

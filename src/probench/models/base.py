@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 
-from probench.detections import Detections, DetectionsError
+from probench.detections import MAX_PER_PROMPT, Detections, DetectionsError, top_per_prompt
 from probench.models.errors import ImageInputError, PromptError
 from probench.models.spec import ModelRecord, TextCache
 from probench.vocabulary import MAX_PROMPT_CHARS as _VOCAB_MAX_PROMPT_CHARS
@@ -268,6 +268,10 @@ class BaseDetector:
         if self.foreign_output and len(dets) and int(dets.prompt_index.max()) >= n:
             raise DetectionsError(f"{self.name} gave prompt index {int(dets.prompt_index.max())} "
                                   f"for {n} prompt(s)")
+        if len(dets) > MAX_PER_PROMPT:  # the contract's 100 per prompt, whatever a plugin returns
+            keep = top_per_prompt(dets.scores, dets.prompt_index)
+            if len(keep) < len(dets):
+                dets = dets.filter(np.sort(keep))  # (in the order given, timings kept)
         return dets
 
     def _frame(self, image: Frame) -> Frame:

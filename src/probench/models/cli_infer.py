@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from probench.errors import UsageError
+from probench.limits import MAX_COUNT, IntRange
 from probench.models.spec import RUNTIMES
 from probench.vocabulary import PREPROCESS_PATHS
 
@@ -66,7 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--score-threshold", type=float, default=0.0,
         help="drop boxes scoring below this (default 0.0: keep what the model's post-processing keeps)",
     )
-    parser.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N images by id")
+    parser.add_argument("--limit", type=IntRange(1, MAX_COUNT),
+                        default=None, metavar="N", help="only the first N images by id")
     from probench.prompting.options import add_policy_arguments
     from probench.scale.options import add_ray_arguments
 
@@ -133,8 +135,6 @@ def run(args: argparse.Namespace) -> int:
     formulations = run_formulations(args.formulations, policy)
     if not 0.0 <= args.score_threshold <= 1.0:
         raise UsageError(f"--score-threshold must lie in [0, 1], got {args.score_threshold}")
-    if args.limit is not None and args.limit < 1:
-        raise UsageError(f"--limit must be >= 1, got {args.limit}")
     out = check_paths(args)
     dataset = load_dataset(args.dataset)
     image_ids = select_images(dataset, args.limit)

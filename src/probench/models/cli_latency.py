@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import argparse
 
-from probench.errors import UsageError
+from probench.limits import MAX_COUNT, IntRange
 from probench.models.cli_infer import add_common_model_arguments, check_paths, load_model, requested_model
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_model_arguments(parser)
-    parser.add_argument("--images", type=int, default=50, help="size of the fixed image subset (default 50)")
-    parser.add_argument("--warmup", type=int, default=3, help="warm-up inferences, not timed (default 3)")
-    parser.add_argument("--runs", type=int, default=10, help="timed passes over the subset (default 10)")
+    parser.add_argument("--images", type=IntRange(1, MAX_COUNT),
+                        default=50, help="size of the fixed image subset (default 50)")
+    parser.add_argument("--warmup", type=IntRange(0, MAX_COUNT),
+                        default=3, help="warm-up inferences, not timed (default 3)")
+    parser.add_argument("--runs", type=IntRange(1, MAX_COUNT),
+                        default=10, help="timed passes over the subset (default 10)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,12 +28,6 @@ def run(args: argparse.Namespace) -> int:
     from probench.data.dataset import load_dataset
     from probench.models.latency import format_summary, latency_identity, run_latency
 
-    if args.images < 1:
-        raise UsageError(f"--images must be >= 1, got {args.images}")
-    if args.warmup < 0:
-        raise UsageError(f"--warmup must be >= 0, got {args.warmup}")
-    if args.runs < 1:
-        raise UsageError(f"--runs must be >= 1, got {args.runs}")
     out = check_paths(args)
     dataset = load_dataset(args.dataset)
     if not args.overwrite:  # refused before a slow model load, naming the field

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
 import numpy as np
 
+from probench.detections import MAX_PER_PROMPT as MAX_PER_PROMPT  # re-exported
+from probench.detections import top_per_prompt
 from probench.errors import UsageError
 from probench.models.base import BaseDetector
 from probench.models.errors import ModelError, WeightsNotFoundError
@@ -35,7 +37,6 @@ if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transforme
 T = TypeVar("T")
 
 TINY_SEED = 0  # every tiny model is built right after torch.manual_seed(TINY_SEED)
-MAX_PER_PROMPT = 100  # COCO maxDets: the cap on boxes per prompt (DESIGN.md, detector contract)
 
 
 def resolve_device(device: str, precision: str) -> tuple[TorchDevice, TorchDtype]:
@@ -148,17 +149,7 @@ def finish_model(model: PreTrainedModel, dev: TorchDevice, dtype: TorchDtype) ->
 
 def cap_per_prompt(scores: ArrayLike, labels: ArrayLike, max_per_prompt: int = MAX_PER_PROMPT) -> np.ndarray:
     """Indices (numpy) of the kept boxes: sorted by score, at most ``max_per_prompt`` per label."""
-    score_arr = np.asarray(scores, dtype=np.float64)
-    label_arr = np.asarray(labels, dtype=np.int64)
-    order = np.argsort(-score_arr, kind="stable")
-    keep = []
-    counts: dict[int, int] = {}
-    for i in order:
-        c = counts.get(int(label_arr[i]), 0)
-        if c < max_per_prompt:
-            counts[int(label_arr[i])] = c + 1
-            keep.append(i)
-    return np.asarray(keep, dtype=np.int64)
+    return top_per_prompt(scores, labels, max_per_prompt)
 
 
 def device_pixels(processor: BaseImageProcessor, dev: TorchDevice, dtype: TorchDtype) -> PixelFn:

@@ -23,7 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-from probench.limits import MAX_THREADS, THREADS_DEFAULT, check_flag
+from probench.limits import MAX_THREADS, THREADS_DEFAULT, IntRange, check_flag
 
 DEFAULT = THREADS_DEFAULT  # the setting's default value, 0: half the usable CPUs (default_threads)
 CGROUP_V2 = Path("/sys/fs/cgroup/cpu.max")
@@ -105,7 +105,7 @@ def apply_threads(value: int, flag: str = "--threads") -> int:
 
 def add_threads_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--threads N``, the same flag for every command that runs a model."""
-    parser.add_argument("--threads", type=int, default=DEFAULT, metavar="N",
+    parser.add_argument("--threads", type=IntRange(0, MAX_THREADS), default=DEFAULT, metavar="N",
                         help="CPU threads of the model work (torch, OpenCV); 0 (default): half the CPUs "
                         "this process may use, at least 1 (the grounding node's `threads`)")
 

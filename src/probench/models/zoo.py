@@ -162,8 +162,8 @@ def model_record(
         source = RANDOM_SOURCE
     elif weights:
         source = str(Path(weights).expanduser().resolve())
-    else:
-        source = spec.checkpoint  # the local hub / ultralytics cache; never downloaded
+    else:  # the local hub / ultralytics cache (never downloaded); a plugin's factory finds its own
+        source = spec.checkpoint or f"its factory's own ({spec.factory})"
     return ModelRecord(
         name=name, paper_name=spec.paper_name, family=spec.family, backend=spec.backend,
         checkpoint=spec.checkpoint, random_weights=bool(tiny or random_weights),

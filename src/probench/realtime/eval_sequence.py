@@ -232,6 +232,9 @@ def run_sequences(
     plans = {f: plan_videos(dataset, frames, f, run.done[f]) for f in run.formulations}
     try:
         first = next((p[0][0] for p in plans.values() if p[0]), None)
+        # before any operator prompt, the warm-up's too: while the link's handshake (a stamped
+        # set) is in use, the node would hold each frame frame_prompts_wait for a stamped set
+        link.ready_for_operator_prompts(ack_timeout_s)
         if first is not None and warmup_frames > 0:
             some = first.frames[:warmup_frames]
             rec = prompts.send(link, first, 0)
@@ -249,7 +252,6 @@ def run_sequences(
                 answer_timeout_s=answer_timeout_s,
                 announce=False,
             )
-        link.ready_for_operator_prompts(ack_timeout_s)
         for f in run.formulations:
             videos, complete = plans[f]
             set_policy(f)

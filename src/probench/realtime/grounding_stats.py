@@ -105,6 +105,7 @@ class Health:
     topics: str = "image"  # where frames are expected, for the message
     last_error: str = ""
     transport: str = ""  # many frames lost in transport (:func:`loss_warning`), else ""
+    configure_error: str = ""  # why the last configure failed, "" once one worked
 
 
 def diagnostic_level(h: Health) -> tuple[str, str]:
@@ -118,7 +119,8 @@ def diagnostic_level(h: Health) -> tuple[str, str]:
     5. no prompts: WARN; 6. some frames failed: WARN; else OK with the rate.
     """
     if h.state != "active":
-        return "WARN", f"{h.state}: not processing"
+        failed = f" ({h.configure_error})" if h.configure_error and h.state == "unconfigured" else ""
+        return "WARN", f"{h.state}: not processing{failed}"
     if h.transport:
         return "WARN", h.transport
     if h.silent_s >= h.camera_timeout:

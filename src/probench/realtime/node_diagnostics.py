@@ -55,17 +55,21 @@ class NodeDiagnostics:
     def report(self, *, state: str, params: dict[str, Any], cfg: GroundingConfig | None, active: Prompts,
                policy: PromptPolicy, policy_rejected: int, core: FrameCore | None, topics: tuple[str, str],
                last_error: str,
-               profile_hint: Callable[[], str | None] | None = None) -> tuple[str, str, dict[str, Any], str]:
+               profile_hint: Callable[[], str | None] | None = None, configure_error: str = "",
+               configure_failures: int = 0) -> tuple[str, str, dict[str, Any], str]:
         """``(level, message, values, transport warning or "")`` for this period; with a
         transport warning, ``values["transport_hint"]`` says how to fix it (``profile_hint``:
         the Fast DDS profile's own line). ``params``: the node's current values; ``cfg``: those
-        taken at configure (None before), which rule the configure-time ones."""
+        taken at configure (None before), which rule the configure-time ones. ``configure_error``:
+        why the last configure failed ("" once one worked), with ``configure_failures``, the
+        count a caller tells its own refusal by."""
         period = cfg.diagnostics_period if cfg else float(params["diagnostics_period"])
         camera_timeout = cfg.camera_timeout if cfg else float(params["camera_timeout"])
         snap = self.stats.snapshot(stale_after_s=max(2.0, 2 * period))
         values: dict[str, Any] = {
             "state": state, "model": params["model"], "device": params["device"],
             "precision": params["precision"], "prompts": " ; ".join(active), "n_prompts": len(active), **snap,
+            "configure_error": configure_error, "configure_failures": configure_failures,
         }
         if core is not None:
             cache = core.detector.text_cache_stats()
@@ -91,5 +95,6 @@ class NodeDiagnostics:
         level, message = diagnostic_level(Health(
             state=state, n_prompts=len(active), new_processed=new_processed, new_errors=new_errors,
             rate_hz=float(snap["rate_hz"]), silent_s=time.monotonic() - since, camera_timeout=camera_timeout,
-            topics=" or ".join(topics), last_error=last_error, transport=transport))
+            topics=" or ".join(topics), last_error=last_error, transport=transport,
+            configure_error=configure_error))
         return level, message, values, transport

@@ -9,7 +9,7 @@ descriptions from :func:`grounding_node_description`, and the tests check
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,13 @@ from probench.prompting.policy import DEFAULT_POLICY, POLICIES
 from probench.realtime import PACKAGE, package_config
 from probench.realtime.params import Param, ParamTable
 from probench.spatial.depth import DEFAULT_MAX_DEPTH_M, MAX_DEPTH_LIMIT_M
-from probench.vocabulary import FORMULATIONS, POLICY_FORMULATION, PREPROCESS_PATHS, parse_formulations
+from probench.vocabulary import (
+    FORMULATIONS,
+    POLICY_FORMULATION,
+    PREPROCESS_PATHS,
+    is_topic_name,
+    parse_formulations,
+)
 
 EXECUTABLE = "grounding_node"
 NODE_NAME = "grounding_node"
@@ -52,13 +58,36 @@ def _profile(value: Any) -> str:
     return str(value).strip()
 
 
+def _model(value: object) -> str:
+    """A model the zoo knows (a zoo, plugin, ``tiny-*`` or ``test-*`` name), refused when set
+    rather than at the next configure. A ``package.module:factory`` is imported only at
+    configure (its module is foreign code), so here it is taken as given."""
+    from probench.models.plugins import is_one_off
+    from probench.models.zoo import check_model_name
+
+    name = str(value)
+    if name.strip() and not is_one_off(name):
+        check_model_name(name)  # an UnknownModelError: one line, naming the zoo
+    return name
+
+
+def _topic(param: str) -> Callable[[object], str]:
+    def check(value: object) -> str:
+        text = str(value)
+        if text and not is_topic_name(text):
+            raise ValueError(f"{param} {text!r} is not a ROS topic name (tokens of letters, digits and _, "
+                             "not starting with a digit, separated by /; e.g. /camera/depth/image_raw)")
+        return text
+    return check
+
+
 def _formulations(value: Any) -> list[str]:
     return parse_formulations(list(value))
 
 
 GROUNDING_PARAMS = ParamTable(NODE_NAME, (
     Param("model", "string", "tiny-owlv2", "zoo model name (`probench models`)", "configure", nonempty=True,
-          identity=True),
+          identity=True, check_value=_model),
     Param("device", "string", "cpu", "torch device: cpu, cuda, cuda:N", "configure", nonempty=True,
           identity=True),
     Param("precision", "string", "fp32", "model precision (fp32, fp16, ... as the model allows)",
@@ -103,9 +132,10 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
           "configure", low=0.0, low_open=True, high=MAX_TIMEOUT_S),
     Param("depth_topic", "string", "",
           "aligned depth image (16UC1 mm or 32FC1 m, registered to the colour camera); empty = no 3D output",
-          "configure"),
+          "configure", check_value=_topic("depth_topic")),
     Param("camera_info_topic", "string", "",
-          "the colour camera's CameraInfo; empty = `camera_info` beside depth_topic", "configure"),
+          "the colour camera's CameraInfo; empty = `camera_info` beside depth_topic", "configure",
+          check_value=_topic("camera_info_topic")),
     Param("depth_tolerance", "double", 0.02,
           "seconds a depth stamp may differ from the colour frame's (and a frame waits for its depth)",
           "configure", low=0.0, high=1.0),
@@ -269,7 +299,7 @@ TOPICS: dict[str, tuple[str, str, str]] = {
     "detections_3d": ("pub", "vision_msgs/msg/Detection3DArray",
                       "only when depth_topic is set; reliable, keep last 10; the colour image's header"),
     "target_pose": ("pub", "geometry_msgs/msg/PoseStamped",
-                    "only when depth_topic is set; the best 3D detection of the first prompt"),
+                    "only when depth_topic is set; reliable, keep last 10; the target's 3D position"),
     "markers": ("pub", "visualization_msgs/msg/MarkerArray",
                 "only when depth_topic is set; built only when subscribed"),
     "target_select": ("sub", "std_msgs/msg/Int64",
@@ -291,7 +321,7 @@ TOPICS: dict[str, tuple[str, str, str]] = {
                                 "only for a model that gives masks; reliable, transient_local, keep last 1: "
                                 "0 = background, c = prompt c-1"),
     "target_points": ("pub", "sensor_msgs/msg/PointCloud2",
-                      "only with depth_topic and masks; the first prompt's best detection's mask pixels "
+                      "only with depth_topic and masks; reliable, keep last 1; the target's mask pixels "
                       "in 3D (x, y, z float32, m); built only when subscribed"),
 }
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from probench.errors import ProbenchError
+from probench.limits import IntRange
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -85,6 +86,12 @@ class Param:
             except Exception as exc:  # noqa: BLE001 - any other failure is one line, never a crash
                 raise _one_line(self.name, exc) from None
         return value
+
+    def int_flag(self) -> IntRange:
+        """The argparse type of a flag that sets this integer parameter: the row's range."""
+        if self.type != "integer" or self.low is None or self.high is None or self.low_open:
+            raise ValueError(f"{self.name}: not an integer parameter with a closed range")
+        return IntRange(int(self.low), int(self.high))
 
     def range_text(self) -> str:
         if self.choices:

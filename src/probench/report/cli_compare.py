@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from probench.errors import UsageError
+from probench.limits import MAX_COUNT, MAX_SEED, IntRange
 from probench.scoring.cli import resamples
 from probench.vocabulary import FORMULATIONS
 
@@ -21,11 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the dataset both runs were made on (default: the path in RUN_A's run.json)")
     parser.add_argument("--bootstrap", type=resamples, default=1000, metavar="N",
                         help="paired bootstrap resamples over images (default 1000; 0: no intervals)")
-    parser.add_argument("--bootstrap-seed", type=int, default=0, metavar="S",
+    parser.add_argument("--bootstrap-seed", type=IntRange(0, MAX_SEED), default=0, metavar="S",
                         help="the bootstrap's seed (default 0)")
     parser.add_argument("--formulation", choices=FORMULATIONS, default="orig",
                         help="the formulation of the per-query AP changes (default orig)")
-    parser.add_argument("--top", type=int, default=10, metavar="K",
+    parser.add_argument("--top", type=IntRange(0, MAX_COUNT), default=10, metavar="K",
                         help="queries listed (default 10; 0: all)")
     parser.add_argument("--out", type=Path, metavar="FILE",
                         help="also write the whole comparison as JSON (a new file, outside run folders)")
@@ -64,6 +65,8 @@ def render(result: dict[str, Any], top: int) -> str:
         star = " *" if m["significant"] else ""
         lines.append(f"{key:<18} {_fmt(m['a']):>7} {_fmt(m['b']):>7} {_fmt(m['delta'], True):>8}  "
                      f"{iv_text}{star}")
+    for form, why in result["not_compared"].items():
+        lines.append(f"{form}: not compared ({why}), nor what needs it (its Δs, PCR and PLC)")
     queries = result["queries"]
     shown = queries if top <= 0 else queries[:top]
     lines += ["", f"AP.5 per query ({result['formulation']}), largest change first "

@@ -168,8 +168,9 @@ def write_temporal(entries: Sequence[Entry], out: Path) -> tuple[dict[str, Path]
         "",
         'Definitions: docs/METRICS.md, "Temporal metrics". Found = the query\'s top-1 prediction '
         "overlaps its target with IoU >= 0.5; change frames / ms: from a prompt change to the first "
-        "frame where the new target is found (ms through ROS 2: from the operator prompt's publication "
-        "to that answer's arrival).",
+        "frame where the new target is found (ms through ROS 2: to that answer's arrival, from the "
+        "operator prompt's publication, or from the changed frame's stamp when the change came as "
+        "stamped per-frame sets).",
         "",
         table,
     ]

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from probench.errors import CheckFailed
-from probench.realtime.node_spec import MODES
+from probench.limits import MAX_DOMAIN_ID, IntRange
+from probench.realtime.node_spec import EVALUATOR_PARAMS, MODES
 from probench.vocabulary import RUN_FORMULATIONS
 
 if TYPE_CHECKING:
@@ -39,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the Hugging Face / ultralytics cache; `probench fetch MODEL` fills it)")
     parser.add_argument("--answer-timeout", type=float, default=None,
                         help="seconds to wait for a frame's detections before counting it missed (default 5)")
-    parser.add_argument("--warmup-frames", type=int, default=None, metavar="N",
+    parser.add_argument("--warmup-frames", type=EVALUATOR_PARAMS["warmup_frames"].int_flag(), default=None,
+                        metavar="N",
                         help="frames sent one at a time before each session's first stream, scored nowhere "
                              "(default 3)")
     parser.add_argument("--budget-ms", type=float, default=None,
@@ -60,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--params-file", default=None, help="parameter YAML (default: config/eval.yaml)")
     parser.add_argument("--timeout", type=float, default=3600.0,
                         help="give up (and stop both nodes) after this many seconds (default 3600)")
-    parser.add_argument("--domain-id", type=int, default=None,
+    parser.add_argument("--domain-id", type=IntRange(0, MAX_DOMAIN_ID), default=None,
                         help="ROS_DOMAIN_ID for the graph (default: $ROS_DOMAIN_ID, else a random one)")
     from probench.models.threads import add_threads_argument
     from probench.prompting.options import add_policy_arguments

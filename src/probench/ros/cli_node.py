@@ -8,6 +8,7 @@
     probench node param list                     # every parameter, its value and description
     probench node param set prompt_policy categorical   # the node's reason when it refuses
     probench node target 7                       # track 7 is the target; --clear: the best again
+    probench node watch                          # every output: track ids, 3D, masks, the target
     probench node status --node /robot1/grounding_node
 
 It talks to the grounding node through the console's ROS bridge
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from probench.console.bridge import split_node_name
 from probench.console.errors import BridgeError, ConsoleUsageError
 from probench.errors import CheckFailed
-from probench.limits import MAX_TIMEOUT_S, check_flag
+from probench.limits import INT64_MAX, MAX_TIMEOUT_S, IntRange, check_flag
 from probench.vocabulary import escape_for_log
 
 if TYPE_CHECKING:
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
 
 LIFECYCLE_ACTIONS = ("configure", "activate", "deactivate", "cleanup")
 _POLL_S = 0.05
+_UNKNOWN_AFTER_S = 1.0  # `node target`: this long of the node's frames without the track: not in view
+_REASON_WAIT_S = 3.0  # a refused configure's reason: published with the refusal, waited for this long
 # Diagnostics values shown first (the rest follow in the node's order).
 _HEADLINE = ("state", "model", "device", "precision", "rate_hz", "latency_p50_ms", "latency_p95_ms",
              "frames_received", "frames_processed", "frames_skipped", "errors", "prompts_rejected")
@@ -44,6 +48,10 @@ _HEADLINE = ("state", "model", "device", "precision", "rate_hz", "latency_p50_ms
 
 class NodeCliError(CheckFailed):
     """The node is not there, did not answer in time, or refused."""
+
+
+class ConfigureRefused(NodeCliError):
+    """The node refused a configure, with its reason."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,9 +97,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "the model)")
     target = actions.add_parser("target", parents=[common],
                                 help="make a track the node's target (target_pose follows it), or --clear")
-    target.add_argument("track_id", metavar="TRACK_ID", nargs="?", type=int,
+    target.add_argument("track_id", metavar="TRACK_ID", nargs="?", type=IntRange(0, INT64_MAX),
                         help="a track id, as in Detection2D.id (the node's `tracking` parameter on)")
     target.add_argument("--clear", action="store_true", help="back to the best detection of the first prompt")
+    watching = actions.add_parser("watch", parents=[common],
+                                  help="print the node's outputs as they come: detections with track ids, "
+                                       "3D positions, mask summaries, the target (each with its QoS)")
+    watching.add_argument("--only", default=None, metavar="KINDS",
+                          help="comma-separated subset of detections, 3d, masks, target (default: all)")
+    watching.add_argument("--for", dest="seconds", type=float, default=None, metavar="S",
+                          help="stop after S seconds (default: until Ctrl-C)")
+    watching.add_argument("--json", action="store_true", help="one JSON object per message instead of text")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,11 +122,10 @@ def run(args: argparse.Namespace) -> int:
         prompts = prompts_from_message(args.text)  # checked as the node checks it
         check_flag("--watch", args.watch, low=0.0, high=MAX_TIMEOUT_S)
 
-    if args.action == "target":
-        if (args.track_id is None) == (not args.clear):
-            raise ConsoleUsageError("give a TRACK_ID or --clear (one of them)")
-        if args.track_id is not None and args.track_id < 0:
-            raise ConsoleUsageError(f"TRACK_ID must be >= 0, got {args.track_id} (--clear: the best again)")
+    if args.action == "target" and (args.track_id is None) == (not args.clear):
+        raise ConsoleUsageError("give a TRACK_ID or --clear (one of them)")
+    if args.action == "watch":
+        return _watch(args, timeout)
 
     from probench.ros.console_bridge import LIFECYCLE_TRANSITIONS, RosConsoleBridge
     from probench.ros.dds_profile import apply_profile
@@ -280,11 +295,45 @@ def _transition(bridge: RosConsoleBridge, action: str, timeout: float) -> int:
     deadline = time.monotonic() + timeout
     before = _present(bridge, timeout).lifecycle
     try:
-        state = bridge.change_state(action, max(1.0, deadline - time.monotonic()))
-    except BridgeError as exc:
-        raise NodeCliError(str(exc)) from exc
+        state = _change_state(bridge, action, max(1.0, deadline - time.monotonic()))
+    except ConfigureRefused as exc:
+        raise NodeCliError(f"{exc}; its configure-time parameters are back to the last configuration that "
+                           "worked (`probench node configure` loads it again)") from exc
     print(f"{bridge.names['node']}: {before} -> {state}", file=sys.stdout, flush=True)
     return 0
+
+
+def _failures(bridge: RosConsoleBridge) -> int | None:
+    """The node's ``configure_failures`` on its newest /diagnostics (None: none seen, or a node
+    that does not report it)."""
+    diag = bridge.view().diagnostics
+    try:
+        return None if diag is None else int(diag.values["configure_failures"])
+    except (KeyError, ValueError):
+        return None
+
+
+def _change_state(bridge: RosConsoleBridge, action: str, timeout: float) -> str:
+    """A transition; a refused configure is a :class:`ConfigureRefused` with the node's reason:
+    its /diagnostics' ``configure_error``, published the moment it failed (told from an older
+    failure by ``configure_failures``)."""
+    before, asked = _failures(bridge), time.monotonic()
+    try:
+        return bridge.change_state(action, timeout)
+    except BridgeError as exc:
+        if action != "configure" or "refused" not in str(exc):
+            raise NodeCliError(str(exc)) from exc
+
+        def reason() -> str:
+            diag = bridge.view().diagnostics
+            if diag is None or time.monotonic() - diag.age_s < asked:
+                return ""
+            count = _failures(bridge)
+            return diag.values.get("configure_error", "") if before is None or (count or 0) > before else ""
+
+        why = _wait(reason, _REASON_WAIT_S) or "(its reason did not come on /diagnostics: see its log)"
+        node = bridge.names["node"]
+        raise ConfigureRefused(f"{node} refused configure: {escape_for_log(why, 1024)}") from exc
 
 
 # -- param -----------------------------------------------------------------------------------
@@ -342,10 +391,62 @@ def _reconfigure(bridge: RosConsoleBridge, timeout: float) -> None:
                            "its next configure)")
     for step in steps:
         try:
-            state = bridge.change_state(step, max(1.0, deadline - time.monotonic()))
-        except BridgeError as exc:
-            raise NodeCliError(str(exc)) from exc
+            state = _change_state(bridge, step, max(1.0, deadline - time.monotonic()))
+        except ConfigureRefused as exc:
+            back = _back_to_good(bridge, was, max(1.0, deadline - time.monotonic()))
+            raise NodeCliError(f"{exc}; {back}") from exc
         print(f"{bridge.names['node']}: {step} -> {state}", flush=True)
+
+
+def _back_to_good(bridge: RosConsoleBridge, was: str, timeout: float) -> str:
+    """After a refused reconfigure the node's parameters are the last configuration that
+    worked: configure (and activate when it was active) again, so it runs as before."""
+    deadline = time.monotonic() + timeout
+    steps = ("configure", "activate") if was == "active" else ("configure",)
+    try:
+        for step in steps:
+            state = _change_state(bridge, step, max(1.0, deadline - time.monotonic()))
+            print(f"{bridge.names['node']}: {step} -> {state}", flush=True)
+    except NodeCliError as exc:
+        return f"and the last configuration that worked did not come back either: {exc}"
+    return f"the node is {state} again with the last configuration that worked"
+
+
+# -- watch -----------------------------------------------------------------------------------
+def _watch(args: argparse.Namespace, timeout: float) -> int:
+    """Every chosen output of the node, one line (or JSON object) per message, until ``--for``
+    seconds have passed or Ctrl-C; the node must show up within ``--timeout``."""
+    from probench.console.watch import parse_kinds, record_line, watched_topics
+
+    check_flag("--for", args.seconds, low=0.0, low_open=True, high=MAX_TIMEOUT_S)
+    try:
+        kinds = parse_kinds(args.only)
+    except ValueError as exc:
+        raise ConsoleUsageError(str(exc)) from None
+    from probench.ros.dds_profile import apply_profile
+    from probench.ros.node_watch import NodeWatch
+
+    def show(rec: dict[str, Any]) -> None:
+        print(json.dumps(rec) if args.json else record_line(rec), flush=True)
+
+    apply_profile()
+    watcher = NodeWatch(args.node, watched_topics(kinds), show)
+    if not args.json:
+        print(f"watching {', '.join(watcher.topics.values())} (Ctrl-C stops)", flush=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while not watcher.present():
+            if time.monotonic() > deadline:
+                domain = os.environ.get("ROS_DOMAIN_ID", "0")
+                raise NodeCliError(f"no grounding node {args.node} within {timeout:g} s (is it running, with "
+                                   f"the same ROS_DOMAIN_ID={domain} and ROS_AUTOMATIC_DISCOVERY_RANGE?)")
+            watcher.spin(0.1)
+        watcher.spin(args.seconds)
+    except KeyboardInterrupt:  # how an open-ended watch ends
+        pass
+    finally:
+        watcher.close()
+    return 0
 
 
 # -- target ----------------------------------------------------------------------------------
@@ -363,11 +464,51 @@ def _target(bridge: RosConsoleBridge, track_id: int | None, timeout: float) -> i
         print("target cleared: the best detection of the first prompt again", flush=True)
         return 0
     wanted = str(track_id)
-    got = _wait(lambda: (t := bridge.view().target) is not None and t[0] == wanted and t,
-                max(0.0, deadline - time.monotonic()))
+    in_view = _TracksInView(bridge)
+
+    def answered() -> tuple[str, str] | str | None:
+        t = bridge.view().target
+        if t is not None and t[0] == wanted:
+            return t
+        in_view.update()
+        return in_view.without(wanted)
+
+    got = _wait(answered, max(0.0, deadline - time.monotonic()))
+    if isinstance(got, str):  # the node's detections went on without the track: no waiting it out
+        raise NodeCliError(f"track {track_id} is not in view of {bridge.names['node']}: {got}")
     if not got:
         raise NodeCliError(f"no `target` naming track {track_id} from {bridge.names['node']} within "
                            f"{timeout:g} s (is the track in view, with the node's tracking on? "
                            "`probench node status` shows the target state)")
     print(f"target: track {got[0]}" + (f" ({got[1]})" if got[1] else ""), flush=True)
     return 0
+
+
+class _TracksInView:
+    """The track ids of the node's detections since the selection was sent: once they span
+    :data:`_UNKNOWN_AFTER_S` (frames newer than the selection) without the wanted track, it
+    is not in view and the caller stops waiting (the node would give way after target_timeout)."""
+
+    def __init__(self, bridge: RosConsoleBridge) -> None:
+        self.bridge, self.since = bridge, time.monotonic()
+        self.ids: set[str] = set()
+        self.first: float | None = None  # arrival of the first frame after the selection
+        self._last: float | None = bridge.view().detections_stamp
+
+    def update(self) -> None:
+        view = self.bridge.view()
+        if view.detections_stamp is not None and view.detections_stamp != self._last:
+            self._last = view.detections_stamp
+            self.first = time.monotonic() if self.first is None else self.first
+            self.ids |= {d.track_id for d in view.detections if d.track_id}
+
+    def without(self, wanted: str) -> str:
+        """Why ``wanted`` is not in view, once that is known; "" until then."""
+        if self.first is None or wanted in self.ids or time.monotonic() - self.first < _UNKNOWN_AFTER_S:
+            return ""
+        if not self.ids:
+            return (f"its detections of the last {_UNKNOWN_AFTER_S:g} s carry no track ids (is its "
+                    "`tracking` parameter on?)")
+        shown = ", ".join(sorted(self.ids, key=lambda t: (len(t), t))[:20])
+        return (f"its detections of the last {_UNKNOWN_AFTER_S:g} s have tracks {shown} "
+                "(`probench node watch` shows them)")

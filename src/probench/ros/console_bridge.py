@@ -22,7 +22,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +40,11 @@ from probench.console.errors import BridgeError, ConsoleUsageError
 from probench.console.params import ParamInfo, table_applies
 from probench.errors import ProbenchError
 from probench.ros import convert
+
+if TYPE_CHECKING:  # the messages' own classes (untyped packages: their attributes are Any to mypy)
+    from diagnostic_msgs.msg import DiagnosticArray
+    from lifecycle_msgs.msg import TransitionEvent
+    from vision_msgs.msg import Detection2D, Detection2DArray, Detection3DArray, LabelInfo
 
 # The page may ask TRANSITIONS only; `probench node` (which shares this bridge) cleanup too.
 LIFECYCLE_TRANSITIONS = (*TRANSITIONS, "cleanup")
@@ -352,28 +357,28 @@ class RosConsoleBridge:
         with self._lock:
             self._lifecycle = str(future.result().current_state.label)
 
-    def _on_transition(self, msg: Any) -> None:
+    def _on_transition(self, msg: TransitionEvent) -> None:
         with self._lock:
             self._lifecycle = str(msg.goal_state.label)
 
-    def _on_label_info(self, msg: Any) -> None:
+    def _on_label_info(self, msg: LabelInfo) -> None:
         prompts = tuple(convert.label_info_to_prompts(msg))
         with self._lock:
             self._prompts, self._prompts_at = prompts, time.monotonic()
             self._threshold = float(msg.threshold)
 
-    def _on_target(self, msg: Any) -> None:
+    def _on_target(self, msg: Detection2D) -> None:
         prompt = str(msg.results[0].hypothesis.class_id) if msg.results else ""
         with self._lock:
             self._target = (str(msg.id), prompt) if msg.id else None
 
-    def _on_diagnostics(self, msg: Any) -> None:
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
         for name, level, message, values in convert.diagnostics_to_statuses(msg):
             if name == self._diag_name:
                 with self._lock:
                     self._diag = (level, message, values, time.monotonic())
 
-    def _on_detections(self, msg: Any) -> None:
+    def _on_detections(self, msg: Detection2DArray) -> None:
         xyxy, scores, labels = convert.detection_array_to_arrays(msg)
         ids = [str(d.id) for d in msg.detections]
         stamp_ns = convert.stamp_ns(msg.header.stamp)
@@ -385,7 +390,7 @@ class RosConsoleBridge:
         if self.stream_source == "image" and self._want:
             self._draw(stamp_ns, xyxy, scores, labels, [d.extra() for d in items])
 
-    def _on_detections_3d(self, msg: Any) -> None:
+    def _on_detections_3d(self, msg: Detection3DArray) -> None:
         """Distances for the table and the stream: the same frame's detections by (prompt,
         score, id), a later frame's by track id."""
         by_key, by_id = {}, {}

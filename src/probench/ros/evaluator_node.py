@@ -276,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     from rclpy.signals import SignalHandlerOptions
 
     from probench.ros.dds_profile import apply_profile
+    from probench.ros.lifecycle_run import init_ros
     from probench.ros.shutdown import SignalShutdown
 
     shutdown = SignalShutdown.install()
@@ -289,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     rc = 0
     result: dict[str, Any] = {"status": "failed", "error": "the node did not start"}
     try:
-        rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+        init_ros(argv, signal_handler_options=SignalHandlerOptions.NO)
         executor = SingleThreadedExecutor()
         node = EvaluatorNode(stop_requested=lambda: shutdown.requested)
         executor.add_node(node)

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from probench.errors import UsageError
-from probench.files import UserFileError, read_user_bytes
 from probench.realtime import PACKAGE, package_config
 from probench.realtime.node_spec import MODES, grounding_node_description
+from probench.realtime.ros_args import load_params_file
 from probench.vocabulary import parse_formulations
 
 EVALUATOR_EXECUTABLE = "evaluator_node"
@@ -244,23 +244,13 @@ def resolved_parameters(desc: Mapping[str, Any]) -> dict[str, Any]:
     ``ros__parameters`` under every key matching the node's full name (in file order,
     rcl's wildcards), then the overrides; later sources win. Used to refuse a mismatched
     run folder before any node starts; the nodes' own values are checked again at run time."""
-    import yaml
-
     full = [t for t in f"{desc.get('namespace') or ''}/{desc['name']}".split("/") if t]
     out: dict[str, Any] = {}
     for source in desc.get("parameters", []):
         if isinstance(source, Mapping):
             out.update(source)
             continue
-        path = Path(source)
-        try:  # bounded: a regular file under the small-file cap (docs/SECURITY.md)
-            doc = yaml.safe_load(read_user_bytes(path, what="params file").decode("utf-8")) or {}
-        except UserFileError as exc:
-            raise UsageError(str(exc)) from None
-        except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
-            raise UsageError(f"params file {path}: cannot read it: {' '.join(str(exc).split())}") from None
-        if not isinstance(doc, Mapping):
-            raise UsageError(f"params file {path}: expected a mapping of node names")
+        doc = load_params_file(source)  # bounded, and as rcl will read it (realtime/ros_args.py)
         for key, section in doc.items():
             pattern = [t for t in str(key).split("/") if t]
             if _node_pattern_matches(pattern, full) and isinstance(section, Mapping):

@@ -75,7 +75,9 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         self._said: dict[str, float] = {}  # warning line -> when it was last logged
         self.state_label = "unconfigured"
         self.finalized = threading.Event()
-        self.last_error = ""  # why configure failed
+        self.last_error = ""  # why the last configure failed, "" once one works (configure_error)
+        self.configure_failures = 0  # configures that failed: a caller tells its own refusal by the count
+        self._good: dict[str, Any] | None = None  # the values of the last configure that worked
         self.last_frame_error = ""  # the latest frame's failure, for /diagnostics
         given = convert.checked_parameters(self, GROUNDING_PARAMS)  # startup values, as the callback checks
         self.worker.latest_prompts = given.get("prompts", ())
@@ -242,10 +244,20 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
 
     # -- lifecycle ----------------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        values = {spec.name: self.param(spec.name) for spec in GROUNDING_PARAMS if spec.name != "prompts"}
+        try:
+            ret = self._configure(values)
+        except Exception as exc:  # noqa: BLE001 - any failure is the refusal's reason, the node stays up
+            return self._fail(f"configure failed: {type(exc).__name__}: {exc}")
+        if ret != TransitionCallbackReturn.SUCCESS:
+            return ret
+        self._good, self.last_error = values, ""
+        return super().on_configure(state)
+
+    def _configure(self, values: dict[str, Any]) -> TransitionCallbackReturn:
         from probench.models import load_detector
         from probench.models.threads import apply_threads
 
-        values = {spec.name: self.param(spec.name) for spec in GROUNDING_PARAMS if spec.name != "prompts"}
         cfg = self._cfg = GROUNDING_PARAMS.to_config(GroundingConfig, values)
         try:  # first: a refused trace_file fails configure at once, before the model loads
             self._trace = NodeTrace(cfg.trace_file) if cfg.trace_file else None
@@ -277,13 +289,32 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         self.worker.start()
         self.state_label = "inactive"
         self.get_logger().info(f"configured: model {cfg.model} on {cfg.device}")
-        return super().on_configure(state)
+        return TransitionCallbackReturn.SUCCESS
 
     def _fail(self, why: str) -> TransitionCallbackReturn:
+        """A refused configure: released, its configure-time parameters back to the last
+        configuration that worked (the next configure brings that back), and the reason on
+        /diagnostics at once (``configure_error``, ``configure_failures``) for the caller."""
         self.last_error = why
+        self.configure_failures += 1
         self.get_logger().error(esc(why))
         self.release()
+        self._cfg = None
+        restored = self._restore_good()
+        if restored:
+            self.get_logger().warning(esc(f"back to the last configuration that worked: {restored}"))
+        self._publish_diagnostics()
         return TransitionCallbackReturn.FAILURE
+
+    def _restore_good(self) -> str:
+        """The configure-time parameters set back to the last configure that worked; what changed."""
+        if self._good is None:
+            return ""
+        changed = [Parameter(name, value=value) for name, value in self._good.items()
+                   if GROUNDING_PARAMS[name].applies == "configure" and self.param(name) != value]
+        if changed:
+            self.set_parameters(changed)
+        return ", ".join(f"{p.name}={p.value!r}" for p in changed)
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         ret = super().on_activate(state)  # enables the lifecycle publishers first
@@ -335,7 +366,8 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         level, message, values, transport = self.health.report(
             state=self.state_label, params=params, cfg=self._cfg, active=w.active_prompts, policy=w.policy,
             policy_rejected=self._policy_rejected, core=self.core, topics=topics,
-            last_error=self.last_frame_error, profile_hint=fast_dds_profile_hint)
+            last_error=self.last_frame_error, profile_hint=fast_dds_profile_hint,
+            configure_error=self.last_error, configure_failures=self.configure_failures)
         if transport:
             self.get_logger().warning(f"{transport}: {values['transport_hint']}", throttle_duration_sec=30.0)
         self._diag_pub.publish(convert.stats_to_diagnostics(

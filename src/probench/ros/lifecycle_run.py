@@ -1,16 +1,37 @@
 """Running a lifecycle node from ``main``: autostart (configure + activate), the spin loop,
 signals as a request to stop, and the clean-up that no signal interrupts. The node gives
 ``last_error``, ``finalized``, ``param(name)`` (``autostart``, ``model``) and ``release(...)``.
+:func:`init_ros` starts rclpy for both nodes' mains, its arguments checked first.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from probench.errors import ProbenchError
+from probench.errors import ProbenchError, UsageError
+from probench.vocabulary import escape_for_log
+
+_RCL_SOURCE = re.compile(r",? at /\S+:\d+")  # rcl's ", at /project/src/parse.c:776" locations
+
+
+def init_ros(argv: Sequence[str] | None, *, signal_handler_options: object = None) -> None:
+    """``rclpy.init`` with the ROS arguments checked first (:mod:`probench.realtime.ros_args`);
+    whatever rcl still refuses in them is a one-line :class:`UsageError`, never a traceback."""
+    import rclpy
+    from rclpy.impl.implementation_singleton import rclpy_implementation
+
+    from probench.realtime.ros_args import check_ros_arguments
+
+    check_ros_arguments(sys.argv if argv is None else argv)
+    try:
+        rclpy.init(args=None if argv is None else list(argv), signal_handler_options=signal_handler_options)
+    except rclpy_implementation.RCLError as exc:
+        text = " ".join(_RCL_SOURCE.sub("", str(exc)).split())
+        raise UsageError(f"bad ROS arguments: {escape_for_log(text, limit=500)}") from None
 
 
 def run_lifecycle_node(make_node: Callable[[], Any], name: str, argv: list[str] | None = None, *,
@@ -35,7 +56,7 @@ def run_lifecycle_node(make_node: Callable[[], Any], name: str, argv: list[str] 
     profile = apply_profile()  # before the participant exists; never over the user's choice
     rc, node, executor = 0, None, None
     try:
-        rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+        init_ros(argv, signal_handler_options=SignalHandlerOptions.NO)
         executor = SingleThreadedExecutor()
         node = make_node()
         executor.add_node(node)

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from probench.limits import MAX_RATE_HZ, MIN_RATE_HZ
+from probench.limits import MAX_COUNT, MAX_RATE_HZ, MIN_RATE_HZ, IntRange
 from probench.spatial.rgbd_scene import FRAME_ID, RgbdCamera, RgbdFrame, k_row_major
 
 
@@ -134,7 +134,7 @@ def _record(args: argparse.Namespace, camera: RgbdCamera) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     first_paragraph = (__doc__ or "").split("\n\n")[0]
     ap = argparse.ArgumentParser(prog="python -m probench.ros.synthetic_camera",
                                  description=" ".join(first_paragraph.replace("``", "").split()))
@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=15.0, help="frames per second (default 15)")
     ap.add_argument("--size", type=_size, default=(640, 480), help="WIDTHxHEIGHT (default 640x480)")
     ap.add_argument("--picture", type=Path, default=None, help="image file to pan over (default: gradient)")
-    ap.add_argument("--frames", type=int, default=0, help="stop after N frames (default: run until Ctrl-C)")
+    ap.add_argument("--frames", type=IntRange(0, MAX_COUNT), default=0,
+                    help="stop after N frames (default: run until Ctrl-C)")
     ap.add_argument("--reliable", action="store_true", help="reliable QoS (default: best effort, as cameras)")
     ap.add_argument("--no-fastdds-profile", action="store_true",
                     help="do not apply probench's Fast DDS profile: publish as a camera driver started "
@@ -160,11 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record", type=Path, default=None, metavar="DIR",
                     help="with --depth: write the frames into a new rosbag2 folder DIR instead of publishing "
                          "(--frames, default 90)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
     args = ap.parse_args(argv)
     if not MIN_RATE_HZ <= args.rate <= MAX_RATE_HZ:  # (nan fails too)
         ap.error(f"--rate must be in {MIN_RATE_HZ:g}..{MAX_RATE_HZ:g} Hz")
-    if args.frames < 0:
-        ap.error("--frames must be >= 0")
     if (args.record is not None or args.depth_noise or args.depth_invalid) and not args.depth:
         ap.error("--record, --depth-noise and --depth-invalid need --depth")
     if args.depth and args.picture is not None:

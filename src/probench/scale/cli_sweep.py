@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from probench.errors import UsageError
+from probench.limits import MAX_COUNT, IntRange
 from probench.models.spec import RUNTIMES
 from probench.scale.options import RayOptions, add_ray_arguments
 
@@ -30,11 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weights", action="append", default=[], metavar="MODEL=PATH",
                         help="local weights of one model (a checkpoint folder or file), repeatable: "
                              "--weights owlv2-b=/models/owlv2 (default: the local caches, `probench fetch`)")
-    parser.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N images by id")
-    parser.add_argument("--latency-images", type=int, default=50, metavar="N",
+    parser.add_argument("--limit", type=IntRange(1, MAX_COUNT),
+                        default=None, metavar="N", help="only the first N images by id")
+    parser.add_argument("--latency-images", type=IntRange(1, MAX_COUNT), default=50, metavar="N",
                         help="latency: size of the fixed image subset (default 50, the paper's)")
-    parser.add_argument("--warmup", type=int, default=3, help="latency: warm-up inferences (default 3)")
-    parser.add_argument("--runs", type=int, default=10, help="latency: timed passes (default 10)")
+    parser.add_argument("--warmup", type=IntRange(0, MAX_COUNT),
+                        default=3, help="latency: warm-up inferences (default 3)")
+    parser.add_argument("--runs", type=IntRange(1, MAX_COUNT),
+                        default=10, help="latency: timed passes (default 10)")
     parser.add_argument("--no-latency", action="store_true", help="skip the latency step")
     parser.add_argument("--reference", default="paper", metavar="paper|CSV|none",
                         help="published rows in the report (default: the paper's Table II; none: no rows)")
@@ -86,10 +90,6 @@ def run(args: argparse.Namespace) -> int:
     models = _models(args.models)
     formulations = parse_formulations(args.formulations)
     weights = _weights(args.weights, models)
-    for flag, value, low in (("--latency-images", args.latency_images, 1), ("--warmup", args.warmup, 0),
-                             ("--runs", args.runs, 1), ("--limit", args.limit, 1)):  # fmt: skip
-        if value is not None and value < low:
-            raise UsageError(f"{flag} must be >= {low}, got {value}")
     if args.device not in ("cpu", "cuda"):
         raise UsageError(f"--device {args.device}: a sweep runs on cpu or cuda (--ray: one GPU per worker)")
     ray = RayOptions.from_args(args)

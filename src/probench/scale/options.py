@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from probench.limits import MAX_COUNT, IntRange
 from probench.scale.cluster import CONNECT_TIMEOUT_S, MAX_CONNECT_TIMEOUT_S
 from probench.scale.errors import RayUsageError
 
@@ -24,16 +25,16 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
              f"(default {CONNECT_TIMEOUT_S:g}, at most {MAX_CONNECT_TIMEOUT_S:g})",
     )  # fmt: skip
     parser.add_argument(
-        "--workers", type=int, default=None, metavar="N",
+        "--workers", type=IntRange(1, MAX_COUNT), default=None, metavar="N",
         help="Ray workers, each loading the model once (default: one per GPU with --device cuda, "
              "else one per 2 CPUs of the cluster)",
     )  # fmt: skip
     parser.add_argument(
-        "--cpus-per-worker", type=int, default=None, metavar="K",
+        "--cpus-per-worker", type=IntRange(1, MAX_COUNT), default=None, metavar="K",
         help="CPUs each CPU worker reserves (and its torch threads; default: the cluster's CPUs / N)",
     )
     parser.add_argument(
-        "--chunk-size", type=int, default=None, metavar="M",
+        "--chunk-size", type=IntRange(1, MAX_COUNT), default=None, metavar="M",
         help="images per unit of work handed to a worker (default: adaptive, at most 16)",
     )
 

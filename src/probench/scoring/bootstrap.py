@@ -46,8 +46,10 @@ from probench.cache.records import (
     Intervals,
     sample_name,
 )
+from probench.limits import MAX_RESAMPLES, MAX_SEED, MIN_RESAMPLES
 from probench.scoring.consistency import Recovery, _mean_pairwise_iou
 from probench.scoring.constants import COCO_IOUS, REC_THRS
+from probench.scoring.errors import ScoringUsageError
 from probench.scoring.match import Matched
 from probench.scoring.tables import GroundTruth
 from probench.vocabulary import FORMULATIONS
@@ -314,8 +316,22 @@ def target_metrics(t: Targets, wt: np.ndarray, n_images: int) -> dict[str, np.nd
     return out
 
 
+def check_resamples(n_resamples: int, seed: int) -> None:
+    """A :class:`ScoringUsageError` unless ``n_resamples`` is 0 (no intervals) or in
+    ``MIN_RESAMPLES..MAX_RESAMPLES`` (limits.py: fewer leave a tail of the 95% interval without a
+    resample) and ``seed`` in ``0..MAX_SEED``."""
+    if n_resamples != 0 and not MIN_RESAMPLES <= n_resamples <= MAX_RESAMPLES:
+        raise ScoringUsageError(f"{n_resamples} bootstrap resamples: use 0 (no intervals) or "
+                                f"{MIN_RESAMPLES}..{MAX_RESAMPLES} (fewer than {MIN_RESAMPLES} leave a 2.5% "
+                                "tail of the 95% interval without a single resample)")
+    if not 0 <= seed <= MAX_SEED:
+        raise ScoringUsageError(f"bootstrap seed {seed}: use 0..{MAX_SEED}")
+
+
 def weights(n_images: int, n_resamples: int, seed: int) -> np.ndarray:
-    """(B, I) image multiplicities of ``n_resamples`` seeded draws with replacement."""
+    """(B, I) image multiplicities of ``n_resamples`` seeded draws with replacement
+    (:func:`check_resamples` first)."""
+    check_resamples(n_resamples, seed)
     rng = np.random.default_rng(seed)
     if n_images == 0:
         return np.zeros((n_resamples, 0))

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from probench.errors import UsageError
+from probench.limits import MAX_RESAMPLES, MAX_SEED, MIN_RESAMPLES, IntRange
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,22 +43,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--bootstrap", type=resamples, default=1000, metavar="N",
         help="paired bootstrap resamples over images for the confidence intervals (default 1000; 0: none)",
     )  # fmt: skip
-    parser.add_argument("--bootstrap-seed", type=int, default=0, metavar="S",
+    parser.add_argument("--bootstrap-seed", type=IntRange(0, MAX_SEED), default=0, metavar="S",
                         help="the bootstrap's seed (default 0)")
     parser.add_argument("--no-errors", action="store_true",
                         help="skip the TIDE error analysis (metrics.json `errors`)")
     parser.add_argument("--quiet", action="store_true", help="do not print the summary table")
 
 
-def resamples(text: str) -> int:
-    """A ``--bootstrap`` value: a whole number of resamples, 0 (off) to 100000."""
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of resamples") from exc
-    if not 0 <= value <= 100_000:
-        raise argparse.ArgumentTypeError(f"{value} resamples is outside 0-100000 (0 turns the bootstrap off)")
-    return value
+# a ``--bootstrap`` value: 0 (off) or a number of resamples that gives every 2.5% tail one (limits.py)
+resamples = IntRange(MIN_RESAMPLES, MAX_RESAMPLES, off=0)
 
 
 def _threshold(text: str) -> float:

@@ -100,6 +100,7 @@ def compare_runs(
         )
     gt = GroundTruth.from_dataset(dataset)
     evals = [_evaluations(gt, dataset, p) for p in paths]
+    missing = _missing_formulations(paths, evals, formulation)
     w = np.vstack([np.ones((1, len(gt.image_ids))), bs.weights(len(gt.image_ids), n_resamples, seed)])
     samples = []
     for ev in evals:
@@ -121,16 +122,31 @@ def compare_runs(
         "seed": seed,
         "metrics": metrics,
         "formulation": formulation,
+        "not_compared": missing,
         "queries": _query_deltas(dataset, gt, evals, formulation),
     }
+
+
+def _missing_formulations(paths: Sequence[Path], evals: Sequence[Mapping[str, _Formulation]],
+                          formulation: str) -> dict[str, str]:
+    """The formulations only one run has, each with the run it lacks (their metrics, and the
+    Δs and PCR that need them, are not compared: said, never silently dropped). The per-query
+    ``formulation`` must be in both: a :class:`ScoringUsageError` naming the run without it."""
+    for path, ev in zip(paths, evals, strict=True):
+        if formulation not in ev:
+            both = ", ".join(f for f in FORMULATIONS if all(f in e for e in evals)) or "none"
+            raise ScoringUsageError(f"{path} has no complete predictions/{formulation}.json, so its "
+                                    f"per-query AP cannot be compared; --formulation one both runs have "
+                                    f"({both})")
+    runs = ("A", "B")
+    return {f: f"no predictions in {runs[i]}" for i, ev in enumerate(evals) for f in FORMULATIONS
+            if f in evals[1 - i] and f not in ev}
 
 
 def _query_deltas(
     dataset: Dataset, gt: GroundTruth, evals: Sequence[Mapping[str, _Formulation]], formulation: str
 ) -> list[dict[str, Any]]:
     """Per query with ground truth, AP.5 in A and B and B - A, largest |change| first."""
-    if not all(formulation in ev for ev in evals):
-        return []
     aps = []
     for ev in evals:
         e = ev[formulation]

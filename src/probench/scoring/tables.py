@@ -161,6 +161,8 @@ class DetArrays:
         results = results if isinstance(results, list) else list(results)
         n = len(results)
         try:
+            if any(type(r["image_id"]) is bool or type(r["category_id"]) is bool for r in results):
+                raise TypeError("a boolean id")  # numpy would read true as 1 (query 1): named below
             image_id = np.fromiter((r["image_id"] for r in results), dtype=np.int64, count=n)
             query_id = np.fromiter((r["category_id"] for r in results), dtype=np.int64, count=n)
             score = np.fromiter((r["score"] for r in results), dtype=np.float64, count=n)

@@ -25,8 +25,9 @@ with IoU >= ``IOU`` (0.5). Per formulation:
 - ``id_switches_per_100_frames``: ID switches per 100 active target-frames;
 - ``prompt_change``: per prompt change and each query it adds, the frames from the change
   to the first frame where that target is found, and the same in ms: on the dataset's
-  timestamps (``latency_ms_data``) and, for a ROS run, from the stamp of the changed frame
-  to the arrival of the answer that found it (``latency_ms_ros``, from the run's trace).
+  timestamps (``latency_ms_data``) and, for a ROS run, to the arrival of the answer that
+  found it (``latency_ms_ros``, from the run's trace: from the operator prompt's publication
+  when the change was sent as one, else from the changed frame's stamp; :func:`_ros_latency`).
 
 ``temporal_pcr``: the share of targets (with a visible frame) found on at least
 ``TEMPORAL_PCR_SHARE`` of their visible frames under every formulation of their query's

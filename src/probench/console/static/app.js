@@ -155,9 +155,36 @@
     if ($("threshold-input").value === "" && typeof s.threshold === "number") {
       $("threshold-input").value = String(s.threshold.toFixed(2));
     }
-    $("target").textContent = s.target
-      ? `track ${s.target.track_id}${s.target.prompt ? ` (${s.target.prompt})` : ""}`
-      : "the best detection of the first prompt";
+    // chosen (a click): the track, highlighted; else the default, muted, with the track it is now
+    const t = s.target;
+    const what = t ? `track ${t.track_id}${t.prompt ? ` (${t.prompt})` : ""}` : "";
+    $("target").textContent = t && t.chosen ? `${what}: chosen`
+      : `the best detection of the first prompt${what ? `: ${what}` : ""}`;
+    $("target").className = t && t.chosen ? "chosen" : "muted";
+    placeTargetBox();
+  }
+
+  // the target's box on the stream: solid when chosen, dashed for the default
+  function placeTargetBox() {
+    const box = $("target-box");
+    const t = latest && latest.target;
+    const d = t && latest.detections.find((x) => x.track_id === t.track_id);
+    const img = $("stream");
+    if (!d || !frameSize || !img.getAttribute("src")) {
+      box.className = "hidden";
+      return;
+    }
+    const ir = img.getBoundingClientRect();
+    const br = $("stream-box").getBoundingClientRect();
+    const sx = ir.width / frameSize.width;
+    const sy = ir.height / frameSize.height;
+    const [x1, y1, x2, y2] = d.box;
+    Object.assign(box.style, {
+      left: `${ir.left - br.left + x1 * sx}px`, top: `${ir.top - br.top + y1 * sy}px`,
+      width: `${(x2 - x1) * sx}px`, height: `${(y2 - y1) * sy}px`,
+    });
+    box.className = t.chosen ? "chosen" : "default";
+    box.dataset.track = t.track_id;
   }
 
   // -- state ------------------------------------------------------------------------------
@@ -290,6 +317,7 @@
         frameSize = { width: meta.width, height: meta.height };
       }
       $("stream-empty").className = "hidden";
+      placeTargetBox();
       if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "ack" }));
     });
   }

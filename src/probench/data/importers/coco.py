@@ -79,7 +79,15 @@ def _clip(a: dict[str, Any], images: dict[Any, dict[str, Any]]) -> dict[str, Any
     x, y, w, h = box
     x0, y0 = min(max(x, 0), im["width"]), min(max(y, 0), im["height"])
     x1, y1 = min(max(x + w, 0), im["width"]), min(max(y + h, 0), im["height"])
-    return {**a, "bbox": [x0, y0, x1 - x0, y1 - y0]}
+    clipped = [x0, y0, x1 - x0, y1 - y0]
+    if clipped == box:
+        return a
+    out = {**a, "bbox": clipped}
+    area = a.get("area")
+    if isinstance(area, (int, float)) and not isinstance(area, bool):
+        # the source's area (of the whole object) no longer fits the box: at most what is left of it
+        out["area"] = min(area, clipped[2] * clipped[3])
+    return out
 
 
 def build_coco(
