@@ -153,10 +153,10 @@ def _short(value: Any) -> str:
 
 # -- the fake link --------------------------------------------------------------------------
 def through_fake_link(s: Script, *, tamper: Callable[[Any], None] | None = None) -> Answers:
-    """The script through :class:`~probench.realtime.fake_link.FakeGroundingLink` on a fake
+    """The script through :class:`helpers.fake_link.FakeGroundingLink` on a fake
     clock (``tamper`` may change the link's handling, to prove the contract test can fail)."""
+    from helpers.fake_link import FakeClock, FakeGroundingLink
     from probench.models.zoo import load_detector
-    from probench.realtime.fake_link import FakeClock, FakeGroundingLink
     from probench.realtime.frame_core import Wanted
 
     clock = FakeClock(start_ns=T0)

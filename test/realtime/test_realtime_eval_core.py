@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers.fake_link import FakeClock, FakeGroundingLink
 from probench.cache.trace import frame_record, latest_frames
+from probench.detections import Detections
 from probench.realtime.eval_plan import FramePlan
 from probench.realtime.eval_realtime import MAILBOX, explain_misses, realtime_summary
 from probench.realtime.eval_stream import Answer, Collector, Interrupted, stream, warm_up
-from probench.realtime.fake_link import FakeClock, FakeGroundingLink
 from probench.realtime.node_spec import EvaluatorConfig
 
 pytestmark = pytest.mark.timeout(180)
@@ -27,13 +28,10 @@ def _fp(image_id: int, texts: tuple[str, ...] = ("a cup", "the door")) -> FrameP
 
 def _answer(stamp: int, class_ids: list[str], received_ns: int = 0) -> Answer:
     n = len(class_ids)
-    return Answer(
-        stamp,
-        received_ns or time.monotonic_ns(),
-        np.tile([1.0, 2.0, 11.0, 12.0], (n, 1)),
-        np.full(n, 0.5),
-        class_ids,
-    )
+    labels = tuple(dict.fromkeys(class_ids))
+    dets = Detections(np.tile([1.0, 2.0, 11.0, 12.0], (n, 1)), np.full(n, 0.5),
+                      np.array([labels.index(c) for c in class_ids], dtype=np.int64))
+    return Answer(stamp, received_ns or time.monotonic_ns(), dets, labels)
 
 
 class Emitted:

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from helpers.crash import crash_env
+from helpers.fake_link import FakeClock
 from helpers.sequence_link import OperatorFakeLink, colour_detector, offline_temporal
 from probench.bags.writer import write_bag
 from probench.cache.trace import latest_frames, read_trace
 from probench.data.dataset import load_dataset
 from probench.data.synthetic_sequences import write_sequence_dataset
 from probench.realtime.eval_run import run_evaluation
-from probench.realtime.fake_link import FakeClock
 from probench.realtime.node_spec import EvaluatorConfig
 
 RATE = 10.0
@@ -125,7 +125,7 @@ _CHILD = """
 import sys
 from helpers.sequence_link import OperatorFakeLink
 from probench.realtime.eval_run import run_evaluation
-from probench.realtime.fake_link import FakeClock
+from helpers.fake_link import FakeClock
 from probench.realtime.node_spec import EvaluatorConfig
 import json
 clock = FakeClock()

@@ -46,13 +46,12 @@ class Grounded:
     header: Any  # stamp.sec, stamp.nanosec, frame_id: the input frame's header
     rgb: np.ndarray
     prompts: Prompts  # the operator's prompts: the class ids
-    detections: Detections
+    detections: Detections  # with --track (or depth): their tracker_id, -1 = none
     detections_cdr: bytes  # vision_msgs/Detection2DArray, serialized
     processing_ms: float | None = None  # the core's time: decode + detect + 3D + encode
     latency_ms: float | None = None  # arrival -> answer (realtime: includes the wait)
     dropped: str = ""  # why the frame was never processed ("" = processed)
     timings_ms: dict[str, float] = field(default_factory=dict)
-    track_ids: np.ndarray | None = None  # --track: one per detection, -1 = none
     d3: Detections3D | None = None  # 3D estimates (RGB-D bags)
     detections_3d_cdr: bytes | None = None
     mask_cdr: dict[str, bytes] = field(default_factory=dict)  # segmentation topic -> Image bytes
@@ -63,7 +62,7 @@ class Grounded:
         assert answer.rgb is not None and answer.detections_cdr is not None
         return cls(frame, answer.header, answer.rgb, answer.prompts, answer.detections, answer.detections_cdr,
                    processing_ms=answer.processing_ms, timings_ms=dict(answer.stages_ms),
-                   track_ids=answer.track_ids, d3=answer.d3, detections_3d_cdr=answer.detections_3d_cdr,
+                   d3=answer.d3, detections_3d_cdr=answer.detections_3d_cdr,
                    mask_cdr=answer.mask_cdr, mask_labels_cdr=answer.mask_labels_cdr)
 
 

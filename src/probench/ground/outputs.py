@@ -85,7 +85,7 @@ def annotate(item: Grounded) -> np.ndarray:
     from probench.viz import draw_detections
 
     bgr = cv2.cvtColor(np.ascontiguousarray(item.rgb), cv2.COLOR_RGB2BGR)
-    extras = spatial_labels(len(item.detections), item.track_ids, item.d3)  # ids and distances
+    extras = spatial_labels(item.detections, item.d3)  # ids and distances
     out = draw_detections(bgr, item.detections, item.prompts, bgr=True, extras=extras,
                           masks=item.detections.masks)
     if item.dropped:
@@ -101,8 +101,9 @@ def annotate(item: Grounded) -> np.ndarray:
 
 def _spatial_record(item: Grounded, i: int, xyz: dict[int, list[float]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    if item.track_ids is not None:
-        out["track_id"] = int(item.track_ids[i]) if item.track_ids[i] >= 0 else None
+    ids = item.detections.tracker_id
+    if ids is not None:
+        out["track_id"] = int(ids[i]) if ids[i] >= 0 else None
     if item.d3 is not None:
         out["xyz_m"] = xyz.get(i)
     return out

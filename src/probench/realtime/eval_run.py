@@ -249,6 +249,7 @@ def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag, clock: Clo
         if bag.dataset.videos:  # a sequence bag: video by video, with operator prompts
             _run_sequences(link, cfg, bag, run_plan, collector, recorder)
             recorder.check()
+            _say_failed(link, collector)
             return finish(session, bag.dataset, cfg)
         todo_plans = [p for p in run_plan.formulations if p.frames]
         if todo_plans:
@@ -273,7 +274,15 @@ def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag, clock: Clo
             recorder.finalize(fplan.formulation)
             crash_point("eval.formulation_done")
         recorder.check()
+        _say_failed(link, collector)
     return finish(session, bag.dataset, cfg)
+
+
+def _say_failed(link: EvaluatorLink, collector: Collector) -> None:
+    """The frames the grounding node reported failed this session (its model call raised)."""
+    if collector.failed:
+        link.warning(f"{collector.failed} frame(s) failed in the grounding node (its model raised; not "
+                     f"missed frames); the first: {collector.first_error}")
 
 
 def _with_video(put: Callable[[FramePlan | None, dict[str, Any] | None, list[CocoResult]], None],

@@ -14,21 +14,15 @@ stamp}``. Lines are flushed as written (pure Python, no rclpy).
 from __future__ import annotations
 
 import json
-import struct
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NodeTrace", "header_stamp_ns"]
+from probench.msgs.errors import MessageConversionError
+from probench.msgs.wire import header_stamp_ns
 
-
-def header_stamp_ns(data: bytes) -> int:
-    """The header stamp of a serialized ``sensor_msgs/Image`` or ``CompressedImage`` (both
-    start with a std_msgs/Header after the 4-byte CDR encapsulation)."""
-    little = len(data) > 1 and data[1] == 1  # CDR_LE
-    sec, nanosec = struct.unpack_from("<iI" if little else ">iI", data, 4)
-    return int(sec) * 1_000_000_000 + int(nanosec)
+__all__ = ["NodeTrace"]
 
 
 class NodeTrace:
@@ -48,7 +42,7 @@ class NodeTrace:
         """A waiting frame (its serialized bytes) was replaced in the mailbox."""
         try:
             stamp = header_stamp_ns(data)
-        except struct.error:
+        except MessageConversionError:
             return  # a truncated message: the node reports it when it decodes one
         with self._lock:
             if self._current is not None:
