@@ -50,8 +50,8 @@ def test_the_reader_inverts_the_encoder(n: int, tracked: bool) -> None:
     if tracked:
         dets = dets.with_tracker_id(np.arange(n) * 37 - 1)  # -1 (no id), then ids of growing length
     read = detections_from_cdr(detections_to_cdr(dets, HEADER, PROMPTS))
-    assert (read.header.stamp.sec, read.header.stamp.nanosec, read.header.frame_id) == (1_700_000_123, 456_789,
-                                                                                         "camera_optical")
+    stamp = read.header.stamp
+    assert (stamp.sec, stamp.nanosec, read.header.frame_id) == (1_700_000_123, 456_789, "camera_optical")
     order = np.argsort(-dets.scores, kind="stable")  # published best first
     assert read.class_ids == [PROMPTS[i] for i in dets.prompt_index[order]]
     np.testing.assert_allclose(read.detections.xyxy, dets.xyxy[order], atol=1e-9)
@@ -66,7 +66,7 @@ def test_the_reader_inverts_the_encoder(n: int, tracked: bool) -> None:
 def test_any_nodes_message_is_read(ref: Any) -> None:
     """A foreign node's Detection2DArray: several results (the first counts), none (class "",
     score 0), ids that are no track id ("a7", "-3": none), one that is."""
-    name, c, to_bytes = ref
+    _, c, to_bytes = ref
 
     def hyp(class_id: str, score: float) -> Any:
         pose = c("geometry_msgs/msg/Pose")(position=c("geometry_msgs/msg/Point")(x=1.0, y=2.0, z=3.0),
@@ -78,7 +78,8 @@ def test_any_nodes_message_is_read(ref: Any) -> None:
 
     def det(cx: float, results: list[Any], det_id: str) -> Any:
         bbox = c("vision_msgs/msg/BoundingBox2D")(
-            center=c("vision_msgs/msg/Pose2D")(position=c("vision_msgs/msg/Point2D")(x=cx, y=20.0), theta=0.0),
+            center=c("vision_msgs/msg/Pose2D")(position=c("vision_msgs/msg/Point2D")(x=cx, y=20.0),
+                                               theta=0.0),
             size_x=10.0, size_y=4.0)
         return c("vision_msgs/msg/Detection2D")(header=header(c, 3, 4, "cam"), results=results, bbox=bbox,
                                                 id=det_id)
@@ -115,7 +116,7 @@ def test_big_endian_bytes_are_read() -> None:
 def test_what_cannot_be_read_is_named() -> None:
     data = detections_to_cdr(_dets(4).with_tracker_id([1, 2, 3, 4]), HEADER, PROMPTS)
     for cut in (3, 10, len(data) // 2, len(data) - 1):
-        with pytest.raises(MessageConversionError, match="truncated|too short"):
+        with pytest.raises(MessageConversionError, match=r"truncated|too short"):
             detections_from_cdr(data[:cut])
     with pytest.raises(MessageConversionError, match="encapsulation"):
         detections_from_cdr(b"\x07\x07" + data[2:])
@@ -125,7 +126,7 @@ def test_what_cannot_be_read_is_named() -> None:
     huge[count_at:count_at + 4] = (10**9).to_bytes(4, "little")
     with pytest.raises(MessageConversionError, match="1000000000 elements"):
         detections_from_cdr(bytes(huge))  # a corrupt length is named, never allocated
-    with pytest.raises(MessageConversionError, match="truncated|too short"):
+    with pytest.raises(MessageConversionError, match=r"truncated|too short"):
         header_stamp_ns(b"\x00\x01\x00\x00\x01")
 
 
@@ -148,8 +149,8 @@ def test_a_failed_frames_report_equals_the_reference_serializers(ref: Any, error
         status = c("diagnostic_msgs/msg/DiagnosticStatus")(level=bytes([2]) if name == "rclpy" else 2,
                                                            name=FAILED_FRAME_STATUS, message=error,
                                                            hardware_id="tiny-owlv2", values=[])
-        msg = c("diagnostic_msgs/msg/DiagnosticArray")(header=header(c, h.stamp.sec, h.stamp.nanosec, frame_id),
-                                                       status=[status])
+        hdr = header(c, h.stamp.sec, h.stamp.nanosec, frame_id)
+        msg = c("diagnostic_msgs/msg/DiagnosticArray")(header=hdr, status=[status])
         reference = to_bytes(msg, "diagnostic_msgs/msg/DiagnosticArray")
         check_bytes(lambda h=h: frame_failure_to_cdr(h, error, "tiny-owlv2"), reference, name)
         got_header, got = frame_failure_from_cdr(reference)
@@ -163,8 +164,9 @@ def test_a_diagnostic_array_without_an_error_is_no_failure() -> None:
 
     ts = vision_typestore()
     c = ts.types
+    values = [c["diagnostic_msgs/msg/KeyValue"](key="k", value="v")]
     ok = c["diagnostic_msgs/msg/DiagnosticStatus"](level=0, name="x", message="fine", hardware_id="",
-                                                   values=[c["diagnostic_msgs/msg/KeyValue"](key="k", value="v")])
+                                                   values=values)
     msg = c["diagnostic_msgs/msg/DiagnosticArray"](header=header(ts.types.get, 1, 2, ""), status=[ok])
     with pytest.raises(MessageConversionError, match="without an ERROR status"):
         frame_failure_from_cdr(bytes(ts.serialize_cdr(msg, "diagnostic_msgs/msg/DiagnosticArray")))

@@ -224,8 +224,7 @@ class FrameCore:
         from probench.msgs.wire import frame_failure_to_cdr
 
         out.failed = f"{type(exc).__name__}: {exc}"
-        info = getattr(self.detector, "model_info", None) or {}
-        out.failure_cdr = frame_failure_to_cdr(out.header, out.failed, str(info.get("name", "")))
+        out.failure_cdr = frame_failure_to_cdr(out.header, out.failed, str(self.detector.name))
 
     def _take_prompts(self, out: FrameAnswer, operator: Prompts) -> bool:
         """The frame's prompts into ``out.prompts``; False: the frame gets no answer."""

@@ -54,10 +54,7 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
                               reliability=ReliabilityPolicy.RELIABLE)
         self.inbox = AnswerInbox(self.warning)
         self.frame_prompts_pub = self.create_publisher(LabelInfo, "frame_prompts", reliable)
-        # raw: the arrival time is taken on the bytes, before any deserialization (whose cost
-        # grows with the number of detections), as ros2_benchmark's monitor does
-        self.create_subscription(Detection2DArray, "detections", self._on_detections, reliable, raw=True)
-        self.create_subscription(DiagnosticArray, "frame_errors", self._on_frame_error, reliable, raw=True)
+        subscribe_answers(self, self.inbox, reliable)
         # a sequence bag (realtime/eval_sequence.py): operator prompts and their acknowledgements
         self.prompt_pub = self.create_publisher(String, "prompt", QoSProfile(
             history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE))
@@ -130,13 +127,6 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
 
     def warning(self, text: str) -> None:
         self.get_logger().warning(text)
-
-    def _on_detections(self, data: bytes) -> None:  # executor thread
-        # the arrival on the evaluator's one clock (eval_stream.MONOTONIC), before decoding
-        self.inbox.detections(data, time.monotonic_ns())
-
-    def _on_frame_error(self, data: bytes) -> None:  # executor thread
-        self.inbox.failure(data, time.monotonic_ns())
 
     # -- set-up ------------------------------------------------------------------------------
     def _wait(self, ready: Callable[[], bool], timeout: float) -> bool:
@@ -235,6 +225,21 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
             self.info(f"grounding node prompt policy: {policy}")
         finally:
             self.destroy_client(client)
+
+
+def subscribe_answers(node: Node, inbox: AnswerInbox, qos: QoSProfile) -> list[Any]:
+    """The DDS link's side of the grounding node's answers: raw subscriptions to
+    ``detections`` and ``frame_errors`` handing their bytes to ``inbox`` (the reader the fake
+    link uses too) with the arrival time on the evaluator's one clock
+    (``eval_stream.MONOTONIC``), taken on the raw bytes before any decoding (whose cost grows
+    with the detections), as ros2_benchmark's monitor does. The evaluator node's; the
+    contract test (test/ros/test_ros_contract.py) subscribes through it too."""
+    return [
+        node.create_subscription(Detection2DArray, "detections",
+                                 lambda data: inbox.detections(data, time.monotonic_ns()), qos, raw=True),
+        node.create_subscription(DiagnosticArray, "frame_errors",
+                                 lambda data: inbox.failure(data, time.monotonic_ns()), qos, raw=True),
+    ]
 
 
 def _param_value(v: Any) -> Any:
