@@ -4,6 +4,8 @@ per channel when training``): the frame fails, the caller goes on."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from probench.detections import Detections
@@ -27,3 +29,14 @@ class FailingDetector(ScriptedDetector):
         if call in self.fail_calls or image.shape[1] == self.fail_width:
             raise ValueError(ERROR)
         return super()._run(image, text_state)
+
+
+FAIL_CALLS = frozenset({1, 3})  # the plugin's: its second and fourth frames fail
+
+
+def build(spec: Any, **_options: Any) -> FailingDetector:
+    """A one-off plugin model (``--model helpers.failing_detector:build``, the zoo's factory
+    signature): ``test-instant`` whose model call raises on its 2nd and 4th frame."""
+    det = FailingDetector(FAIL_CALLS)
+    det.weights_source = "none (scripted, raises on chosen frames)"
+    return det

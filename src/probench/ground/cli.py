@@ -211,4 +211,9 @@ def run(args: argparse.Namespace) -> int:
 
     summary = ground_bag(plan, load, policy)
     print("probench ground: " + "\n".join(summary.lines()))
+    if summary.frames_failed:  # the outputs are written, but the run is not silently complete
+        from probench.ground.errors import GroundError
+
+        raise GroundError(f"{summary.frames_failed} frame(s) failed: the model raised; the first: "
+                          f"{summary.first_error}")
     return 0

@@ -56,6 +56,8 @@ class Grounded:
     detections_3d_cdr: bytes | None = None
     mask_cdr: dict[str, bytes] = field(default_factory=dict)  # segmentation topic -> Image bytes
     mask_labels_cdr: bytes | None = None  # segmentation/label_info, when the class map changed
+    failed: str = ""  # the model call raised ("ExcType: message"): no answer, a report instead
+    failure_cdr: bytes | None = None  # the failed frame's report (frame_errors), as the node publishes it
 
     @classmethod
     def of(cls, frame: Frame, answer: FrameAnswer) -> Grounded:
@@ -78,11 +80,18 @@ def decode(frame: Frame, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> tuple[A
 def ground(frame: Frame, core: FrameCore, prompts: Prompts, policy: PromptPolicy | None = None,
            wanted: Wanted | None = None) -> tuple[Grounded, list[str]]:
     """The core's answer to one frame, and the lines it asks to log. A frame that cannot be
-    decoded ends the run (one line naming it)."""
+    decoded ends the run (one line naming it); a frame whose model call raised is failed (its
+    report kept, as the node publishes it) and the run goes on."""
     answer = core.answer(frame.raw, compressed=frame.compressed, prompts=prompts, policy=policy,
                          wanted=wanted or Wanted())
     if answer.error:
         raise GroundError(f"{frame.where()}: {answer.error}")
+    if answer.failed:
+        assert answer.rgb is not None  # decoded: only the model call failed
+        item = dropped_answer(frame, answer.header, answer.rgb, "")
+        item.prompts, item.failed, item.failure_cdr = answer.prompts, answer.failed, answer.failure_cdr
+        item.processing_ms, item.timings_ms = answer.processing_ms, dict(answer.stages_ms)
+        return item, answer.problems
     if not answer.answered:  # no stamped set and no operator prompts: the node publishes nothing
         header, rgb = answer.header, answer.rgb
         assert rgb is not None

@@ -101,7 +101,13 @@ class _Grounder:
         busy_ms = item.processing_ms or 0.0
         item.latency_ms = wait_s * 1000.0 + busy_ms
         s = self.summary
-        if item.prompts:
+        if item.failed:  # as the node: reported (frame_errors), logged, and the run goes on
+            s.frames_failed += 1
+            s.first_error = s.first_error or f"{frame.where()}: {item.failed}"
+            if item.failed not in self._said:
+                self._said.add(item.failed)
+                _warn(f"frame failed: {item.failed} ({frame.where()})")
+        elif item.prompts:
             s.grounded += 1
             s.detections += len(item.detections)
         else:
@@ -321,7 +327,8 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any], policy: Promp
 def _describe(outputs: GroundOutputs, plan: GroundPlan, summary: GroundSummary) -> None:
     """What the run wrote, in the summary and in the bag's metadata."""
     depth = summary.depth_topic is not None
-    topics = ", ".join(output_topics(plan.prefix, plan.realtime, depth, outputs.masks))
+    failed = summary.frames_failed > 0
+    topics = ", ".join(output_topics(plan.prefix, plan.realtime, depth, outputs.masks, failed))
     summary.outputs = [f"{plan.out} (mcap: {topics}{'; input images kept' if plan.keep_images else ''})"]
     if outputs.video is not None:
         summary.video_fps = outputs.video.fps
