@@ -32,7 +32,7 @@ import json
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,6 +45,9 @@ from probench.ground.video import VideoSink
 from probench.realtime.spatial_stage import spatial_labels
 from probench.spatial.depth import Detections3D
 from probench.spatial.messages import DETECTION_3D_ARRAY, detections_3d_cdr
+
+if TYPE_CHECKING:
+    from rosbags.interfaces import Connection
 
 DETECTIONS_MSGTYPE = "vision_msgs/msg/Detection2DArray"
 LABEL_INFO_MSGTYPE = "vision_msgs/msg/LabelInfo"
@@ -201,7 +204,7 @@ class GroundOutputs:
                                                                              HEADER_MSGTYPE))
         self._write_image(item, t)
 
-    def _failures(self) -> Any:
+    def _failures(self) -> Connection:
         """The frame_errors topic, added with the first failed frame (a run without one keeps
         the bag it always had)."""
         conn = self._conn.get("/frame_errors")

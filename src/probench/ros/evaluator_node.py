@@ -227,19 +227,18 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
             self.destroy_client(client)
 
 
-def subscribe_answers(node: Node, inbox: AnswerInbox, qos: QoSProfile) -> list[Any]:
+def subscribe_answers(node: Node, inbox: AnswerInbox, qos: QoSProfile) -> None:
     """The DDS link's side of the grounding node's answers: raw subscriptions to
     ``detections`` and ``frame_errors`` handing their bytes to ``inbox`` (the reader the fake
     link uses too) with the arrival time on the evaluator's one clock
     (``eval_stream.MONOTONIC``), taken on the raw bytes before any decoding (whose cost grows
     with the detections), as ros2_benchmark's monitor does. The evaluator node's; the
-    contract test (test/ros/test_ros_contract.py) subscribes through it too."""
-    return [
-        node.create_subscription(Detection2DArray, "detections",
-                                 lambda data: inbox.detections(data, time.monotonic_ns()), qos, raw=True),
-        node.create_subscription(DiagnosticArray, "frame_errors",
-                                 lambda data: inbox.failure(data, time.monotonic_ns()), qos, raw=True),
-    ]
+    contract test (test/ros/test_ros_contract.py) subscribes through it too. (The node keeps
+    its subscriptions.)"""
+    node.create_subscription(Detection2DArray, "detections",
+                             lambda data: inbox.detections(data, time.monotonic_ns()), qos, raw=True)
+    node.create_subscription(DiagnosticArray, "frame_errors",
+                             lambda data: inbox.failure(data, time.monotonic_ns()), qos, raw=True)
 
 
 def _param_value(v: Any) -> Any:
