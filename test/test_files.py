@@ -155,3 +155,64 @@ def test_eval_params_file_linked_to_a_device_is_one_line(tmp_path: Path,
     err = capsys.readouterr().err
     assert rc == 2 and "params file" in err and "not a regular file" in err and err.count("\n") == 1, err
     assert not (tmp_path / "r").exists()
+
+
+# -- bounded work: a large sparse file (issue 38: a sparse 1.5 GB annotations.json reached 4.6 GB,
+# then "internal error: MemoryError"); the measured proxy is tracemalloc's peak, never a clock
+def test_a_sparse_json_file_is_refused_from_its_shape_before_a_byte_is_read(tmp_path: Path) -> None:
+    import tracemalloc
+
+    path = tmp_path / "annotations.json"
+    with path.open("wb") as fh:
+        fh.write(b'{"images": [], "categories": [], "annotations": []')
+        fh.truncate(1 << 30)  # a GiB of holes: read as NUL bytes, which no JSON holds
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if os.lseek(fd, 0, getattr(os, "SEEK_HOLE", os.SEEK_END)) >= path.stat().st_size:
+            pytest.skip("this file system reports no holes (SEEK_HOLE)")
+    finally:
+        os.close(fd)
+    tracemalloc.start()
+    try:
+        with pytest.raises(UserFileError, match="is a sparse file") as exc:
+            read_user_json(path, what="dataset", kind="annotations")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    _one_line(exc, path)
+    assert peak < 1 << 20, peak  # nothing of the GiB was read
+
+
+def test_a_file_of_nul_bytes_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    """Written out (no holes): refused at its first NUL byte, without orjson's buffer (about
+    16 bytes per input byte) or the standard library's decoded copies."""
+    import tracemalloc
+
+    from probench.jsonio import parse
+
+    data = b'{"images": []' + bytes(8 << 20) + b"}"
+    tracemalloc.start()
+    try:
+        with pytest.raises(json.JSONDecodeError, match="a NUL byte, which no JSON text holds: line 1 col"):
+            parse(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak  # not a copy of the 8 MiB
+    assert parse(b'{"a": NaN}')[0]["a"] != 0  # the standard library still reads what orjson refuses
+
+
+def test_validate_names_a_sparse_annotations_file_in_one_line(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from probench.cli import main
+
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    with (ds / "annotations.json").open("wb") as fh:
+        fh.write(b"{")
+        fh.truncate(64 << 20)
+    assert main(["validate", str(ds)]) == 1
+    out, err = capsys.readouterr()
+    said = (out + err).strip()
+    assert len(said.splitlines()) == 1 and "Traceback" not in said, said
+    assert "is a sparse file" in said or "NUL byte" in said, said  # (a file system without holes: NUL)

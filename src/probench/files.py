@@ -11,12 +11,15 @@ Every such file is read through :func:`open_user_file` / :func:`read_user_bytes`
 - read at most a **size cap** (:data:`SIZE_CAPS`, per kind of file): a larger file is refused
   from its size, before any byte is read, and a file growing while it is read is refused
   when the cap is passed;
+- refuse a **sparse** text or JSON file from its shape (holes read as NUL bytes, which no
+  such file holds), before reading it;
 - parse JSON with a **nesting cap** (:data:`probench.jsonio.MAX_JSON_DEPTH` levels);
 - raise :class:`UserFileError`: one line naming the file and the reason.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -27,8 +30,8 @@ from typing import Any, BinaryIO
 from probench.errors import CheckFailed
 from probench.jsonio import parse
 
-__all__ = ["MIB", "SIZE_CAPS", "UserFileError", "open_user_file", "read_user_bytes", "read_user_json",
-           "size_cap"]
+__all__ = ["MIB", "SIZE_CAPS", "UserFileError", "check_user_file", "open_user_file", "read_user_bytes",
+           "read_user_json", "size_cap"]
 
 MIB = 1 << 20
 # The size caps, by kind of file (documented in docs/SECURITY.md). A Pro-Bench-size
@@ -53,6 +56,9 @@ class UserFileError(CheckFailed):
         self.path, self.reason = path, reason
 
 
+_NOT_REGULAR = "not a regular file (a FIFO, device or socket is not read)"
+
+
 def size_cap(kind: str) -> int:
     """The size cap of a kind of file (:data:`SIZE_CAPS`), in bytes."""
     return SIZE_CAPS[kind]
@@ -72,30 +78,70 @@ def _open_fd(path: Path, what: str, follow: bool) -> int:
     except IsADirectoryError:
         raise UserFileError(what, path, "is a folder, not a file") from None
     except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket (or a device without its driver)
+            raise UserFileError(what, path, _NOT_REGULAR) from None
         if not follow and os.path.islink(path):
             raise UserFileError(what, path, "is a symbolic link; probench does not follow links "
                                 "inside a folder it writes") from None
         raise UserFileError(what, path, f"cannot open: {exc.strerror or type(exc).__name__}") from None
 
 
+def _has_holes(fd: int, size: int) -> bool:
+    """Whether the file has a hole (a sparse file: ranges never written, read as NUL bytes),
+    asked of the file system without reading (``SEEK_HOLE``; where it is not supported the
+    answer is no)."""
+    seek_hole = getattr(os, "SEEK_HOLE", None)
+    if seek_hole is None or size == 0:
+        return False
+    try:
+        return os.lseek(fd, 0, seek_hole) < size
+    except OSError:
+        return False
+    finally:
+        os.lseek(fd, 0, os.SEEK_SET)
+
+
+def _regular(fd: int, path: Path, what: str) -> os.stat_result:
+    """The status of an open descriptor of a regular file, or a UserFileError."""
+    st = os.fstat(fd)
+    if stat.S_ISDIR(st.st_mode):
+        raise UserFileError(what, path, "is a folder, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise UserFileError(what, path, _NOT_REGULAR)
+    return st
+
+
+def check_user_file(path: str | Path, *, what: str = "file", follow: bool = True) -> int:
+    """The size of ``path`` once it passed the reader's checks without a byte read: a
+    regular file, opened without blocking and checked on the descriptor. For a file a
+    library opens by its name (a bag's storage file), so a FIFO cannot hang it."""
+    p = Path(path)
+    fd = _open_fd(p, what, follow)
+    try:
+        return _regular(fd, p, what).st_size
+    finally:
+        os.close(fd)
+
+
 def open_user_file(path: str | Path, *, what: str = "file", kind: str = "small",
-                   follow: bool = True) -> BinaryIO:
+                   follow: bool = True, text: bool = False) -> BinaryIO:
     """``path`` opened for binary reading (a regular file of at most the kind's size cap),
     for a caller that streams it (csv, pickle). Reads past the cap raise
     :class:`UserFileError`. ``what`` names the file in errors ("profile", "--prompts");
-    ``follow=False`` refuses a symbolic link (a run folder's own parts)."""
+    ``follow=False`` refuses a symbolic link (a run folder's own parts); ``text``: a text
+    file (JSON, CSV, INI), so a sparse file, whose holes read as NUL bytes no text holds, is
+    refused from its shape before a byte is read."""
     p = Path(path)
     cap = SIZE_CAPS[kind]
     fd = _open_fd(p, what, follow)
     try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise UserFileError(what, p, "is a folder, not a file")
-        if not stat.S_ISREG(st.st_mode):
-            raise UserFileError(what, p, "not a regular file (a FIFO, device or socket is not read)")
+        st = _regular(fd, p, what)
         if st.st_size > cap:
             raise UserFileError(what, p, f"{_size_text(st.st_size)} is over the {_size_text(cap)} "
                                 f"limit for this kind of file")
+        if text and _has_holes(fd, st.st_size):
+            raise UserFileError(what, p, "is a sparse file (its holes read as NUL bytes, which no text or "
+                                "JSON file holds): not read")
         os.set_blocking(fd, True)
         raw = os.fdopen(fd, "rb", buffering=0)
     except BaseException:
@@ -152,10 +198,11 @@ class _Capped(io.BufferedReader):
 
 
 def read_user_bytes(path: str | Path, *, what: str = "file", kind: str = "small",
-                    follow: bool = True) -> bytes:
-    """The bytes of ``path`` under the bounded reader's rules (module doc)."""
+                    follow: bool = True, text: bool = False) -> bytes:
+    """The bytes of ``path`` under the bounded reader's rules (module doc; ``text``: see
+    :func:`open_user_file`)."""
     p = Path(path)
-    with open_user_file(p, what=what, kind=kind, follow=follow) as fh:
+    with open_user_file(p, what=what, kind=kind, follow=follow, text=text) as fh:
         try:
             return fh.read()
         except OSError as exc:
@@ -173,7 +220,7 @@ def read_user_json_finite(path: str | Path, *, what: str = "file", kind: str = "
     """:func:`read_user_json` and whether the document is known to hold no NaN or infinity
     (:func:`probench.jsonio.parse`)."""
     p = Path(path)
-    data = read_user_bytes(p, what=what, kind=kind, follow=follow)
+    data = read_user_bytes(p, what=what, kind=kind, follow=follow, text=True)
     try:
         return parse(data)
     except UnicodeDecodeError as exc:

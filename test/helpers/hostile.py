@@ -6,7 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 PEAK_LIMIT_MB = 500.0  # the issue's bound: a hostile file costs less than this, in all
 
@@ -58,3 +63,22 @@ def one_line(text: str) -> str:
     lines = text.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in text, text
     return lines[0]
+
+
+def returns_within(fn: Callable[[], T], seconds: float = 60.0) -> T | BaseException:
+    """``fn()``'s result, or the exception it raised, run in a daemon thread: a call that
+    blocks (a FIFO opened without ``O_NONBLOCK`` waits for ever) fails the test after
+    ``seconds`` instead of hanging it."""
+    out: list[T | BaseException] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            out.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"blocked for {seconds} s"
+    return out[0]

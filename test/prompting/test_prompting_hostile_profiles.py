@@ -97,7 +97,11 @@ def test_profile_out_that_cannot_be_written_is_one_line(tmp_path: Path,
     (run / "run.json").write_text(json.dumps({"model": {"name": "m"}}))
     (run / "metrics.json").write_text(json.dumps({"by_formulation": {"orig": {"map50": 0.1},
                                                                       "cat": {"map50": 0.3}}}))
-    assert main(["profile", str(run), "--out", "/proc/version"]) == 1
-    assert "cannot write the profile" in one_line(capsys.readouterr().err)
+    # the writer rule (probench.cache.output): an existing file is replaced only with --overwrite,
+    # and a path that cannot be created is a usage error named before any work
+    assert main(["profile", str(run), "--out", "/proc/version"]) == 2
+    assert "exists already" in one_line(capsys.readouterr().err)
+    assert main(["profile", str(run), "--out", "/proc/version", "--overwrite"]) == 2
+    assert "cannot be created" in one_line(capsys.readouterr().err)
     assert main(["profile", str(run), "--out", str(tmp_path)]) == 2
     assert "is a folder" in one_line(capsys.readouterr().err)

@@ -122,7 +122,7 @@ class ProbenchBag:
         from probench.files import UserFileError, read_user_bytes
 
         try:
-            text = read_user_bytes(meta, what="bag metadata", kind="small").decode("utf-8")
+            text = read_user_bytes(meta, what="bag metadata", kind="small", text=True).decode("utf-8")
         except (UserFileError, UnicodeDecodeError) as exc:
             raise BagError(f"{self.path}: cannot read its metadata: {exc}") from exc
         try:

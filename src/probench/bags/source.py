@@ -37,12 +37,39 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
+def check_bag_files(path: Path) -> None:
+    """The reader rule (docs/SECURITY.md) for a bag, before ``rosbags`` opens it by name: a
+    bare ``.mcap``/``.db3`` is a regular file; every file of a bag folder is a regular file
+    inside the folder (a link out of it, a FIFO, a device, a socket is refused), each checked
+    on a descriptor opened without blocking, so no bag can hang ``ground`` or ``eval``; its
+    ``metadata.yaml`` is held to the small-file cap (rosbags parses it whole). The counts it
+    declares are only shown (a progress bar's total), never allocated for."""
+    from probench.files import UserFileError, check_user_file, open_user_file
+
+    try:
+        if not path.is_dir():
+            check_user_file(path, what="bag")
+            return
+        root = path.resolve()
+        for entry in sorted(path.iterdir()):
+            if entry.is_symlink() and not entry.resolve().is_relative_to(root):
+                raise BagError(f"{path}: {entry.name} is a link out of the bag folder: not read")
+            if entry.name == "metadata.yaml":  # parsed whole by rosbags: the small-file cap, not sparse
+                open_user_file(entry, what="bag metadata", kind="small", text=True).close()
+            elif not entry.is_dir():  # rosbags reads no sub-folder
+                check_user_file(entry, what="bag file")
+    except UserFileError as exc:
+        raise BagError(str(exc)) from None
+
+
 def open_reader(path: Path) -> Reader:
-    """An opened ``rosbags.rosbag2.Reader`` on ``path``, or a one-line :class:`BagError`."""
+    """An opened ``rosbags.rosbag2.Reader`` on ``path`` (after :func:`check_bag_files`), or a
+    one-line :class:`BagError`."""
     from rosbags.rosbag2 import Reader
 
     if not path.exists():
         raise BagError(f"{path}: no such bag")
+    check_bag_files(path)
     try:
         reader = Reader(path)
         reader.open()

@@ -1,21 +1,20 @@
 """A new rosbag2 written out of sight and moved into place only when complete.
 
-The bag is written as ``<parent>/.<name>.partial-<pid>/<name>`` (so the storage file inside
-gets its final name) and renamed to ``out`` by :meth:`StagedBagWriter.close`: a killed or
-failed run never leaves something at ``out`` that looks like a finished bag. With
-``overwrite`` an existing bag at ``out`` is replaced only then, and only if it is a bag.
+The bag is written out of sight and moved into place whole by :meth:`StagedBagWriter.close`
+(the writer rule's :class:`probench.cache.output.StagedFolder`): a killed or failed run
+never leaves something at ``out`` that looks like a finished bag. With ``overwrite`` an
+existing bag at ``out`` is replaced only then, and only if it is a bag.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from probench.bags.errors import BagUsageError
 from probench.bags.layout import STORAGES
+from probench.cache.output import OutputPathError, StagedFolder, check_output_folder
 
 if TYPE_CHECKING:  # names for the checker only: mypy skips rosbags (pyproject)
     from rosbags.interfaces import Connection, Qos
@@ -25,31 +24,14 @@ BAG_FILE_SUFFIXES = (".mcap", ".db3", ".yaml")
 
 
 def check_new_bag(out: Path, *, overwrite: bool, flag: str = "--out") -> None:
-    """Usage errors about a bag folder to create: exists (without ``overwrite``), or exists
-    and is not a bag (never replaced: ``overwrite`` must not delete someone's folder)."""
-    if not out.exists() and not out.is_symlink():
-        return
-    if not overwrite:
-        raise BagUsageError(f"{flag} {out} exists already; choose a new path or pass --overwrite")
-    if not is_bag_folder(out):
-        raise BagUsageError(
-            f"{flag} {out} exists and is not a rosbag2 folder: not replaced, even with --overwrite"
-        )
-
-
-def stale_stages(out: Path) -> list[Path]:
-    """Staging folders of ``out`` (``.<name>.partial-<pid>``) left by writers that no longer
-    run (a SIGKILL leaves them): safe to remove."""
-    from probench.cache.atomic import pid_alive
-
-    if not out.parent.is_dir():
-        return []
-    prefix = f".{out.name}.partial-"
-    return sorted(
-        p for p in out.parent.iterdir()
-        if p.name.startswith(prefix) and p.name[len(prefix):].isdigit() and p.is_dir()
-        and not p.is_symlink() and not pid_alive(int(p.name[len(prefix):]))
-    )
+    """The writer rule (:func:`probench.cache.output.check_output_folder`) for a bag folder to
+    create: not a link, not inside a run folder; an existing bag replaced only with
+    ``overwrite``, and a folder that is not a bag never (``overwrite`` must not delete
+    someone's folder)."""
+    try:
+        check_output_folder(out, what="rosbag2", is_previous=is_bag_folder, flag=flag, overwrite=overwrite)
+    except OutputPathError as exc:
+        raise BagUsageError(str(exc)) from None
 
 
 def is_bag_folder(path: Path) -> bool:
@@ -66,17 +48,12 @@ class StagedBagWriter:
     def __init__(self, out: str | Path, *, storage: str = "mcap", overwrite: bool = False) -> None:
         from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
 
-        self.out = Path(out)
         if storage not in STORAGES:
             raise BagUsageError(f"unknown storage {storage!r}; expected one of {', '.join(STORAGES)}")
-        check_new_bag(self.out, overwrite=overwrite)
-        self.overwrite = overwrite
-        self.out.parent.mkdir(parents=True, exist_ok=True)
-        self._stage = self.out.parent / f".{self.out.name}.partial-{os.getpid()}"
-        shutil.rmtree(self._stage, ignore_errors=True)
-        self._stage.mkdir()
+        self._staged = StagedFolder(out, what="rosbag2", is_previous=is_bag_folder, overwrite=overwrite)
+        self.out = self._staged.out
         plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
-        self.writer = Writer(self._stage / self.out.name, version=9, storage_plugin=plugin)
+        self.writer = Writer(self._staged.path, version=9, storage_plugin=plugin)
         if storage == "mcap":
             # zstd chunk compression: what `ros2 bag record --compression-mode storage` would do.
             self.writer.set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)
@@ -86,7 +63,7 @@ class StagedBagWriter:
         try:
             self.writer.open()
         except BaseException:
-            shutil.rmtree(self._stage, ignore_errors=True)
+            self._staged.abort()
             raise
         self._open = True
         return self
@@ -108,11 +85,7 @@ class StagedBagWriter:
         try:
             self.writer.close()
             self._open = False
-            old = self._stage / ".replaced"
-            if self.out.exists():  # checked again now: a bag may have appeared meanwhile
-                check_new_bag(self.out, overwrite=self.overwrite)
-                os.replace(self.out, old)
-            os.replace(self._stage / self.out.name, self.out)
+            self._staged.commit()
         finally:
             self.abort()
         return self.out
@@ -122,7 +95,7 @@ class StagedBagWriter:
         if self._open:
             self.writer.abort()
             self._open = False
-        shutil.rmtree(self._stage, ignore_errors=True)
+        self._staged.abort()
 
     def __enter__(self) -> StagedBagWriter:
         return self.open()

@@ -120,9 +120,14 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
+def json_text(obj: object, *, indent: int | None = 2) -> str:
+    """JSON with sorted keys so that results diff cleanly between runs (one trailing newline)."""
+    return json.dumps(obj, indent=indent, sort_keys=True) + "\n"
+
+
 def write_json_atomic(path: str | Path, obj: object, *, indent: int | None = 2) -> None:
-    """JSON with sorted keys so that results diff cleanly between runs."""
-    write_text_atomic(path, json.dumps(obj, indent=indent, sort_keys=True) + "\n")
+    """:func:`json_text` written atomically."""
+    write_text_atomic(path, json_text(obj, indent=indent))
 
 
 def _fsync_dir(folder: Path) -> None:

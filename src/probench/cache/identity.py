@@ -39,9 +39,10 @@ from typing import Any
 from probench import __version__
 from probench.cache import lock
 from probench.cache.errors import CacheError, RunMismatchError
+from probench.cache.output import check_run_folder_path
 from probench.cache.run import RunDir
 from probench.cache.trace import TRACE_FILE
-from probench.errors import Interrupted, UsageError
+from probench.errors import Interrupted
 from probench.vocabulary import RUN_FORMULATIONS
 
 # Libraries whose versions can change predictions; looked up without importing them.
@@ -166,10 +167,9 @@ def check_folder(path: str | Path, identity: RunIdentity, *, shared_only: bool =
 
 
 def _run_folder(path: str | Path) -> RunDir:
-    run = RunDir(path)
-    if run.path.exists() and not run.path.is_dir():
-        raise UsageError(f"--out {run.path}: exists and is not a folder")
-    return run
+    """The run folder at ``path`` under the writer rule: not a link, a folder if it exists,
+    not inside another run folder (:func:`probench.cache.output.check_run_folder_path`)."""
+    return RunDir(check_run_folder_path(path))
 
 
 def _check_files(run: RunDir, identity: RunIdentity, shared_only: bool) -> dict[str, Any]:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import fcntl
 import os
-import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from probench.cache.errors import CacheError, RunFolderLinkError
+from probench.cache.output import OutputLinkError, OutputNotRegularError, check_run_folder_path, open_regular
 from probench.errors import UsageError
 
 LOCK_FILE = ".probench.lock"
@@ -32,19 +32,16 @@ class FolderBusy(UsageError):
 
 
 def _open_lock(lock: Path, flags: int) -> int:
-    """The lock file opened without following a symbolic link (``O_NOFOLLOW``), a regular
-    file only: a link planted at ``.probench.lock`` is refused with one line, so the PID is
-    never written into a file elsewhere."""
+    """The lock file under the writer rule (:func:`probench.cache.output.open_regular`): a
+    link planted at ``.probench.lock`` is refused with one line, so the PID is never written
+    into a file elsewhere; a regular file only."""
     try:
-        fd = os.open(lock, flags | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
-    except OSError:
-        if lock.is_symlink():
-            raise RunFolderLinkError(lock) from None
-        raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise CacheError(f"{lock}: not a regular file; probench writes only its own lock file there")
-    return fd
+        return open_regular(lock, flags, 0o644)
+    except OutputLinkError:
+        raise RunFolderLinkError(lock) from None
+    except OutputNotRegularError:
+        raise CacheError(f"{lock}: not a regular file; probench writes only its own lock file there") \
+            from None
 
 
 def _holder(fd: int) -> str:
@@ -120,13 +117,13 @@ def check_free(folder: str | Path, *, flag: str = "--out") -> None:
 
 
 def check_out_folder(folder: str | Path, *, flag: str = "--out") -> None:
-    """The checks of an output folder before a slow model load: it is a folder or can be
-    created (:func:`probench.cache.atomic.creation_problem`), and no other process writes it."""
+    """The checks of an output folder before a slow model load: the writer rule's
+    (:func:`probench.cache.output.check_run_folder_path`: not a link, not inside a run
+    folder), it is a folder or can be created (:func:`probench.cache.atomic.creation_problem`),
+    and no other process writes it."""
     from probench.cache.atomic import creation_problem
 
-    path = Path(folder)
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{flag} {path}: exists and is not a folder")
+    path = check_run_folder_path(folder, flag=flag)
     problem = None if path.is_dir() else creation_problem(path)
     if problem is not None:
         raise UsageError(f"{flag} {path} cannot be created: {problem}")

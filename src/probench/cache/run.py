@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -35,6 +34,7 @@ import numpy as np
 from probench.cache.atomic import write_json_atomic
 from probench.cache.crash import crash_point
 from probench.cache.errors import CacheError, RunFolderLinkError, RunFolderWriteError
+from probench.cache.output import OutputLinkError, OutputNotRegularError, open_regular
 from probench.files import UserFileError, read_user_json, size_cap
 from probench.jsonio import loads
 from probench.vocabulary import RUN_FORMULATIONS
@@ -58,23 +58,16 @@ def writing(path: Path) -> Iterator[None]:
 
 
 def open_own_file(path: Path, flags: int, mode: int = 0o666) -> int:
-    """A descriptor of a run folder's own file, opened without following a symbolic link
-    (``O_NOFOLLOW``): a link put in its place (to a file elsewhere) is refused with one
-    line, never written through. Only a regular file is accepted."""
+    """A descriptor of a run folder's own file under the writer rule
+    (:func:`probench.cache.output.open_regular`: no link followed, a regular file only, no
+    blocking open): a link put in its place (to a file elsewhere) is refused with one line,
+    never written through."""
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
-    except OSError:
-        if path.is_symlink():
-            raise RunFolderLinkError(path) from None
-        raise
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise CacheError(f"{path}: not a regular file; probench writes only its own files here")
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return open_regular(path, flags, mode)
+    except OutputLinkError:
+        raise RunFolderLinkError(path) from None
+    except OutputNotRegularError:
+        raise CacheError(f"{path}: not a regular file; probench writes only its own files here") from None
 
 
 def refuse_link(path: Path) -> None:

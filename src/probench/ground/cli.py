@@ -99,31 +99,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _check_files(args: argparse.Namespace) -> None:
+    """The outputs under the writer rule (:mod:`probench.cache.output`), before the model loads."""
     from probench.bags.staged import check_new_bag
-    from probench.cache.atomic import creation_problem
+    from probench.cache.output import check_output_file
 
     bag = Path(args.bag).resolve()
     out = Path(args.out)
     files = [(flag, p) for flag, p in (("--video", args.video), ("--jsonl", args.jsonl)) if p is not None]
-    named = [("--out", out), *files]
-    for flag, path in named:
+    for flag, path in [("--out", out), *files]:
         full = path.resolve()
         if full == bag or bag in full.parents or full in bag.parents:
             raise GroundUsageError(f"{flag} {path} would overwrite the input bag {args.bag}")
     if args.video and args.jsonl and args.video.resolve() == args.jsonl.resolve():
         raise GroundUsageError("--video and --jsonl name the same file")
     check_new_bag(out, overwrite=args.overwrite)
-    for flag, path in named:  # before the model loads, not when the first output is written
-        problem = creation_problem(path)
-        if problem is not None:
-            raise GroundUsageError(f"{flag} {path} cannot be created: {problem}")
     for flag, path in files:
         if out.resolve() in path.resolve().parents:
             raise GroundUsageError(f"{flag} {path} is inside the output bag folder {out}")
-        if path.is_dir():
-            raise GroundUsageError(f"{flag} {path} is a folder")
-        if path.exists() and not args.overwrite:
-            raise GroundUsageError(f"{flag} {path} exists already; choose a new path or pass --overwrite")
+        check_output_file(path, flag=flag, overwrite=args.overwrite)
     if args.video and args.video.suffix.lower() != ".mp4":
         raise GroundUsageError(f"--video {args.video}: the file name must end in .mp4")
 
@@ -174,8 +167,8 @@ def remove_leftovers(plan: GroundPlan) -> list[Path]:
     paths removed."""
     import shutil
 
-    from probench.bags.staged import stale_stages
     from probench.cache.atomic import stale_partials
+    from probench.cache.output import stale_stages
 
     found = stale_stages(plan.out)
     for path in (plan.video, plan.jsonl):

@@ -10,6 +10,7 @@ inscribed in it (the pixels whose centres lie inside; :func:`ellipse_masks`).
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import time
 
@@ -60,12 +61,21 @@ class ScriptedDetector(BaseDetector):
 
 def ellipse_masks(xyxy: np.ndarray, image_hw: tuple[int, int]) -> np.ndarray:
     """Bool ``(N, H, W)``: for each box, the pixels whose centres lie inside the ellipse
-    inscribed in it (boxes in pixels, not yet clipped)."""
+    inscribed in it (boxes in pixels, not yet clipped). Computed box by box over the pixels
+    the box covers, so the work space is one box's, never ``N`` images of floats (1024
+    prompts would need gigabytes)."""
     h, w = image_hw
-    x1, y1, x2, y2 = (np.asarray(xyxy, dtype=np.float64).reshape(-1, 4)[:, i, None, None] for i in range(4))
-    ys, xs = np.arange(h)[None, :, None] + 0.5, np.arange(w)[None, None, :] + 0.5
-    rx, ry = np.maximum((x2 - x1) / 2, 1e-9), np.maximum((y2 - y1) / 2, 1e-9)
-    out: np.ndarray = ((xs - (x1 + x2) / 2) / rx) ** 2 + ((ys - (y1 + y2) / 2) / ry) ** 2 <= 1.0
+    boxes = np.asarray(xyxy, dtype=np.float64).reshape(-1, 4)
+    out = np.zeros((len(boxes), h, w), dtype=bool)
+    for i, (x1, y1, x2, y2) in enumerate(boxes):
+        # a pixel centre outside [x1, x2] x [y1, y2] lies outside the ellipse
+        c0, c1 = max(0, math.floor(x1)), min(w, math.ceil(x2))
+        r0, r1 = max(0, math.floor(y1)), min(h, math.ceil(y2))
+        if c0 >= c1 or r0 >= r1:
+            continue
+        xs, ys = np.arange(c0, c1)[None, :] + 0.5, np.arange(r0, r1)[:, None] + 0.5
+        rx, ry = max((x2 - x1) / 2, 1e-9), max((y2 - y1) / 2, 1e-9)
+        out[i, r0:r1, c0:c1] = ((xs - (x1 + x2) / 2) / rx) ** 2 + ((ys - (y1 + y2) / 2) / ry) ** 2 <= 1.0
     return out
 
 

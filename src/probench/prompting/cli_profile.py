@@ -5,26 +5,23 @@ and the node's ``prompt_profile`` parameter (docs/PROMPTING.md)."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-
-from probench.errors import UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN", help="scored run folders (run.json + metrics.json)")
-    parser.add_argument("--out", required=True, metavar="PROFILE", help="the profile to write (JSON)")
+    parser.add_argument("--out", required=True, metavar="PROFILE",
+                        help="the profile to write (JSON; a new file, outside run folders)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
 
 
 def run(args: argparse.Namespace) -> int:
-    from probench.cache.atomic import write_json_atomic
+    from probench.cache.output import check_output_file, write_output_json
     from probench.prompting.profile import ProfileError, profile_from_runs
 
-    out = Path(args.out)
-    if out.is_dir():
-        raise UsageError(f"--out {out}: is a folder; name the profile file to write")
+    out = check_output_file(args.out, overwrite=args.overwrite)  # the writer rule, before the work
     profile = profile_from_runs(args.runs)
     try:
-        write_json_atomic(out, profile.as_json())
+        write_output_json(out, profile.as_json(), overwrite=args.overwrite)
     except OSError as exc:  # a read-only folder, /proc, a missing parent that cannot be made
         why = exc.strerror or type(exc).__name__
         raise ProfileError(f"--out {out}: cannot write the profile: {why}") from None

@@ -9,27 +9,39 @@ published or given up), ``prompt_wait_ms`` (waiting for its stamped prompt set),
 replaced one another in the mailbox while this one was in flight: the frames the node
 dropped). A frame replaced while the worker was idle is recorded as ``{"replaced_idle":
 stamp}``. Lines are flushed as written (pure Python, no rclpy).
+
+Any participant on the ROS domain can set ``trace_file``, so the file follows the writer
+rule (:func:`probench.cache.output.open_appendable`): it is created new in an existing
+folder (its first line :data:`TRACE_HEADER`), or appended to only if it is such a trace;
+never a link, a FIFO or a device, never inside a run folder, and opened without blocking.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from probench.cache.output import open_appendable
+from probench.files import read_user_bytes
 from probench.msgs.errors import MessageConversionError
 from probench.msgs.wire import header_stamp_ns
 
-__all__ = ["NodeTrace"]
+__all__ = ["TRACE_HEADER", "NodeTrace"]
+
+TRACE_HEADER = b'{"probench_node_trace": 1}\n'  # a trace's first line: what may be appended to
 
 
 class NodeTrace:
     def __init__(self, path: str | Path) -> None:
+        """The trace at ``path``, opened under the writer rule (module doc); an
+        :class:`probench.cache.output.OutputPathError` naming ``trace_file`` otherwise."""
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self.path.open("a", encoding="utf-8")
+        fd = open_appendable(self.path, TRACE_HEADER, flag="trace_file", what="node trace")
+        self._file = os.fdopen(fd, "a", encoding="utf-8")
         self._lock = threading.Lock()
         self._current: dict[str, Any] | None = None
 
@@ -71,5 +83,6 @@ class NodeTrace:
     @staticmethod
     def read(path: str | Path, *, idle: bool = False) -> list[dict[str, Any]]:
         """The frame records of a trace file; with ``idle``, the idle replacements too."""
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-        return [r for r in (json.loads(x) for x in lines if x.strip()) if "stamp_ns" in r or idle]
+        lines = read_user_bytes(path, what="node trace", kind="run", text=True).decode("utf-8").splitlines()
+        records = (json.loads(x) for x in lines if x.strip())
+        return [r for r in records if "stamp_ns" in r or (idle and "replaced_idle" in r)]

@@ -84,7 +84,8 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
           "configure", low=0.0, high=10.0),
     Param("trace_file", "string", "",
           "append one JSON line per frame processed (start, end, prompt wait, frames replaced meanwhile): "
-          "the node's own evidence for a replay's misses; empty: none", "configure"),
+          "the node's own evidence for a replay's misses; a new file in an existing folder, or an earlier "
+          "trace (never a link, FIFO or device, nor inside a run folder); empty: none", "configure"),
     Param("camera_timeout", "double", 3.0,
           "seconds without an image, while active, after which /diagnostics reports WARN (camera silent)",
           "configure", low=0.0, low_open=True, high=MAX_TIMEOUT_S),

@@ -8,8 +8,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from probench.report.errors import ReportUsageError
-
 if TYPE_CHECKING:
     from probench.report.load import Entry
 
@@ -17,6 +15,17 @@ FIGURE_FILES = {"fig3": "fig3_map_vs_iou.png", "fig4": "fig4_delta_max_vs_iou.pn
                 "timeline": "fig_latency_timeline.png", "pr": "fig_pr_curves.png",
                 "f1": "fig_f1_confidence.png", "prompt_types": "fig_prompt_types.png",
                 "fig6": "fig6_qualitative.png"}
+
+
+REPORT_SUFFIXES = (".md", ".csv", ".png")  # everything a report folder holds
+
+
+def is_report_folder(path: Path) -> bool:
+    """A folder :func:`build_report` wrote: a report.md and only regular files it writes
+    (Markdown, CSV, PNG); what ``--overwrite`` may replace whole."""
+    if path.is_symlink() or not (path / "report.md").is_file():
+        return False
+    return all(p.is_file() and not p.is_symlink() and p.suffix in REPORT_SUFFIXES for p in path.iterdir())
 
 
 def build_report(
@@ -29,24 +38,25 @@ def build_report(
     bootstrap: int = 1000,
     scenes: list[int] | None = None,
     fig6_formulation: str = "orig",
+    overwrite: bool = False,
 ) -> dict[str, Path]:
     """Write the report into ``out``; returns {"table2.md", "table2.csv", "report.md", figN: path}.
     Runs of different datasets are refused unless ``allow_dataset_mismatch`` (then marked).
     ``progress``: a bar while several runs load (never with False: ``sweep --no-progress``).
     ``bootstrap``: resamples for the intervals of runs scored here (no metrics.json); 0: none.
-    ``scenes`` (image ids) and ``fig6_formulation``: Fig. 6 (report/qualitative.py)."""
+    ``scenes`` (image ids) and ``fig6_formulation``: Fig. 6 (report/qualitative.py).
+
+    ``out`` follows the writer rule (:mod:`probench.cache.output`): never a link, never in a
+    run folder; the report is built out of sight and moved into place whole, replacing a
+    previous report only with ``overwrite`` (nothing of it is left beside the new one)."""
     from tqdm import tqdm
 
-    from probench.cache.atomic import write_text_atomic
-    from probench.report import document, figures, table
+    from probench.cache.output import StagedFolder, check_output_folder
     from probench.report.load import check_datasets, disambiguate, load_reference, load_run
-
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ReportUsageError(f"{out}: exists and is not a folder")
     from probench.report.paper import resolve_reference
 
-    # fail fast, before scoring
+    out = Path(out)
+    check_output_folder(out, what="report", is_previous=is_report_folder, overwrite=overwrite)  # fail fast
     refs = load_reference(resolve_reference(reference)) if reference is not None else []
     bar = tqdm(runs, desc="report: loading runs", unit="run", file=sys.stderr,
                disable=not progress or len(runs) < 2, leave=False)
@@ -55,11 +65,24 @@ def build_report(
         print("probench report: warning: the runs were made on different datasets; reported together as "
               "--allow-dataset-mismatch asks, each row marked with its dataset", file=sys.stderr)
     disambiguate(entries)
-    entries += refs
+    staged = StagedFolder(out, what="report", is_previous=is_report_folder, overwrite=overwrite)
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ReportUsageError(f"{out}: cannot create the output folder: {exc.strerror or exc}") from exc
+        staged.path.mkdir()
+        written = _write_report(entries, refs, staged.path, dataset, scenes, fig6_formulation)
+        staged.commit()
+    except BaseException:
+        staged.abort()
+        raise
+    return {key: out / path.relative_to(staged.path) for key, path in written.items()}
+
+
+def _write_report(entries: list[Entry], refs: list[Entry], out: Path, dataset: str | Path | None,
+                  scenes: list[int] | None, fig6_formulation: str) -> dict[str, Path]:
+    """The report's files written into ``out`` (a new, empty folder); returns them by key."""
+    from probench.cache.atomic import write_text_atomic
+    from probench.report import document, figures, table
+
+    entries = entries + refs
     written: dict[str, Path] = {}
     table_md = table.to_markdown(entries)
     intervals = table.intervals_csv(entries)

@@ -13,7 +13,11 @@ from probench.vocabulary import FORMULATIONS
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run folders (metrics.json, run.json)")
-    parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="output folder (created)")
+    parser.add_argument("--out", required=True, type=Path, metavar="DIR",
+                        help="output folder (created; never inside a run folder)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a previous report in --out, whole (a folder holding anything else is "
+                             "never replaced)")
     parser.add_argument(
         "--reference", metavar="paper|CSV",
         help="add published rows, labelled '(paper)': 'paper' for the Pro-Bench paper's Table II "
@@ -59,7 +63,8 @@ def _image_ids(text: str) -> list[int]:
 def run(args: argparse.Namespace) -> int:
     written = build_report(args.runs, args.out, args.reference, args.dataset,
                            allow_dataset_mismatch=args.allow_dataset_mismatch, bootstrap=args.bootstrap,
-                           scenes=args.scenes, fig6_formulation=args.fig6_formulation)
+                           scenes=args.scenes, fig6_formulation=args.fig6_formulation,
+                           overwrite=args.overwrite)
     for path in written.values():
         print(path)
     return 0

@@ -27,7 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the formulation of the per-query AP changes (default orig)")
     parser.add_argument("--top", type=int, default=10, metavar="K",
                         help="queries listed (default 10; 0: all)")
-    parser.add_argument("--out", type=Path, metavar="FILE", help="also write the whole comparison as JSON")
+    parser.add_argument("--out", type=Path, metavar="FILE",
+                        help="also write the whole comparison as JSON (a new file, outside run folders)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
 
 
 def _dataset_path(args: argparse.Namespace) -> Path:
@@ -73,13 +75,15 @@ def render(result: dict[str, Any], top: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from probench.cache.atomic import write_json_atomic
+    from probench.cache.output import check_output_file, write_output_json
     from probench.data.dataset import load_dataset
     from probench.scoring.compare import compare_runs
 
     for p in (args.run_a, args.run_b):
         if not p.is_dir():
             raise UsageError(f"{p}: no such run folder")
+    if args.out is not None:  # the writer rule, before the work
+        check_output_file(args.out, overwrite=args.overwrite)
     ds_path = _dataset_path(args)
     if not ds_path.exists():
         raise UsageError(f"{ds_path}: no such dataset folder")
@@ -89,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     print(render(result, args.top))
     if args.out is not None:
         try:
-            write_json_atomic(args.out, result)
+            write_output_json(args.out, result, overwrite=args.overwrite)
         except OSError as exc:
             raise UsageError(f"{args.out}: cannot write: {exc}") from exc
         print(f"wrote {args.out}", file=sys.stderr)

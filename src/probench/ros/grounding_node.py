@@ -258,6 +258,10 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
 
         values = {spec.name: self.param(spec.name) for spec in GROUNDING_PARAMS if spec.name != "prompts"}
         cfg = self._cfg = GROUNDING_PARAMS.to_config(GroundingConfig, values)
+        try:  # first: a refused trace_file fails configure at once, before the model loads
+            self._trace = NodeTrace(cfg.trace_file) if cfg.trace_file else None
+        except ProbenchError as exc:
+            return self._fail(str(exc))
         try:
             detector = load_detector(cfg.model, device=cfg.device, precision=cfg.precision,
                                      score_threshold=float(cfg.score_threshold), weights=cfg.weights or None,
@@ -278,7 +282,6 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         self.inputs = GroundingInputs(self, cfg, self)
         self.destroy_timer(self._diag_timer)
         self._diag_timer = self.create_timer(cfg.diagnostics_period, self._publish_diagnostics)
-        self._trace = NodeTrace(cfg.trace_file) if cfg.trace_file else None
         if self.worker.latest_prompts:  # acknowledged (LabelInfo) once active
             self.worker.put_prompts(self.worker.latest_prompts, self.get_clock().now().to_msg())
         self.worker.start()

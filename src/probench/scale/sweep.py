@@ -341,7 +341,7 @@ def _report_step(cfg: SweepConfig, steps: list[Step], previous: dict[str, Any]) 
 
     def build(step: Step) -> None:
         inputs: list[str | Path] = list(runs)
-        build_report(inputs, cfg.out / "report", reference=cfg.reference,
+        build_report(inputs, cfg.out / "report", reference=cfg.reference, overwrite=True,  # the sweep's own
                      progress=sys.stderr.isatty() if cfg.progress is None else cfg.progress)
         step.where = "this process"
         step.detail = f"{len(runs)} run(s)" + (" + the paper's rows" if cfg.reference == "paper" else "")

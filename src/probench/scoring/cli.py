@@ -21,7 +21,10 @@ from probench.errors import UsageError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", required=True, help="dataset folder (annotations.json is enough)")
     parser.add_argument("--run", required=True, help="run folder with predictions/<formulation>.json")
-    parser.add_argument("--out", help="metrics file to write (default: RUN/metrics.json)")
+    parser.add_argument("--out", help="metrics file to write (default: RUN/metrics.json); never inside a run "
+                        "folder but as RUN/metrics.json")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --out file (RUN/metrics.json is always rewritten)")
     parser.add_argument(
         "--pcr-score-threshold", type=_threshold, metavar="T",
         help="also report pcr50_at / plc_at: a target is recovered only by a prediction scoring >= T (0-1)",
@@ -69,8 +72,20 @@ def _threshold(text: str) -> float:
     return value
 
 
+def _metrics_path(out: str | None, run_path: Path, overwrite: bool) -> Path | None:
+    """``--out`` checked under the writer rule (:mod:`probench.cache.output`), or None for the
+    run's own RUN/metrics.json (the default, and an ``--out`` naming that same file)."""
+    from probench.cache.output import check_output_file
+
+    own = run_path.resolve() / "metrics.json"
+    if out is None or Path(out).absolute().parent.resolve() / Path(out).name == own:
+        return None
+    return check_output_file(out, overwrite=overwrite)
+
+
 def run(args: argparse.Namespace) -> int:
     from probench.cache.atomic import write_json_atomic
+    from probench.cache.output import write_output_json
     from probench.data.dataset import load_dataset
     from probench.scoring.printed import degenerate_lines, summary_table
     from probench.scoring.suite import score_run
@@ -80,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{ds_path}: no such dataset folder")
     if not run_path.is_dir():
         raise UsageError(f"{run_path}: no such run folder")
+    out = _metrics_path(args.out, run_path, args.overwrite)  # before the work: the writer rule
     ds = load_dataset(ds_path, check_files=False)
     metrics = score_run(
         ds, run_path, pcr_score_threshold=args.pcr_score_threshold,
@@ -99,9 +115,12 @@ def run(args: argparse.Namespace) -> int:
         )
     for line in degenerate_lines(metrics):
         print(line, file=sys.stderr)
-    out = Path(args.out) if args.out else run_path / "metrics.json"
     try:
-        write_json_atomic(out, metrics)
+        if out is None:  # the run's own file, rewritten by each scoring
+            out = run_path / "metrics.json"
+            write_json_atomic(out, metrics)
+        else:
+            write_output_json(out, metrics, overwrite=args.overwrite)
     except OSError as exc:
         raise UsageError(f"{out}: cannot write metrics: {exc}") from exc
     if not args.quiet:

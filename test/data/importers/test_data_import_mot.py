@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import cv2
@@ -126,3 +127,135 @@ def test_import_mot_bad_arguments(mot: tuple[Path, Path], tmp_path: Path) -> Non
         main(["import", "mot", "--root", str(root), "--prompts", str(table), "--out", str(tmp_path / "ds")])
         == 1
     )
+
+
+# -- the reader rule and the hostile cases (issue 38): every input of the import is read
+# through the bounded reader, never through a link out of --root, never blocking; every bad
+# row is a named problem; a linked import is valid as written.
+def _import(root: Path, table: Path, out: Path, *extra: str) -> int:
+    return main(["import", "mot", "--root", str(root), "--prompts", str(table), "--out", str(out), *extra])
+
+
+def _one_line_error(capsys: pytest.CaptureFixture, *words: str) -> str:
+    out, err = capsys.readouterr()
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for w in words:
+        assert w in err, (w, err)
+    assert "root:x" not in out + err  # never an echo of a refused file's content
+    return err
+
+
+@pytest.mark.parametrize("name", ["gt/gt.txt", "seqinfo.ini"])
+def test_a_link_out_of_root_is_not_read(mot: tuple[Path, Path], tmp_path: Path, capsys, name: str) -> None:
+    root, table = mot
+    secret = tmp_path / "passwd"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/:/bin/false\n")
+    target = root / "SEQ-01" / name
+    target.unlink()
+    target.symlink_to(secret)
+    assert _import(root, table, tmp_path / "ds") == 1
+    _one_line_error(capsys, "link out of --root")
+    assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.parametrize("name", ["gt/gt.txt", "seqinfo.ini", "prompts"])
+def test_a_fifo_input_is_refused_at_once(mot: tuple[Path, Path], tmp_path: Path, capsys, name: str) -> None:
+    from helpers.hostile import returns_within
+
+    root, table = mot
+    path = table if name == "prompts" else root / "SEQ-01" / name
+    path.unlink()
+    os.mkfifo(path)
+    assert returns_within(lambda: _import(root, table, tmp_path / "ds")) == 1
+    _one_line_error(capsys, "not a regular file")
+
+
+def test_a_declared_length_is_bounded_by_the_frames_on_disk(mot: tuple[Path, Path], tmp_path: Path,
+                                                           capsys) -> None:
+    """A 120-byte seqinfo.ini with seqLength=1000000000 reached 4.2 GB in 30 s; now it is
+    refused from the frames folder's listing, allocating nothing per declared frame."""
+    import tracemalloc
+
+    root, table = mot
+    ini = root / "SEQ-01" / "seqinfo.ini"
+    ini.write_text("[Sequence]\nname=SEQ-01\nimDir=img1\nframeRate=5\nseqLength=1000000000\n"
+                   "imWidth=64\nimHeight=48\nimExt=.jpg\n")
+    assert len(ini.read_bytes()) < 130
+    tracemalloc.start()
+    try:
+        assert _import(root, table, tmp_path / "ds") == 1
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    _one_line_error(capsys, "seqLength is 1000000000", "holds 6 file(s)")
+    assert peak < 20 * 2**20, peak  # the whole import's peak, in bytes: no per-frame record was built
+
+
+GT_PROBLEMS = [
+    ("1,1,2,2\n", "line 1: expected 'frame, id, x, y, w, h, conf[, class, visibility]', got 4 column(s)"),
+    ("3.9,1,2,2,5,5,1,1,1\n", "line 1: frame and id must be whole numbers, got '3.9' and '1'"),
+    ("3,1.5,2,2,5,5,1,1,1\n", "line 1: frame and id must be whole numbers, got '3' and '1.5'"),
+]
+
+
+@pytest.mark.parametrize(("gt", "problem"), GT_PROBLEMS, ids=["too few columns", "frame 3.9", "id 1.5"])
+def test_bad_gt_rows_are_named(mot: tuple[Path, Path], tmp_path: Path, capsys, gt: str, problem: str) -> None:
+    root, table = mot
+    rows = "".join(f"{f},5,2,2,30,30,1,1,1.0\n" for f in range(1, 5))
+    (root / "SEQ-02" / "gt" / "gt.txt").write_text(gt + rows)
+    assert _import(root, table, tmp_path / "ds") == 1
+    assert f"SEQ-02/gt/gt.txt {problem}" in capsys.readouterr().out.splitlines()
+    assert not (tmp_path / "ds").exists()
+
+
+def test_a_whole_float_frame_is_that_frame(mot: tuple[Path, Path], tmp_path: Path) -> None:
+    root, table = mot
+    rows = "".join(f"{f}.0,5.0,2,2,30,30,1,1,1.0\n" for f in range(1, 5))
+    (root / "SEQ-02" / "gt" / "gt.txt").write_text(rows)
+    assert _import(root, table, tmp_path / "ds") == 0
+    ds = load_dataset(tmp_path / "ds")
+    assert sorted(a.image_id % 1_000_000 for a in ds.annotations if a.query_id == 3) == [1, 2, 3, 4]
+
+
+def test_text_that_is_not_utf8_or_a_huge_cell_is_one_line(mot: tuple[Path, Path], tmp_path: Path,
+                                                          capsys) -> None:
+    root, table = mot
+    gt = root / "SEQ-02" / "gt" / "gt.txt"
+    gt.write_bytes(b"1,5,2,2,30,30,1,1,1.0\n2,5,2,2,30,30,1,1,1.0 # caf\xe9\n")
+    assert _import(root, table, tmp_path / "ds") == 1
+    _one_line_error(capsys, "gt.txt", "not UTF-8 text (byte")
+    gt.write_text("".join(f"{f},5,2,2,30,30,1,1,1.0\n" for f in range(1, 5)))
+    table.write_text("sequence,track_id,orig\nSEQ-02,5," + "x" * 300_000 + "\n")
+    assert _import(root, table, tmp_path / "ds") == 1
+    _one_line_error(capsys, "prompts.csv line 2", "not a readable CSV row")
+
+
+def test_a_linked_import_is_valid_and_its_sizes_are_checked(mot: tuple[Path, Path], tmp_path: Path,
+                                                           capsys) -> None:
+    root, table = mot
+    assert _import(root, table, tmp_path / "ds") == 0  # linked (the default)
+    capsys.readouterr()
+    assert main(["validate", str(tmp_path / "ds")]) == 0, capsys.readouterr()
+    ini = root / "SEQ-02" / "seqinfo.ini"
+    ini.write_text(ini.read_text().replace("imWidth=64", "imWidth=65"))
+    assert _import(root, table, tmp_path / "ds2") == 1
+    lines = capsys.readouterr().out.splitlines()
+    wrong = "declared 65x48, but the file 'SEQ-02/img1/000001.jpg' is 64x48"
+    assert any(wrong in line for line in lines), lines
+    assert not (tmp_path / "ds2").exists()
+
+
+def test_an_out_that_is_a_link_or_in_a_run_folder_is_refused(mot: tuple[Path, Path], tmp_path: Path,
+                                                            capsys) -> None:
+    root, table = mot
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (tmp_path / "link").symlink_to(victim)
+    assert _import(root, table, tmp_path / "link") == 2
+    _one_line_error(capsys, "symbolic link")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run.json").write_text("{}")
+    assert _import(root, table, tmp_path / "run" / "ds") == 2
+    _one_line_error(capsys, "inside the run folder")
+    assert list(victim.iterdir()) == []
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["run.json"]

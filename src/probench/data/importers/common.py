@@ -11,7 +11,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from probench.data.errors import DatasetError
-from probench.data.validate import IMAGES_SOURCE_KEY
+from probench.data.validate import IMAGES_SOURCE_KEY, image_file_problems
 from probench.errors import UsageError
 from probench.files import UserFileError, read_user_json
 from probench.vocabulary import TEMPLATE_PREFIX
@@ -66,9 +66,20 @@ def place_images(images: list[dict[str, Any]], source_dir: Path, out: Path, *, c
     if missing:
         raise DatasetError(f"{source_dir}: {len(missing)} image file(s) missing or outside it",
                            problems=missing)
+    wrong = image_file_problems(source_dir, [_ImageFile(im) for im in images], None)
+    if wrong:  # what `probench validate` would say of the result: a not regular file, a wrong size
+        raise DatasetError(f"{source_dir}: {len(wrong)} image file(s) not as declared", problems=wrong)
+    images_dir = out / IMAGES_DIR
+    if images_dir.is_symlink():  # the writer rule: never through a link the import did not make
+        raise DatasetError(f"--out {out}: {IMAGES_DIR} is a symbolic link; probench does not write through "
+                           "a link it did not make")
+    top_out = images_dir.resolve()
     for im in images:
         rel = PurePosixPath(str(im["file_name"]))
         target = out / IMAGES_DIR / rel
+        if not target.parent.resolve().is_relative_to(top_out):
+            raise DatasetError(f"--out {out}: {target.parent} leads out of {images_dir} through a link; "
+                               "probench does not write through a link it did not make")
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.exists() or target.is_symlink():
             target.unlink()
@@ -78,6 +89,14 @@ def place_images(images: list[dict[str, Any]], source_dir: Path, out: Path, *, c
         else:
             os.symlink(src, target)
         im["file_name"] = str(PurePosixPath(IMAGES_DIR) / rel)
+
+
+class _ImageFile:
+    """An image record of an import as :func:`image_file_problems` reads one."""
+
+    def __init__(self, im: Mapping[str, Any]) -> None:
+        self.id, self.file_name = im["id"], str(im["file_name"])
+        self.width, self.height = im.get("width"), im.get("height")
 
 
 def copy_no_wider(src: Path, target: Path) -> None:
@@ -90,11 +109,18 @@ def copy_no_wider(src: Path, target: Path) -> None:
     os.chmod(target, mode & 0o666 & ~umask)
 
 
+def is_dataset_folder(path: Path) -> bool:
+    """A folder holding a dataset (its annotations.json): what ``--overwrite`` may replace."""
+    return (path / "annotations.json").is_file() and not (path / "annotations.json").is_symlink()
+
+
 def check_out(out: Path, overwrite: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: exists and is not a folder")
-    if (out / "annotations.json").exists() and not overwrite:
-        raise UsageError(f"--out {out}: already holds a dataset (annotations.json); --overwrite replaces it")
+    """The writer rule (:func:`probench.cache.output.check_output_folder`) for an import's
+    ``--out``: not a link, not in a run folder; a folder already holding something is
+    written only if it holds a dataset, and then only with ``overwrite``."""
+    from probench.cache.output import check_output_folder
+
+    check_output_folder(out, what="dataset", is_previous=is_dataset_folder, overwrite=overwrite)
 
 
 def write_dataset(coco: Mapping[str, Any], out: Path) -> Path:

@@ -25,8 +25,10 @@ from __future__ import annotations
 import configparser
 import csv
 import math
+import os
+import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from probench.data.errors import DatasetError
@@ -39,6 +41,7 @@ from probench.data.importers.common import (
     write_dataset,
 )
 from probench.errors import UsageError
+from probench.files import UserFileError, read_user_bytes
 
 __all__ = ["import_mot", "mot_coco"]
 
@@ -60,14 +63,37 @@ def _list(cell: str) -> list[str] | None:
     return items or None
 
 
-def _read_table(path: Path, problems: list[str]) -> list[_Row]:
-    if not path.is_file():
-        raise UsageError(f"{path}: no such prompts table")
+def _read_text(path: Path, what: str, kind: str, root: Path | None = None) -> str:
+    """A text input of the import under the reader rule (docs/SECURITY.md): through the
+    bounded reader (a regular file, never a FIFO or device, opened without blocking, under
+    the kind's size cap, not sparse); under ``root`` (``--root``), never a link out of it.
+    Its content is never echoed when it is refused."""
+    if root is not None and not path.resolve().is_relative_to(root.resolve()):
+        raise DatasetError(f"{what} {path}: is a link out of --root {root}: not read")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{path}: cannot read: {exc}") from exc
+        data = read_user_bytes(path, what=what, kind=kind, text=True)
+    except UserFileError as exc:
+        raise DatasetError(str(exc)) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{what} {path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+
+
+def _read_table(path: Path, problems: list[str]) -> list[_Row]:
+    if not path.exists() and not path.is_symlink():
+        raise UsageError(f"{path}: no such prompts table")
+    text = _read_text(path, "prompts table", "csv")
     reader = csv.DictReader(text.splitlines())
+    try:
+        return _table_rows(reader, path, problems)
+    except csv.Error as exc:  # e.g. a cell over the csv module's 131072-character limit
+        # (line_num counts the lines read before the one that failed)
+        line = reader.line_num + 1
+        raise DatasetError(f"{path.name} line {line}: not a readable CSV row ({exc})") from None
+
+
+def _table_rows(reader: csv.DictReader[str], path: Path, problems: list[str]) -> list[_Row]:
     fields = reader.fieldnames or []
     missing = [c for c in ("sequence", "track_id", "orig") if c not in fields]
     unknown = [c for c in fields if c not in _COLUMNS]
@@ -115,48 +141,112 @@ def _read_table(path: Path, problems: list[str]) -> list[_Row]:
     return rows
 
 
-def _seqinfo(folder: Path) -> dict[str, Any]:
+_EXT = re.compile(r"^\.[A-Za-z0-9]{1,8}$")
+
+
+def _seqinfo(folder: Path, root: Path) -> dict[str, Any]:
     path = folder / "seqinfo.ini"
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise UsageError(f"{folder}: no seqinfo.ini (not a MOT Challenge sequence folder)")
-    ini = configparser.ConfigParser()
+    ini = configparser.ConfigParser(interpolation=None)
     try:
-        ini.read(path, encoding="utf-8")
-        s = ini["Sequence"]
-        info: dict[str, Any] = {
-            "im_dir": s.get("imDir", "img1"),
-            "ext": s.get("imExt", ".jpg"),
-            "rate": float(s["frameRate"]),
-            "length": int(s["seqLength"]),
-            "width": int(s["imWidth"]),
-            "height": int(s["imHeight"]),
-        }
-    except (KeyError, ValueError, configparser.Error) as exc:
-        raise DatasetError(f"{path}: not a readable [Sequence] section ({exc})") from exc
-    if not (info["rate"] > 0 and info["length"] > 0 and info["width"] > 0 and info["height"] > 0):
-        raise DatasetError(f"{path}: frameRate, seqLength, imWidth and imHeight must be positive")
+        ini.read_string(_read_text(path, "seqinfo.ini", "small", root))
+    except configparser.Error as exc:  # named by its line, never echoed
+        raise DatasetError(f"{path}: not an INI file (line {getattr(exc, 'lineno', '?')}: "
+                           f"{type(exc).__name__})") from None
+    if not ini.has_section("Sequence"):
+        raise DatasetError(f"{path}: no [Sequence] section")
+    section = ini["Sequence"]
+
+    def number(key: str, kind: type[int] | type[float]) -> Any:
+        raw = section.get(key)
+        if raw is None:
+            raise DatasetError(f"{path}: [Sequence] has no {key}")
+        try:
+            return kind(raw)
+        except ValueError:
+            what = "a whole number" if kind is int else "a number"
+            raise DatasetError(f"{path}: {key} is not {what}: {raw[:20]!r}") from None
+
+    info: dict[str, Any] = {
+        "im_dir": section.get("imDir", "img1"),
+        "ext": section.get("imExt", ".jpg"),
+        "rate": number("frameRate", float),
+        "length": number("seqLength", int),
+        "width": number("imWidth", int),
+        "height": number("imHeight", int),
+    }
+    if not (math.isfinite(info["rate"]) and info["rate"] > 0 and info["length"] > 0 and info["width"] > 0
+            and info["height"] > 0):
+        raise DatasetError(f"{path}: frameRate, seqLength, imWidth and imHeight must be positive and finite")
+    rel = PurePosixPath(info["im_dir"])
+    if (not info["im_dir"] or rel.is_absolute() or ".." in rel.parts
+            or not (folder / rel).resolve().is_relative_to(root.resolve())):
+        raise DatasetError(f"{path}: imDir {info['im_dir'][:40]!r} must be a folder inside the sequence "
+                           "folder")
+    if not _EXT.match(info["ext"]):
+        raise DatasetError(f"{path}: imExt {info['ext'][:20]!r} is not a file extension (.jpg, .png, ...)")
+    _check_length(path, folder / rel, info["length"])
     return info
 
 
+def _check_length(ini: Path, frames: Path, length: int) -> None:
+    """``seqLength`` bounded by what is on disk: the frames folder holds at least that many
+    files (counted, never opened), so a declared length of 10**9 allocates nothing."""
+    n = 0
+    try:
+        with os.scandir(frames) as entries:
+            for _ in entries:
+                n += 1
+                if n >= length:
+                    return
+    except OSError as exc:
+        raise DatasetError(f"{ini}: its frames folder {frames} cannot be listed "
+                           f"({exc.strerror or type(exc).__name__})") from None
+    raise DatasetError(f"{ini}: seqLength is {length}, but {frames} holds {n} file(s): the declared length "
+                       "must not exceed the frames on disk")
+
+
+def _whole(text: str) -> int:
+    """A MOT frame number or id: a whole number ("3", or "3.0" as some exporters write it);
+    "3.9" is a ValueError, never frame 3."""
+    try:
+        return int(text)
+    except ValueError:
+        value = float(text)
+        if not value.is_integer():
+            raise ValueError(f"{text!r} is not a whole number") from None
+        return int(value)
+
+
 def _gt(
-    folder: Path, length: int, min_visibility: float, problems: list[str]
+    folder: Path, root: Path, length: int, min_visibility: float, problems: list[str]
 ) -> list[tuple[int, int, list[float]]]:
     """(frame, MOT id, [x, y, w, h]) of the considered gt rows."""
     path = folder / "gt" / "gt.txt"
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise UsageError(f"{folder}: no gt/gt.txt")
     out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(_read_text(path, "gt.txt", "csv", root).splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{folder.name}/gt/gt.txt line {n}"
         parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 6:
+            problems.append(f"{where}: expected 'frame, id, x, y, w, h, conf[, class, visibility]', got "
+                            f"{len(parts)} column(s)")
+            continue
         try:
-            frame, tid = int(float(parts[0])), int(float(parts[1]))
+            frame, tid = _whole(parts[0]), _whole(parts[1])
+        except ValueError:
+            problems.append(f"{where}: frame and id must be whole numbers, got {parts[0][:20]!r} and "
+                            f"{parts[1][:20]!r}")
+            continue
+        try:
             box = [float(v) for v in parts[2:6]]
             conf = float(parts[6]) if len(parts) > 6 else 1.0
             vis = float(parts[8]) if len(parts) > 8 else 1.0
-        except (ValueError, IndexError):
+        except ValueError:
             problems.append(
                 f"{where}: expected 'frame, id, x, y, w, h, conf[, class, visibility]', got {line[:60]!r}"
             )
@@ -196,12 +286,16 @@ def mot_coco(
     tracks: dict[tuple[int, int, int], int] = {}  # (video, MOT id, query) -> track id
     for v, (seq, seq_rows) in enumerate(by_seq.items(), start=1):
         folder = root / seq
+        if not folder.resolve().is_relative_to(root.resolve()):
+            problems.append(f"{prompts.name} line {seq_rows[0].line}: sequence {seq[:40]!r} is not a folder "
+                            "inside --root")
+            continue
         if not folder.is_dir():
             problems.append(
                 f"{prompts.name} line {seq_rows[0].line}: no sequence folder {seq!r} under {root}"
             )
             continue
-        info = _seqinfo(folder)
+        info = _seqinfo(folder, root)
         starts = sorted({r.start for r in seq_rows})
         if starts[0] != 1:
             problems.append(
@@ -227,7 +321,7 @@ def mot_coco(
                 ],
             }
         )
-        gt = _gt(folder, info["length"], min_visibility, problems)
+        gt = _gt(folder, root, info["length"], min_visibility, problems)
         active: dict[int, list[_Row]] = {}
         current: list[_Row] = []
         for f in range(1, info["length"] + 1):
@@ -290,6 +384,6 @@ def import_mot(
     check_out(out, overwrite)
     coco = mot_coco(root, prompts, min_visibility=min_visibility, domain=domain)
     check_problems(prompts, source_problems(coco, prompts))
-    place_images(coco["images"], root, out, copy=copy)
+    place_images(coco["images"], root, out, copy=copy, info=coco["info"])  # a linked import names --root
     path = write_dataset(coco, out)
     return ImportSummary(path, len(coco["images"]), len(coco["categories"]), len(coco["annotations"]))
