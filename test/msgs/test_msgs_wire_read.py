@@ -172,3 +172,15 @@ def test_a_diagnostic_array_without_an_error_is_no_failure() -> None:
         frame_failure_from_cdr(bytes(ts.serialize_cdr(msg, "diagnostic_msgs/msg/DiagnosticArray")))
     with pytest.raises(MessageConversionError):
         frame_failure_from_cdr(frame_failure_to_cdr(HEADER, "boom")[:-3])
+
+
+@pytest.mark.parametrize("ns", [0, 1, 999_999_999, 1_700_000_123_000_456_789,
+                                (2**31 - 1) * 10**9 + 999_999_999])
+def test_one_stamp_conversion_both_ways(ns: int) -> None:
+    """msgs.shapes.stamp_ns / stamp_at: the one stamp <-> nanoseconds conversion, exact."""
+    from probench.msgs.shapes import stamp_at, stamp_ns
+
+    stamp = stamp_at(ns)
+    assert 0 <= stamp.nanosec < 10**9 and stamp_ns(stamp) == ns
+    header = SimpleNamespace(stamp=stamp, frame_id="")
+    assert header_stamp_ns(detections_to_cdr(Detections.empty(), header, ())) == ns

@@ -23,7 +23,7 @@ import numpy as np
 from probench.detections import Detections, DetectionsError
 from probench.msgs.errors import MessageConversionError, PromptMessageError
 from probench.msgs.images import DEFAULT_MAX_PIXELS, compressed_to_rgb, image_to_rgb
-from probench.msgs.shapes import CompressedMessage, Header, ImageMessage, Stamp, stamp_ns
+from probench.msgs.shapes import CompressedMessage, Header, ImageMessage, Stamp, stamp_at, stamp_ns
 
 
 # -- incoming -----------------------------------------------------------------------------
@@ -149,8 +149,8 @@ def restamp_cdr(data: bytes, stamp_ns: int) -> bytes:
     its header stamp set to ``stamp_ns`` (what a publisher that stamps a recorded frame sends)."""
     r = _Cdr(data)
     r._take("iI", 4)  # checks the encapsulation and the length
-    sec, nanosec = divmod(int(stamp_ns), 1_000_000_000)
-    return bytes(data[:4]) + struct.pack(r.order + "iI", sec, nanosec) + bytes(data[12:])
+    stamp = stamp_at(stamp_ns)
+    return bytes(data[:4]) + struct.pack(r.order + "iI", stamp.sec, stamp.nanosec) + bytes(data[12:])
 
 
 def rgb_from_cdr(data: bytes, *, compressed: bool,

@@ -18,7 +18,7 @@ from probench.detections import Detections
 from probench.msgs.errors import MessageConversionError
 from probench.msgs.images import rgb_to_fields
 from probench.msgs.shapes import Detection2DArray as Detection2DArrayShape
-from probench.msgs.shapes import DiagnosticArray, Header, LabelInfo, Stamp
+from probench.msgs.shapes import DiagnosticArray, Header, LabelInfo, Stamp, stamp_at
 from probench.msgs.wire import detections_to_cdr, label_info_to_cdr
 from probench.realtime.params import Param, ParamTable
 
@@ -44,7 +44,8 @@ _MSGS: SimpleNamespace | None = None
 
 def set_stamp(stamp: Stamp, ns: int) -> None:
     """Set a ``builtin_interfaces/Time`` in place from nanoseconds."""
-    stamp.sec, stamp.nanosec = divmod(int(ns), 1_000_000_000)
+    at = stamp_at(ns)
+    stamp.sec, stamp.nanosec = at.sec, at.nanosec
 
 
 def to_header(header: Header) -> Any:
