@@ -60,6 +60,7 @@ from typing import Any, Protocol
 from probench.cache.trace import ANSWERED, FAILED, MISATTRIBUTED, MISSED, STRAY, frame_record
 from probench.detections import Detections
 from probench.errors import Interrupted
+from probench.msgs import shapes, wire
 from probench.msgs.errors import MessageConversionError
 from probench.realtime.eval_plan import FramePlan, results_for_frame
 from probench.realtime.node_spec import MODES
@@ -139,40 +140,34 @@ class AnswerInbox:
 
     def detections(self, data: bytes, received_ns: int) -> None:
         """A serialized ``vision_msgs/Detection2DArray`` (``detections``)."""
-        from probench.msgs.shapes import stamp_ns
-        from probench.msgs.wire import detections_from_cdr, header_stamp_ns
-
         handler = self.handler
         if handler is None:
             return
         try:
-            read = detections_from_cdr(data)
+            read = wire.detections_from_cdr(data)
         except MessageConversionError as exc:
             try:
-                stamp = header_stamp_ns(data)
+                stamp = wire.header_stamp_ns(data)
             except MessageConversionError:
                 self.warn(f"undecodable Detection2DArray, not credited: {exc}")
                 return
             self.warn(f"unreadable Detection2DArray, not credited: {exc}")
             handler(Answer(stamp, received_ns, unreadable=str(exc)))
             return
-        handler(Answer(stamp_ns(read.header.stamp), received_ns, read.detections, read.labels))
+        handler(Answer(shapes.stamp_ns(read.header.stamp), received_ns, read.detections, read.labels))
 
     def failure(self, data: bytes, received_ns: int) -> None:
         """A serialized ``diagnostic_msgs/DiagnosticArray`` (``frame_errors``): a frame whose
         model call raised."""
-        from probench.msgs.shapes import stamp_ns
-        from probench.msgs.wire import frame_failure_from_cdr
-
         handler = self.handler
         if handler is None:
             return
         try:
-            header, error = frame_failure_from_cdr(data)
+            header, error = wire.frame_failure_from_cdr(data)
         except MessageConversionError as exc:
             self.warn(f"undecodable frame_errors message, not counted: {exc}")
             return
-        handler(Answer(stamp_ns(header.stamp), received_ns, error=error))
+        handler(Answer(shapes.stamp_ns(header.stamp), received_ns, error=error))
 
 
 class Link(Protocol):
