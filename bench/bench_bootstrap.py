@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         score(ds, preds)
         plain.append((time.perf_counter() - t0, time.process_time() - c0))
         t0, c0 = time.perf_counter(), time.process_time()
-        out = score(ds, preds, bootstrap=args.resamples)
+        out = score(ds, preds, bootstrap=args.resamples).to_json()
         boot.append((time.perf_counter() - t0, time.process_time() - c0))
     peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     iv = out["intervals"]

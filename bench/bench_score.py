@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
           f"(built in {time.perf_counter() - t0:.1f} s)", flush=True)  # fmt: skip
 
     t0 = time.perf_counter()
-    out = score(ds, preds)
+    out = score(ds, preds).to_json()
     ours = time.perf_counter() - t0
     peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(f"ours (full suite, 3 formulations): {ours:.2f} s; peak RSS so far {peak_gib:.2f} GiB", flush=True)

@@ -273,9 +273,11 @@ def latency_check(
         result = json.loads((run_dir / "latency.json").read_text()) if rc == 0 else None
         rows.append({"model": name, "rc": rc, "latency": result})
         if result:
+            from probench.cache.records import LatencyRecord
             from probench.models.latency import format_summary
 
-            lines.append(f"- `probench {' '.join(argv)}`\n  {format_summary(result)}")
+            summary = format_summary(LatencyRecord.model_validate(result))
+            lines.append(f"- `probench {' '.join(argv)}`\n  {summary}")
         else:
             lines.append(f"- {name}: probench latency exited {rc}")
     failed = [r["model"] for r in rows if r["rc"] != 0]

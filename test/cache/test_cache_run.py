@@ -10,6 +10,7 @@ import pytest
 from probench.cache import CacheError, JsonlLog, RunDir
 from probench.cache import run as run_module
 from probench.cache.identity import RunSession
+from probench.cache.records import RunRecord
 from probench.errors import CheckFailed, Interrupted
 
 
@@ -111,7 +112,7 @@ def test_malformed_prediction_files_are_named(tmp_path, content, message):
 
 def test_run_json_that_is_not_an_object_is_named(tmp_path):
     run = RunDir(tmp_path / "run").create()
-    assert run.info == {}  # not written yet
+    assert run.info.to_json() == {}  # not written yet: an empty record
     (run.path / "run.json").write_text("[1, 2]")
     with pytest.raises(CacheError, match=r"run\.json: expected a JSON object, not list"):
         _ = run.info
@@ -164,8 +165,8 @@ def test_replacing_moves_into_place_on_success_only(tmp_path) -> None:
 )  # fmt: skip
 def test_a_failed_session_says_whether_it_was_interrupted(tmp_path, exc, status):
     run = RunDir(tmp_path / "run").create()
-    RunSession(run, {"timings": {}}).fail(exc)
-    assert run.info["status"] == status and type(exc).__name__ in run.info["error"]
+    RunSession(run, RunRecord()).fail(exc)
+    assert run.info.status == status and type(exc).__name__ in (run.info.error or "")
 
 
 @pytest.mark.parametrize(

@@ -120,7 +120,7 @@ def write_run(run: Path, preds: dict, latency: bool = True, dataset: dict | None
     info: dict = {"model": {"name": "tiny-owlv2"}}
     if dataset is not None:
         info["dataset"] = dataset
-    rd.write_info(info)
+    rd.write_json("run.json", info)
     if latency:
         summ = {"mean": 1.0, "std": 0.1, "p50": 1.0, "p95": 1.2, "p99": 1.3, "max": 1.5}
         rd.write_json("latency.json", {"summary_ms": summ})

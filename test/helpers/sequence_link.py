@@ -52,4 +52,4 @@ def offline_temporal(ds_path: Path) -> dict[str, Any]:
         preds += detections_to_results(det.detect(ds.read_image(iid), texts), iid, groups)
     out = temporal_metrics(ds, {"orig": preds})
     assert out is not None
-    return out
+    return out.to_json()

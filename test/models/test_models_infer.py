@@ -37,7 +37,7 @@ def _read_bytes(run: Path) -> dict[str, bytes]:
 def test_cache_matches_contract_and_coco_results(ds_path: Path, tmp_path: Path) -> None:
     ds = load_dataset(ds_path)
     det = Counting(load_detector("test-instant"))
-    info = run_inference(det, ds, tmp_path / "run", FORMS, progress=False)
+    info = run_inference(det, ds, tmp_path / "run", FORMS, progress=False).to_json()
     run = RunDir(tmp_path / "run")
     assert run.formulations() == list(FORMS) and run.incomplete_formulations() == []
     assert not list((tmp_path / "run" / "predictions").glob("*.partial.jsonl"))
@@ -105,7 +105,8 @@ def test_limit_and_threshold(ds_path: Path, tmp_path: Path) -> None:
     results = run.predictions("orig")
     assert {r["image_id"] for r in results} <= {10, 11}
     assert results and all(r["score"] >= 0.6 for r in results)
-    assert run.info["settings"]["limit"] == 2 and run.info["settings"]["score_threshold"] == 0.6
+    settings = run.info.to_json()["settings"]
+    assert settings["limit"] == 2 and settings["score_threshold"] == 0.6
 
 
 def test_complete_run_rerun_does_nothing(ds_path: Path, tmp_path: Path) -> None:
@@ -113,7 +114,7 @@ def test_complete_run_rerun_does_nothing(ds_path: Path, tmp_path: Path) -> None:
     run_inference(load_detector("test-instant"), ds, tmp_path / "run", FORMS, progress=False)
     before = _read_bytes(tmp_path / "run")
     det = Counting(load_detector("test-instant"))
-    info = run_inference(det, ds, tmp_path / "run", FORMS, progress=False)
+    info = run_inference(det, ds, tmp_path / "run", FORMS, progress=False).to_json()
     assert det.calls == 0 and info["resumed"] == 1 and info["status"] == "complete"
     assert _read_bytes(tmp_path / "run") == before
 
@@ -175,7 +176,7 @@ def test_mismatched_resume_refused_unless_overwrite(ds_path: Path, tmp_path: Pat
     assert main([*base[:2], str(other), *base[3:], "--model", "test-instant"]) == 1
     assert "dataset.hash" in capsys.readouterr().err
     assert main([*base, "--model", "test-slow-1ms", "--overwrite"]) == 0
-    assert RunDir(out).info["model"]["name"] == "test-slow-1ms"
+    assert RunDir(out).info.to_json()["model"]["name"] == "test-slow-1ms"
     with pytest.raises(RunMismatchError):
         run_inference(load_detector("test-instant"), load_dataset(ds_path), out, ["orig"], progress=False)
 
@@ -256,10 +257,11 @@ def test_status_incomplete_when_an_earlier_session_asked_for_more(ds_path: Path,
     det = Counting(load_detector("test-instant"), fail_after=2, exc=KeyboardInterrupt())
     with pytest.raises(KeyboardInterrupt):
         run_inference(det, ds, tmp_path / "run", FORMS, progress=False)
-    info = run_inference(load_detector("test-instant"), ds, tmp_path / "run", ["cat"], progress=False)
+    info = run_inference(load_detector("test-instant"), ds, tmp_path / "run", ["cat"],
+                         progress=False).to_json()
     assert info["status"] == "incomplete" and info["incomplete_formulations"] == ["orig", "tmpl"]
     info = run_inference(load_detector("test-instant"), ds, tmp_path / "run", ["orig", "tmpl"],
-                         progress=False)
+                         progress=False).to_json()
     assert info["status"] == "complete" and "incomplete_formulations" not in info
 
 

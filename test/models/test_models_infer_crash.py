@@ -43,7 +43,7 @@ def _metrics(ds: Path, run: Path) -> dict:
     from probench.data.dataset import load_dataset
     from probench.scoring import score_run
 
-    return score_run(load_dataset(ds), run)
+    return score_run(load_dataset(ds), run).to_json()
 
 
 @pytest.fixture(scope="module")

@@ -58,7 +58,7 @@ def test_tiny_owlv2_resume_matches_a_fresh_process(tiny, tmp_path: Path) -> None
 
 def test_tiny_owlv2_latency_has_model_stages(tiny, tmp_path: Path) -> None:
     ds = load_dataset(make_dataset(tmp_path / "ds", n_images=2))
-    result = run_latency(tiny, ds, tmp_path / "run", n_images=2, warmup=1, runs=2, progress=False)
+    result = run_latency(tiny, ds, tmp_path / "run", n_images=2, warmup=1, runs=2, progress=False).to_json()
     assert len(result["samples_ms"]) == 4
     stages = result["stages_ms"]
     assert stages["forward"]["mean"] > 0 and stages["preprocess"]["mean"] > 0

@@ -56,7 +56,7 @@ def ds_path(tmp_path: Path) -> Path:
 def test_latency_json_schema_and_counts(ds_path: Path, tmp_path: Path) -> None:
     det = SlowStart()
     result = run_latency(det, load_dataset(ds_path), tmp_path / "run", n_images=4, warmup=3, runs=5,
-                         progress=False)
+                         progress=False).to_json()
     saved = json.loads((tmp_path / "run" / "latency.json").read_text())
     assert saved == json.loads(json.dumps(result))
     p = saved["protocol"]
@@ -82,7 +82,7 @@ def test_warmup_is_counted_and_excluded_when_it_is_not_zero(ds_path: Path, tmp_p
     # With no warm-up, the slow first call is a timed sample: the check above can fail.
     det = SlowStart(slow=1)
     result = run_latency(det, load_dataset(ds_path), tmp_path / "run", n_images=2, warmup=0, runs=2,
-                         progress=False)
+                         progress=False).to_json()
     assert det.detect_calls == 4 and max(result["samples_ms"]) >= 150.0
 
 
@@ -119,7 +119,7 @@ def test_text_encoder_calls_counted_only_in_timed_runs(ds_path: Path) -> None:
     out = measure_latency(det, load_workload(ds, [10, 11, 12]), warmup=3, runs=2)
     # prompt sets: 10 and 12 share set A, 11 has B; the warm-up encodes both and the text
     # cache keeps them, so the timed order 10 11 12 10 11 12 encodes nothing
-    assert out["text_encoder_calls"] == 0
+    assert out.text_encoder_calls == 0
     assert det.text_encoder_calls == 2
 
 
@@ -185,7 +185,7 @@ def test_text_split_cache_stats_decode_and_path(ds_path: Path, tmp_path: Path) -
     decode time per image (not in the samples) and the preprocessing path."""
     det = load_detector("tiny-owlv2")
     result = run_latency(det, load_dataset(ds_path), tmp_path / "run", n_images=4, warmup=0, runs=2,
-                         progress=False)
+                         progress=False).to_json()
     text, cache = result["text_ms"], result["text_cache"]
     assert text["n_cold"] + text["n_warm"] == len(result["samples_ms"]) == 8
     # no warm-up: the first pass meets new prompts, the second finds them all cached

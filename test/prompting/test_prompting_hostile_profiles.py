@@ -77,11 +77,16 @@ def test_probench_profile_never_writes_nan(tmp_path: Path, capsys: pytest.Captur
                                       '"tmpl": {"map50": 0.2}}}')
     out = tmp_path / "profile.json"
     assert main(["profile", str(run), "--out", str(out)]) == 1
-    assert "must be a number in [0, 1], got nan" in one_line(capsys.readouterr().err)
+    # refused on read, naming the file and the key (the typed records' reader)
+    assert "metrics.json: by_formulation.orig.map50 is nan, not a finite number" in one_line(
+        capsys.readouterr().err)
     assert not out.exists()
     (run / "metrics.json").write_text(json.dumps({"by_formulation": {"orig": {"map50": 0.1},
                                                                       "cat": {"map50": 0.3}}}))
     (run / "run.json").write_text(json.dumps({"model": ["not", "an", "object"]}))
+    with pytest.raises(ProfileError, match=r"run\.json: model is \['not', 'an', 'object'\], input should be"):
+        profile_from_runs([run])
+    (run / "run.json").write_text(json.dumps({"model": {}}))
     with pytest.raises(ProfileError, match="needs a model name"):
         profile_from_runs([run])
     (run / "metrics.json").write_text(nested_json(5000))

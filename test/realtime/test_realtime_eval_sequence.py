@@ -62,7 +62,7 @@ def test_a_sequence_bag_is_replayed_with_operator_prompts(seq_bag: tuple[Path, P
     ds_path, bag = seq_bag
     clock = FakeClock()
     link = OperatorFakeLink(clock=clock, detector=colour_detector())
-    metrics = _run(_cfg(bag, tmp_path / "run"), link, clock)
+    metrics = _run(_cfg(bag, tmp_path / "run"), link, clock).to_json()
     ds = load_dataset(ds_path)
     # no stamped set: the first set of each video and each prompt change went out as operator prompts
     assert link.announced == 0 and link.ready_calls == 1
@@ -111,7 +111,7 @@ def test_prompt_change_latency_is_at_least_a_slow_models_delay(
     _, bag = seq_bag
     clock = FakeClock()
     link = OperatorFakeLink(clock=clock, detector=colour_detector(), model_s=0.25, ack_s=0.03)
-    metrics = _run(_cfg(bag, tmp_path / "run"), link, clock)
+    metrics = _run(_cfg(bag, tmp_path / "run"), link, clock).to_json()
     t = metrics["temporal"]["by_formulation"]["orig"]
     (pc,) = t["prompt_change"]
     assert pc["latency_ms_ros"] is not None and pc["latency_ms_ros"] >= 250.0

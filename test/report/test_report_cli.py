@@ -137,7 +137,8 @@ def test_reference_paper_adds_the_16_published_rows(tmp_path) -> None:
     rows = load_reference(table2_path())
     assert len(rows) == 16 and {r.label for r in rows} >= {"OWLv2-B (paper)", "SAM3-Lite (paper)"}
     owl = next(r for r in rows if r.label.startswith("OWLv2-B"))
-    assert owl.metrics["map50"] == 0.507 and owl.metrics["latency_ms"]["mean"] == 56.6
+    assert owl.metrics.map50 == 0.507
+    assert owl.metrics.latency_ms is not None and owl.metrics.latency_ms.mean == 56.6
     written = build_report([], tmp_path / "out", reference="paper")
     table = written["table2.md"].read_text()
     assert "MM-G-D-T (paper)" in table and "0.696" in table

@@ -27,7 +27,7 @@ def test_compare_two_sample_runs(sample_run, tmp_path, capsys):
     for run in (a, b):
         preds = {f: json.loads((run / "predictions" / f"{f}.json").read_text())
                  for f in ("orig", "cat", "tmpl")}
-        point[run.name] = score(ds, preds)
+        point[run.name] = score(ds, preds).to_json()
     m = result["metrics"]["orig.map50"]
     assert m["a"] == pytest.approx(point["a"]["map50"], abs=1e-9)
     assert m["b"] == pytest.approx(point["b"]["map50"], abs=1e-9)

@@ -29,7 +29,7 @@ def test_report_has_errors_curves_and_explains_n(sample_run, tmp_path):
 
 def test_curve_and_bar_figures_draw_what_the_metrics_hold(sample_run):
     entry = load_run(sample_run("a", 0.7))  # scored on the fly (no metrics.json)
-    curves = entry.metrics["curves"]["by_formulation"]
+    curves = entry.metrics.to_json()["curves"]["by_formulation"]
     pr = fig_pr_curves([entry]).figure
     lines = {ln.get_gid(): ln for ln in pr.axes[0].get_lines()}
     assert set(lines) == {f"pr:a:{f}" for f in ("orig", "cat", "tmpl")}
@@ -40,7 +40,7 @@ def test_curve_and_bar_figures_draw_what_the_metrics_hold(sample_run):
     assert list(best.get_xdata()) == [curves["orig"]["best_f1_threshold"]]
     assert list(best.get_ydata()) == [curves["orig"]["best_f1"]]
     bars = fig_prompt_types([entry]).figure.axes[0]
-    by = entry.metrics["by_prompt_type"]
+    by = entry.metrics.to_json()["by_prompt_type"]
     heights = sorted(round(p.get_height(), 9) for p in bars.patches)
     assert heights == sorted(round(v["map50"], 9) for v in by.values() if v["map50"] is not None)
     ticks = [t.get_text() for t in bars.get_xticklabels()]

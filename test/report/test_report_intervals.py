@@ -26,7 +26,7 @@ def _intervals(support: float, delta_max: list[float]) -> dict:
                            "cat": {"map50": [0.45, 0.62]}, "tmpl": {"map50": [0.35, 0.5]}},
         "delta_orig_cat": [-0.2, 0.01], "delta_tmpl_orig": [-0.1, 0.02], "delta_max": delta_max,
         "pcr50": [0.25, 0.35], "plc": [0.85, 0.95],
-        "formulation_support": {"orig": 0.1, "cat": support, "tmpl": 0.9 - support},
+        "formulation_support": {"orig": (1 - support) / 2, "cat": support, "tmpl": (1 - support) / 2},
         "best_formulation_support": support,
     }  # fmt: skip
 

@@ -7,9 +7,12 @@ import io
 
 import pytest
 
+from probench.cache.records import MetricsRecord
 from probench.report.errors import ReportError
 from probench.report.load import COLUMNS, Entry, load_reference, load_run
 from probench.report.table import HEADERS, MARKDOWN_COLUMNS, cell, mark, ranks, to_csv, to_markdown
+
+M = MetricsRecord.model_validate  # a metrics.json as read
 
 
 def _entries(two_runs, reference_csv):
@@ -45,7 +48,8 @@ def test_ranks_lower_is_better_for_latency_and_delta_max(two_runs, reference_csv
 
 
 def test_ties_share_a_rank_and_missing_values_have_none():
-    es = [Entry("a", {"map50": 0.5}), Entry("b", {"map50": 0.5}), Entry("c", {"map50": 0.2}), Entry("d", {})]
+    es = [Entry("a", M({"map50": 0.5})), Entry("b", M({"map50": 0.5})), Entry("c", M({"map50": 0.2})),
+          Entry("d", M({}))]
     assert ranks(es, "map50") == [1, 1, 3, None]
     assert mark("0.500", 1) == "**0.500**" and mark("0.200", 3) == "0.200³"
     assert mark("0.1", 6) == "0.1" and mark("", 1) == ""
@@ -106,7 +110,7 @@ def test_tiny_variants_are_labelled_as_tiny(make_run):
 
 
 def test_markdown_says_which_pcr_it_prints(reference_csv):
-    run = Entry("mine", {"map50": 0.9, "pcr50": 0.95, "plc": 0.5, "pcr50_top1": 0.4, "plc_top1": 0.97})
+    run = Entry("mine", M({"map50": 0.9, "pcr50": 0.95, "plc": 0.5, "pcr50_top1": 0.4, "plc_top1": 0.97}))
     md = to_markdown([run, *load_reference(reference_csv)])
     header = md.splitlines()[0]
     assert header.endswith("| pcr50 any-of-100 | plc any-of-100 | pcr50 top-1 | plc top-1 |")
@@ -121,9 +125,9 @@ def test_markdown_says_which_pcr_it_prints(reference_csv):
 
 
 def test_an_all_formulation_tie_prints_tie():
-    tie = Entry("a", {"best_formulation": None, "best_formulation_ties": ["orig", "cat", "tmpl"]})
-    partial = Entry("b", {"best_formulation": "orig", "best_formulation_ties": ["orig", "tmpl"]})
-    single = Entry("c", {"best_formulation": None, "best_formulation_ties": None})  # one formulation scored
+    tie = Entry("a", M({"best_formulation": None, "best_formulation_ties": ["orig", "cat", "tmpl"]}))
+    partial = Entry("b", M({"best_formulation": "orig", "best_formulation_ties": ["orig", "tmpl"]}))
+    single = Entry("c", M({"best_formulation": None, "best_formulation_ties": None}))  # one formulation
     assert [cell(e, "best_formulation") for e in (tie, partial, single)] == ["tie", "orig", ""]
     rows = list(csv.DictReader(io.StringIO(to_csv([tie]))))
     assert rows[0]["best_formulation"] == "tie"
@@ -138,8 +142,9 @@ def test_tie_in_a_reference_table_reads_back(tmp_path):
 
 def test_notes_say_why_pcr_is_empty_and_give_the_threshold_variant():
     reason = "the run lacks formulation(s) tmpl that the coref sets of 3 of 4 targets need"
-    null = Entry("a", {"map50": 0.5, "pcr50": None, "pcr_null_reason": reason})
-    at = Entry("b", {"map50": 0.4, "pcr50": 0.6, "pcr_score_threshold": 0.3, "pcr50_at": 0.25, "plc_at": 0.8})
+    null = Entry("a", M({"map50": 0.5, "pcr50": None, "pcr_null_reason": reason}))
+    at = Entry("b", M({"map50": 0.4, "pcr50": 0.6, "pcr_score_threshold": 0.3, "pcr50_at": 0.25,
+                       "plc_at": 0.8}))
     md = to_markdown([null, at])
     assert "- a: PCR/PLC not computed: the run lacks formulation(s) tmpl" in md
     assert "- b: at score >= 0.3, pcr50 0.250, plc 0.800." in md
@@ -150,7 +155,7 @@ def test_random_weight_rows_are_neither_bold_nor_ranked(make_run, reference_csv)
     (no published row has the column) and its delta_max of 0.013 ranked it 2nd."""
     tiny = load_run(make_run("tiny-owlv2", paper_name="OWLv2-B", random_weights=True,
                              peaks={"orig": 0.002, "cat": 0.015, "tmpl": 0.01}, latency=(5.0, 0.5)))
-    tiny.metrics["pcr50_top1"] = 0.0
+    tiny.metrics = tiny.metrics.updated(pcr50_top1=0.0)
     real = load_run(make_run("owlvit", paper_name="OWL-ViT"))
     entries = [tiny, real, *load_reference(reference_csv)]
     for column in ("map50", "latency_ms", "delta_max", "pcr50", "pcr50_top1", "m_cat"):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from probench.cache.records import MetricsRecord
 from probench.cli import main
 from probench.report.build import build_report
 from probench.report.load import load_run
@@ -59,7 +60,7 @@ def test_the_temporal_table_and_timeline(seq_run: Path, tmp_path: Path) -> None:
     entry = load_run(seq_run)
     rows = temporal_rows([entry])
     assert [r["formulation"] for r in rows] == ["orig", "tmpl"]
-    t = entry.metrics["temporal"]["by_formulation"]["orig"]
+    t = entry.metrics.to_json()["temporal"]["by_formulation"]["orig"]
     assert rows[0]["continuity"] == t["continuity"] > 0.9  # the colour rule finds the shapes
     written = build_report([seq_run], tmp_path / "rep", progress=False)
     table = list(csv.DictReader(io.StringIO((tmp_path / "rep" / "temporal.csv").read_text())))
@@ -72,7 +73,7 @@ def test_the_temporal_table_and_timeline(seq_run: Path, tmp_path: Path) -> None:
     assert "## Temporal metrics (sequence datasets)" in report and f"]({figs[0].name})" in report
     fig = fig_timelines(entry)
     assert fig is not None
-    (change,) = entry.metrics["temporal"]["prompt_change_frames"]["1"]
+    (change,) = entry.metrics.to_json()["temporal"]["prompt_change_frames"]["1"]
     marked = [a for ax in fig.axes for a in ax.lines if a.get_gid() == f"prompt-change:1:{change}"]
     assert len(marked) == 1 and len(fig.axes) == 4  # one panel per video
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [
@@ -87,5 +88,5 @@ def test_runs_without_temporal_metrics_add_nothing(tmp_path: Path) -> None:
     from probench.report.load import Entry
     from probench.report.temporal import write_temporal
 
-    assert write_temporal([Entry("x", {"map50": 0.5})], tmp_path) == ({}, "")
+    assert write_temporal([Entry("x", MetricsRecord.model_validate({"map50": 0.5}))], tmp_path) == ({}, "")
     assert list(tmp_path.iterdir()) == []

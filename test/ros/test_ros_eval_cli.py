@@ -196,15 +196,17 @@ def test_resolved_parameters_follow_rcl_wildcards(tmp_path: Path) -> None:
 
 
 def test_summary_states_both_pcr_readings_and_why_they_are_null() -> None:
+    from probench.cache.records import MetricsRecord, RunRecord
     from probench.ros.cli_eval import summary_table
 
-    info = {"model": {"name": "tiny-owlv2", "random_weights": True},
-            "ros": {"mode": "camera-rate", "rate_hz": 30.0}}
+    info = RunRecord.model_validate({"model": {"name": "tiny-owlv2", "random_weights": True},
+                                     "ros": {"mode": "camera-rate", "rate_hz": 30.0}})
     scored = {"by_formulation": {"orig": {"map50": 0.5, "map75": 0.25, "map50_95": 0.3}},
               "pcr50": 0.75, "pcr50_top1": 0.25, "plc": 0.5, "plc_top1": 0.125, "n_targets": 4,
               "pcr_single_formulation_targets": 1, "pcr_null_reason": None}
-    text = summary_table(scored, info)
+    text = summary_table(MetricsRecord.model_validate(scored), info)
     assert "PCR@.5 any-of-100 0.7500  top-1 0.2500  (targets 4, single-formulation 1)" in text
     assert "PLC    any-of-100 0.5000  top-1 0.1250" in text and "null" not in text
     null = {**scored, "pcr50": None, "pcr50_top1": None, "pcr_null_reason": "only one formulation was run"}
-    assert "PCR/PLC null: only one formulation was run" in summary_table(null, info)
+    null_text = summary_table(MetricsRecord.model_validate(null), info)
+    assert "PCR/PLC null: only one formulation was run" in null_text

@@ -100,7 +100,7 @@ def test_ray_run_is_byte_identical_to_single_process(pool: Pool, sample: Dataset
     pool.get().wait_ready()  # both workers up: both get chunks from the start
     out = tmp_path / "ray"
     info = run_ray_inference(ModelArgs(MODEL), sample, out, FORMS, pool.cluster, pool=pool.get(),
-                             limit=LIMIT, progress=False)  # fmt: skip
+                             limit=LIMIT, progress=False).to_json()  # fmt: skip
     _assert_same_run(out, reference)
     assert RunDir(reference).predictions("orig")  # the comparison is not of two empty files
     ray = info["ray"]
@@ -134,7 +134,7 @@ def test_a_single_process_run_interrupted_is_finished_on_ray(pool: Pool, sample:
                       device="cpu")  # fmt: skip
     assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
     info = run_ray_inference(ModelArgs(MODEL), sample, out, FORMS, pool.cluster, pool=pool.get(),
-                             limit=LIMIT, progress=False)  # fmt: skip
+                             limit=LIMIT, progress=False).to_json()  # fmt: skip
     _assert_same_run(out, reference)
     assert info["resumed"] == 1
     assert sum(w["images"] for w in info["ray"]["per_worker"]) < LIMIT * len(FORMS)  # only what was left
@@ -190,7 +190,8 @@ def test_worker_killed_mid_chunk_completes_identically(pool: Pool, sample: Datas
 
     out = tmp_path / "ray"
     info = run_ray_inference(ModelArgs(slow), sample, out, FORMS, pool.cluster, workers=2, limit=LIMIT,
-                             chunk_size=3, progress=False, on_record=kill_first_producer)  # fmt: skip
+                             chunk_size=3, progress=False,
+                             on_record=kill_first_producer).to_json()  # fmt: skip
     assert killed
     _assert_same_run(out, reference)
     assert info["ray"]["worker_restarts"] == 1 and info["ray"]["images_retried"] >= 2

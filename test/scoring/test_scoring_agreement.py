@@ -33,7 +33,7 @@ def test_ap_matches_pycocotools(seed: int, engine: str) -> None:
     preds = {f: hard_predictions(coco, f, seed) for f in ("orig", "cat")}
     if seed == 3:  # some pairs beyond maxDets = 100
         preds["orig"] = hard_predictions(coco, "orig", seed, fp_per_pair=70.0)
-    out = score(Dataset.from_dict(coco), preds)
+    out = score(Dataset.from_dict(coco), preds).to_json()
     assert out["by_formulation"]["orig"]["n_beyond_max_dets"] > 0 or seed != 3
     for f, res in preds.items():
         mine = out["by_formulation"][f]
@@ -65,7 +65,7 @@ def test_by_domain_matches_the_references_on_each_domains_images(seed: int, engi
     """by_domain: each domain scored as the reference scores that domain's images alone."""
     coco = hard_coco(seed, n_images=60)
     res = hard_predictions(coco, "orig", seed)
-    out = score(Dataset.from_dict(coco), {"orig": res})
+    out = score(Dataset.from_dict(coco), {"orig": res}).to_json()
     domains = sorted({im["domain"] for im in coco["images"]})
     assert len(domains) >= 3 and set(out["by_domain"]) == set(domains)
     for d in domains:
@@ -95,7 +95,7 @@ def test_iou_tie_goes_to_the_later_gt_as_pycocotools() -> None:
         {"image_id": 1, "category_id": 1, "bbox": [5, 0, 10, 10], "score": 0.9},
         {"image_id": 1, "category_id": 1, "bbox": [0, 0, 10, 10], "score": 0.8},
     ]
-    out = score(Dataset.from_dict(coco), {"orig": res})
+    out = score(Dataset.from_dict(coco), {"orig": res}).to_json()
     ev = cocoeval(coco, res, SWEEP_IOUS, area=False)
     assert ref_map(ev, 2) == pytest.approx(1.0)  # both GT found at 0.30
     assert out["by_formulation"]["orig"]["ap_by_iou"]["0.30"] == pytest.approx(1.0, abs=TOL)
@@ -174,7 +174,7 @@ def test_pcr_variants_match_a_reference_on_the_references_matches(
     preds = {f: hard_predictions(coco, f, seed) for f in ("orig", "cat", "tmpl")}
     if degenerate:
         preds = {f: _degrade(res, seed) for f, res in preds.items()}
-    out = score(Dataset.from_dict(coco), preds, pcr_score_threshold=0.5)
+    out = score(Dataset.from_dict(coco), preds, pcr_score_threshold=0.5).to_json()
     ref = reference_pcr(coco, preds, 0.5, engine)
     assert out["pcr_null_reason"] is None
     assert out["pcr50"] > out["pcr50_top1"] > 0 and out["pcr50"] > out["pcr50_at"] > 0  # the cases differ
@@ -187,7 +187,7 @@ def test_pcr_variants_match_a_reference_on_the_references_matches(
 def test_boxes_without_area_score_as_in_pycocotools(seed: int, engine: str) -> None:
     coco = hard_coco(seed)
     res = _degrade(hard_predictions(coco, "orig", seed), seed)
-    out = score(Dataset.from_dict(coco), {"orig": res})
+    out = score(Dataset.from_dict(coco), {"orig": res}).to_json()
     stats = out["by_formulation"]["orig"]
     assert stats["n_degenerate_boxes"] == len(res[::7]) and 0 < stats["n_degenerate_ignored"] < len(res[::7])
     ev = cocoeval(coco, res, SWEEP_IOUS, area=False, engine=engine)

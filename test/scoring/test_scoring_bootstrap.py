@@ -42,7 +42,7 @@ def _value(metrics: dict[str, Any], key: str) -> float:
 def test_unit_weights_give_the_suites_point_values():
     coco = synthetic_coco(120, 12, seed=1, crowd_fraction=0.05)
     preds = _preds(coco, {"orig": 0.7, "cat": 0.6, "tmpl": 0.65})
-    point = score(Dataset.from_dict(coco), preds)
+    point = score(Dataset.from_dict(coco), preds).to_json()
     samples = _samples(coco, preds, np.ones((2, 120)))
     assert {"orig.map50", "cat.map50_95", "delta_max", "pcr50", "plc", "pcr50_top1"} <= set(samples)
     for key, v in samples.items():
@@ -69,7 +69,7 @@ def test_a_weighted_image_counts_as_that_many_copies():
     copied = {**coco, "images": images, "annotations": anns}
     copied_preds = {f: [{**r, "image_id": new} for r in p for new in copy_of.get(r["image_id"], [])]
                     for f, p in preds.items()}  # fmt: skip
-    direct = score(Dataset.from_dict(copied), copied_preds)
+    direct = score(Dataset.from_dict(copied), copied_preds).to_json()
     samples = _samples(coco, preds, w[None, :].astype(float))
     for key, v in samples.items():
         assert v[0] == pytest.approx(_value(direct, key), abs=1e-9), key
@@ -78,7 +78,7 @@ def test_a_weighted_image_counts_as_that_many_copies():
 def test_formulations_differing_only_by_noise_are_not_significant():
     coco = synthetic_coco(150, 10, seed=4)
     preds = _preds(coco, {"orig": 0.6, "cat": 0.6})  # same recall: only jitter, scores, FPs differ
-    m = score(Dataset.from_dict(coco), preds, bootstrap=300, bootstrap_seed=1)
+    m = score(Dataset.from_dict(coco), preds, bootstrap=300, bootstrap_seed=1).to_json()
     iv = m["intervals"]
     assert iv["resamples"] == 300 and iv["seed"] == 1
     assert bs.holds_zero(iv["delta_orig_cat"]), iv["delta_orig_cat"]
@@ -88,7 +88,7 @@ def test_formulations_differing_only_by_noise_are_not_significant():
 
 def test_a_large_delta_is_significant():
     coco = synthetic_coco(150, 10, seed=4)
-    m = score(Dataset.from_dict(coco), _preds(coco, {"orig": 0.9, "cat": 0.3}), bootstrap=300)
+    m = score(Dataset.from_dict(coco), _preds(coco, {"orig": 0.9, "cat": 0.3}), bootstrap=300).to_json()
     iv = m["intervals"]
     assert iv["delta_orig_cat"][0] > 0.1 and not bs.holds_zero(iv["delta_orig_cat"])
     assert m["best_formulation"] == "orig" and iv["best_formulation_support"] == 1.0
@@ -100,18 +100,19 @@ def test_intervals_leave_the_point_values_alone_and_are_seeded():
     coco = synthetic_coco(60, 8, seed=6)
     preds = _preds(coco, {"orig": 0.7, "cat": 0.5, "tmpl": 0.6})
     ds = Dataset.from_dict(coco)
-    plain = score(ds, preds)
-    a, b = score(ds, preds, bootstrap=50, bootstrap_seed=3), score(ds, preds, bootstrap=50, bootstrap_seed=3)
+    plain = score(ds, preds).to_json()
+    a = score(ds, preds, bootstrap=50, bootstrap_seed=3).to_json()
+    b = score(ds, preds, bootstrap=50, bootstrap_seed=3).to_json()
     iv = a.pop("intervals")
     assert iv == b.pop("intervals")
     assert a == plain and "intervals" not in plain
-    other = score(ds, preds, bootstrap=50, bootstrap_seed=4)["intervals"]
+    other = score(ds, preds, bootstrap=50, bootstrap_seed=4).to_json()["intervals"]
     assert other["by_formulation"]["orig"]["map50"] != iv["by_formulation"]["orig"]["map50"]
 
 
 def test_pcr_needs_every_formulation_for_its_interval():
     coco = synthetic_coco(40, 6, seed=7)
-    m = score(Dataset.from_dict(coco), _preds(coco, {"orig": 0.7}), bootstrap=20)
+    m = score(Dataset.from_dict(coco), _preds(coco, {"orig": 0.7}), bootstrap=20).to_json()
     iv = m["intervals"]
     assert m["pcr50"] is None and "pcr50" not in iv and "delta_max" not in iv
     assert iv["by_formulation"]["orig"]["map50"] is not None and "best_formulation_support" not in iv

@@ -61,7 +61,7 @@ PREDS = {
 
 
 def test_pcr_plc_all_formulations() -> None:
-    out = score(Dataset.from_dict(COCO), PREDS)
+    out = score(Dataset.from_dict(COCO), PREDS).to_json()
     assert out["n_targets"] == 4  # the crowd instance is not a target
     assert out["pcr_null_reason"] is None
     assert out["pcr50"] == pytest.approx(3 / 4)  # A, C, D recovered under their coref sets; B not
@@ -75,7 +75,7 @@ def test_pcr_plc_all_formulations() -> None:
 
 
 def test_top1_counts_only_the_highest_scoring_prediction_of_the_pair() -> None:
-    out = score(Dataset.from_dict(COCO), PREDS)
+    out = score(Dataset.from_dict(COCO), PREDS).to_json()
     # top-1 of each (image, query) pair: orig q1 -> A, q2 -> B (0.9; D's box is 0.8), q3 -> C;
     # cat q1 -> A, q2 -> [20,20,10,4] (IoU 0.4 with B: no match, D's box is 0.8); tmpl q1 -> A.
     # A: orig, cat, tmpl all top-1 -> recovered; B: cat misses; C: orig top-1 -> recovered;
@@ -96,7 +96,7 @@ def test_top1_counts_only_the_highest_scoring_prediction_of_the_pair() -> None:
     ],
 )
 def test_score_threshold(threshold: float, pcr: float, plc: float | None, n_plc: int) -> None:
-    out = score(Dataset.from_dict(COCO), PREDS, pcr_score_threshold=threshold)
+    out = score(Dataset.from_dict(COCO), PREDS, pcr_score_threshold=threshold).to_json()
     assert out["pcr_score_threshold"] == threshold
     assert out["pcr50_at"] == pytest.approx(pcr)
     assert out["plc_at"] == (None if plc is None else pytest.approx(plc))
@@ -105,17 +105,17 @@ def test_score_threshold(threshold: float, pcr: float, plc: float | None, n_plc:
 
 def test_the_issue_example_recall_at_100_versus_top1() -> None:
     """One target; under every formulation 99 wrong boxes at 0.9 and the right box at 0.001."""
-    out = score(Dataset.from_dict(ONE_TARGET), example_predictions(), pcr_score_threshold=0.5)
+    out = score(Dataset.from_dict(ONE_TARGET), example_predictions(), pcr_score_threshold=0.5).to_json()
     assert out["map50"] == pytest.approx(0.01)  # precision 1/100 at recall 1
     assert out["pcr50"] == 1.0 and out["plc"] == 1.0  # the 100th box counts
     assert out["pcr50_top1"] == 0.0 and out["plc_top1"] is None  # the top box is wrong
     assert out["pcr50_at"] == 0.0 and out["plc_at"] is None  # the right box scores below 0.5
-    low = score(Dataset.from_dict(ONE_TARGET), example_predictions(), pcr_score_threshold=0.001)
+    low = score(Dataset.from_dict(ONE_TARGET), example_predictions(), pcr_score_threshold=0.001).to_json()
     assert low["pcr50_at"] == 1.0 and low["plc_at"] == 1.0  # inclusive: score >= T
 
 
 def test_missing_formulation_a_target_needs_makes_pcr_null() -> None:
-    out = score(Dataset.from_dict(COCO), {"orig": PREDS["orig"], "cat": PREDS["cat"]})
+    out = score(Dataset.from_dict(COCO), {"orig": PREDS["orig"], "cat": PREDS["cat"]}).to_json()
     assert out["formulations_missing"] == ["tmpl"]
     # A's coref set (all three) needs tmpl: no PCR/PLC variant is computed
     for key in ("pcr50", "pcr50_multi", "plc", "pcr50_top1", "pcr50_top1_multi", "plc_top1"):
@@ -132,14 +132,14 @@ def test_missing_formulation_a_target_needs_makes_pcr_null() -> None:
 
 def test_missing_formulation_no_target_needs_is_fine() -> None:
     coco = {**COCO, "categories": [_q(1, ["orig", "cat"]), _q(2, ["orig", "cat"]), _q(3, ["orig"])]}
-    out = score(Dataset.from_dict(coco), {"orig": PREDS["orig"], "cat": PREDS["cat"]})
+    out = score(Dataset.from_dict(coco), {"orig": PREDS["orig"], "cat": PREDS["cat"]}).to_json()
     assert out["pcr_null_reason"] is None
     assert out["pcr50"] == pytest.approx(3 / 4)  # A, C, D recovered, B not
     assert out["plc"] == pytest.approx((0.5 + 2 / 3) / 2)  # A: 50/100, D: 80/120
 
 
 def test_pcr_only_cat() -> None:
-    out = score(Dataset.from_dict(COCO), {"cat": PREDS["cat"]})
+    out = score(Dataset.from_dict(COCO), {"cat": PREDS["cat"]}).to_json()
     # every target's coref set has orig, and A's has tmpl too: nothing can be computed
     assert out["pcr50"] is None and out["plc"] is None and out["pcr50_top1"] is None
     assert out["pcr_null_reason"].startswith(
@@ -150,7 +150,7 @@ def test_pcr_only_cat() -> None:
 
 def test_single_formulation_coref_sets_give_plain_recall() -> None:
     coco = {**COCO, "categories": [_q(1, ["orig"]), _q(2, ["orig"]), _q(3, ["orig"])]}
-    out = score(Dataset.from_dict(coco), {"orig": PREDS["orig"]})
+    out = score(Dataset.from_dict(coco), {"orig": PREDS["orig"]}).to_json()
     # orig recovers A, B, C, D (D by its second box): recall 1; top-1 misses D
     assert out["pcr50"] == 1.0 and out["pcr50_top1"] == pytest.approx(3 / 4)
     assert out["pcr_single_formulation_targets"] == 4 and out["pcr_multi_formulation_targets"] == 0
@@ -162,7 +162,7 @@ def test_recovery_uses_the_one_to_one_matching() -> None:
     same query far away stays unrecovered."""
     coco = {**COCO, "annotations": [_a(1, 1, [0, 0, 10, 10]), _a(2, 1, [50, 50, 10, 10])]}
     res = [_p(1, [0, 0, 10, 10], 0.9), _p(1, [0, 0, 10, 10], 0.8)]
-    out = score(Dataset.from_dict(coco), {f: res for f in ("orig", "cat", "tmpl")})
+    out = score(Dataset.from_dict(coco), {f: res for f in ("orig", "cat", "tmpl")}).to_json()
     assert out["pcr50"] == pytest.approx(1 / 2) and out["pcr50_top1"] == pytest.approx(1 / 2)
     assert out["map50"] == pytest.approx(0.5049504950495051)  # recall 1/2 at precision 1: 51/101
 
@@ -174,7 +174,7 @@ def test_top1_recovers_at_most_one_target_of_a_pair() -> None:
     a_box, b_box = [0, 0, 10, 10], [0, 2, 10, 10]  # A and B overlap: IoU 80/120
     coco = {**COCO, "categories": [_q(1, ["orig"])], "annotations": [_a(1, 1, a_box), _a(2, 1, b_box)]}
     top = [0, 4, 10, 8]  # with A: 60/(100+80-60) = 0.5; with B: 80/(100+80-80) = 0.8
-    out = score(Dataset.from_dict(coco), {"orig": [_p(1, top, 0.9), _p(1, a_box, 0.5)]})
+    out = score(Dataset.from_dict(coco), {"orig": [_p(1, top, 0.9), _p(1, a_box, 0.5)]}).to_json()
     assert out["pcr50"] == 1.0
     assert out["pcr50_top1"] == pytest.approx(1 / 2)
 
@@ -183,12 +183,12 @@ def test_top1_tie_keeps_the_given_order() -> None:
     """Equal top scores: the first one given is the top-1 (the stable order AP uses)."""
     coco = {**COCO, "categories": [_q(1, ["orig"])], "annotations": [_a(1, 1, [0, 0, 10, 10])]}
     hit, miss = _p(1, [0, 0, 10, 10], 0.7), _p(1, [50, 50, 10, 10], 0.7)
-    assert score(Dataset.from_dict(coco), {"orig": [hit, miss]})["pcr50_top1"] == 1.0
-    assert score(Dataset.from_dict(coco), {"orig": [miss, hit]})["pcr50_top1"] == 0.0
+    assert score(Dataset.from_dict(coco), {"orig": [hit, miss]}).to_json()["pcr50_top1"] == 1.0
+    assert score(Dataset.from_dict(coco), {"orig": [miss, hit]}).to_json()["pcr50_top1"] == 0.0
 
 
 def test_no_targets_gives_nulls_with_a_reason() -> None:
     coco = {**COCO, "annotations": [_a(5, 3, [0, 80, 20, 20], crowd=1)]}
-    out = score(Dataset.from_dict(coco), PREDS)
+    out = score(Dataset.from_dict(coco), PREDS).to_json()
     assert out["n_targets"] == 0 and out["pcr50"] is None and out["pcr50_top1"] is None
     assert out["pcr_null_reason"] == "no targets (non-crowd ground truth)"

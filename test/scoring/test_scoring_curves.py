@@ -31,7 +31,7 @@ PREDS = [  # two true positives (0.9, 0.6), one false positive (0.8); one target
 
 
 def test_the_sweep_counts_what_a_hand_count_says():
-    c = score(Dataset.from_dict(CASE), {"orig": PREDS})["curves"]["by_formulation"]["orig"]
+    c = score(Dataset.from_dict(CASE), {"orig": PREDS}).to_json()["curves"]["by_formulation"]["orig"]
     at = {round(t, 2): i for i, t in enumerate(THRESHOLDS)}
     assert c["n_targets"] == 3 and len(c["f1"]) == 101
     i = at[0.7]  # kept: TP 0.9, FP 0.8

@@ -54,7 +54,7 @@ INJECTED = {
 
 
 def _errors(preds: list[dict[str, Any]]) -> dict[str, Any]:
-    return tide_errors(Dataset.from_dict(CASE), {"orig": preds})["by_formulation"]["orig"]
+    return tide_errors(Dataset.from_dict(CASE), {"orig": preds}).to_json()["by_formulation"]["orig"]
 
 
 def test_a_perfect_case_has_no_errors():
@@ -89,8 +89,8 @@ def test_hotcocos_map50_is_the_suites():
     coco = synthetic_coco(60, 8, seed=3)
     ds = Dataset.from_dict(coco)
     preds = synthetic_predictions(coco, seed=4)
-    errors = tide_errors(ds, preds)["by_formulation"]
-    metrics = score(ds, preds)
+    errors = tide_errors(ds, preds).to_json()["by_formulation"]
+    metrics = score(ds, preds).to_json()
     for f in ("orig", "cat", "tmpl"):
         assert errors[f]["ap50"] == pytest.approx(metrics["by_formulation"][f]["map50"], abs=1e-6), f
         assert sum(errors[f]["counts"].values()) > 0

@@ -46,7 +46,7 @@ def _no_nan(obj: object) -> None:
 
 def test_every_contract_key(small: tuple[dict, dict]) -> None:
     coco, preds = small
-    out = score(Dataset.from_dict(coco), preds)
+    out = score(Dataset.from_dict(coco), preds).to_json()
     assert out.keys() >= TOP_KEYS
     for f in ("orig", "cat", "tmpl"):
         s = out["by_formulation"][f]
@@ -72,7 +72,7 @@ def test_perfect_predictions_score_one(small: tuple[dict, dict]) -> None:
         {"image_id": a["image_id"], "category_id": a["category_id"], "bbox": a["bbox"], "score": 1.0}
         for a in coco["annotations"]
     ]
-    out = score(Dataset.from_dict(coco), {"orig": perfect, "cat": perfect, "tmpl": perfect})
+    out = score(Dataset.from_dict(coco), {"orig": perfect, "cat": perfect, "tmpl": perfect}).to_json()
     assert out["map50"] == pytest.approx(1.0) and out["map50_95"] == pytest.approx(1.0)
     assert out["pcr50"] == pytest.approx(1.0) and out["plc"] == pytest.approx(1.0)
     # every formulation ties: no best one (was "orig", the first in order, before issue 14)
@@ -84,12 +84,12 @@ def test_best_formulation_ties() -> None:
     coco = synthetic_coco(8, 3, seed=4, negatives_per_image=0)
     ds = Dataset.from_dict(coco)
     good = synthetic_predictions(coco, ("orig",), seed=4)["orig"]
-    out = score(ds, {"orig": good, "cat": [], "tmpl": good})  # orig = tmpl > cat = 0
+    out = score(ds, {"orig": good, "cat": [], "tmpl": good}).to_json()  # orig = tmpl > cat = 0
     assert out["m_orig"] == out["m_tmpl"] > out["m_cat"] == 0.0
     assert out["best_formulation"] == "orig" and out["best_formulation_ties"] == ["orig", "tmpl"]
-    out = score(ds, {"cat": good, "tmpl": good})  # the two formulations scored tie
+    out = score(ds, {"cat": good, "tmpl": good}).to_json()  # the two formulations scored tie
     assert out["best_formulation"] is None and out["best_formulation_ties"] == ["cat", "tmpl"]
-    out = score(ds, {"orig": [], "tmpl": good})
+    out = score(ds, {"orig": [], "tmpl": good}).to_json()
     assert out["best_formulation"] == "tmpl" and out["best_formulation_ties"] is None
 
 
@@ -104,21 +104,22 @@ def test_outside_label_space_and_negative_pairs() -> None:
     hit = {"image_id": 1, "category_id": 1, "bbox": [0, 0, 10, 10], "score": 0.5}
     neg = {"image_id": 1, "category_id": 2, "bbox": [0, 0, 10, 10], "score": 0.9}  # negative pair: FP
     out_ls = {"image_id": 1, "category_id": 3, "bbox": [0, 0, 10, 10], "score": 0.9}  # not evaluated
-    base = score(ds, {"orig": [hit]})["map50"]
+    base = score(ds, {"orig": [hit]}).to_json()["map50"]
     assert base == pytest.approx(1.0)
-    assert score(ds, {"orig": [hit, out_ls]})["map50"] == pytest.approx(1.0)
-    out = score(ds, {"orig": [hit, neg]})
+    assert score(ds, {"orig": [hit, out_ls]}).to_json()["map50"] == pytest.approx(1.0)
+    out = score(ds, {"orig": [hit, neg]}).to_json()
     # query 2 has no GT: excluded from the mean, its detection does not hurt query 1
     assert out["map50"] == pytest.approx(1.0)
     assert out["by_formulation"]["orig"]["n_outside_label_space"] == 0
-    assert score(ds, {"orig": [hit, out_ls]})["by_formulation"]["orig"]["n_outside_label_space"] == 1
+    outside = score(ds, {"orig": [hit, out_ls]}).to_json()["by_formulation"]["orig"]
+    assert outside["n_outside_label_space"] == 1
 
 
 def test_query_without_predictions_scores_zero() -> None:
     coco = synthetic_coco(6, 3, seed=2, negatives_per_image=0)
     preds = synthetic_predictions(coco, ("orig",), seed=2)["orig"]
     only_q1 = [r for r in preds if r["category_id"] == 1]
-    out = score(Dataset.from_dict(coco), {"orig": only_q1})
+    out = score(Dataset.from_dict(coco), {"orig": only_q1}).to_json()
     # AP of query 1 alone: the same dataset reduced to query 1
     q1 = {
         "images": coco["images"],
@@ -127,7 +128,7 @@ def test_query_without_predictions_scores_zero() -> None:
     }
     for im in q1["images"]:
         im.pop("query_ids", None)
-    ap_q1 = score(Dataset.from_dict(q1), {"orig": only_q1})["map50"]
+    ap_q1 = score(Dataset.from_dict(q1), {"orig": only_q1}).to_json()["map50"]
     assert 0 < ap_q1 <= 1
     assert out["n_queries_with_gt"] == 3
     assert out["map50"] == pytest.approx(ap_q1 / 3, abs=1e-12)  # the two others contribute 0
@@ -135,14 +136,14 @@ def test_query_without_predictions_scores_zero() -> None:
 
 def test_empty_inputs_give_nulls_not_nan() -> None:
     empty = Dataset.from_dict({"images": [], "categories": [], "annotations": []})
-    out = score(empty, {"orig": [], "cat": []})
+    out = score(empty, {"orig": [], "cat": []}).to_json()
     assert out["map50"] is None and out["pcr50"] is None and out["plc"] is None
     assert out["delta_orig_cat"] is None and out["best_formulation"] is None
     _no_nan(out)
     json.dumps(out, allow_nan=False)
     coco = synthetic_coco(5, 3, seed=1)
     nothing = {f: [] for f in ("orig", "cat", "tmpl")}  # a model that outputs nothing
-    out = score(Dataset.from_dict(coco), nothing)
+    out = score(Dataset.from_dict(coco), nothing).to_json()
     assert out["map50"] == 0.0 and out["pcr50"] == 0.0 and out["pcr50_top1"] == 0.0 and out["plc"] is None
     assert out["delta_max"] == 0.0 and out["best_formulation"] is None  # a tie, not "orig"
 
@@ -163,11 +164,11 @@ def test_score_run_and_cli(tmp_path: Path, small: tuple[dict, dict], capsys: pyt
     run = tmp_path / "run"
     write_run(run, {"orig": preds["orig"], "cat": preds["cat"]})
     ds = Dataset.from_dict(coco)
-    out = score_run(ds, run)
+    out = score_run(ds, run).to_json()
     assert out["latency_ms"]["p95"] == 1.2 and out["realtime"]["frames_sent"] == 3
     assert out["formulations_missing"] == ["tmpl"] and out["model"] == "tiny-owlv2"
     # the cache stores results in canonical order, which fixes the order of tied scores
-    want = score(ds, {"orig": sort_results(preds["orig"])})["map50"]
+    want = score(ds, {"orig": sort_results(preds["orig"])}).to_json()["map50"]
     assert out["map50"] == pytest.approx(want, abs=1e-12)
     # the CLI: image files are not needed
     assert main(["score", "--dataset", str(ds_dir), "--run", str(run)]) == 0
@@ -194,12 +195,12 @@ def test_streaming_matches_batch(small: tuple[dict, dict]) -> None:
         for i in sorted(by_img, reverse=True):  # arrival order does not matter
             s.update(f, i, by_img[i])
     s.update("orig", 1, [r for r in preds["orig"] if r["image_id"] == 1])  # a re-sent frame replaces
-    got = s.compute(pcr_score_threshold=0.5)
-    want = score(ds, preds, pcr_score_threshold=0.5)
+    got = s.compute(pcr_score_threshold=0.5).to_json()
+    want = score(ds, preds, pcr_score_threshold=0.5).to_json()
     assert want["pcr_null_reason"] is None and want["pcr50"] > want["pcr50_at"] > 0
     assert got == want  # every key, PCR/PLC variants included, bit for bit
     s.reset()
-    assert s.compute()["formulations"] == []
+    assert s.compute().to_json()["formulations"] == []
     with pytest.raises(ScoringUsageError):
         s.update("orig", 10**6, [])
 

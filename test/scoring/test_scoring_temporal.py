@@ -57,7 +57,7 @@ def _gt_predictions(ds: Dataset, keep: Any = lambda im, a: True) -> list[dict[st
 def test_a_detector_that_drops_every_fifth_frame() -> None:
     ds = _static_video(50)
     preds = _gt_predictions(ds, lambda im, a: im.frame_index % 5 != 4)
-    t = temporal_metrics(ds, {"orig": preds})
+    t = temporal_metrics(ds, {"orig": preds}).to_json()
     assert t is not None
     s = t["by_formulation"]["orig"]
     assert s["continuity"] == pytest.approx(0.8)
@@ -73,7 +73,7 @@ def test_perfect_predictions_and_a_wrong_box() -> None:
     ds = _static_video(20)
     perfect = _gt_predictions(ds)
     wrong = [dict(p, bbox=[60.0, 60.0, 30.0, 30.0]) if i == 7 else p for i, p in enumerate(perfect)]
-    t = temporal_metrics(ds, {"orig": perfect, "cat": wrong, "tmpl": []})
+    t = temporal_metrics(ds, {"orig": perfect, "cat": wrong, "tmpl": []}).to_json()
     assert t is not None
     s = t["by_formulation"]
     assert s["orig"]["continuity"] == 1.0 and s["orig"]["hota"] == pytest.approx(1.0)
@@ -114,11 +114,11 @@ def test_flicker_skips_frames_where_the_target_is_not_visible() -> None:
 def test_temporal_pcr_needs_every_coref_formulation() -> None:
     ds = _static_video(10, change_at=5)  # query 2's coref set: orig, tmpl
     preds = _gt_predictions(ds)
-    t = temporal_metrics(ds, {"orig": preds})
+    t = temporal_metrics(ds, {"orig": preds}).to_json()
     assert t is not None and t["temporal_pcr"] is None
     assert "cat, tmpl" in t["temporal_pcr_null_reason"]
     drop_q1 = _gt_predictions(ds, lambda im, a: a.query_id != 1 or im.frame_index < 3)  # q1 found 3 of 5
-    t = temporal_metrics(ds, {"orig": preds, "cat": drop_q1, "tmpl": preds})
+    t = temporal_metrics(ds, {"orig": preds, "cat": drop_q1, "tmpl": preds}).to_json()
     assert t is not None and t["temporal_pcr"] == 0.5  # q2 kept (cat not in its coref set), q1 below 0.8
     assert t["by_prompt_type"] == {}
 
@@ -134,7 +134,7 @@ def test_prompt_change_latency() -> None:
         }
         for k in range(10)
     }
-    t = temporal_metrics(ds, {"orig": preds}, {"orig": times})
+    t = temporal_metrics(ds, {"orig": preds}, {"orig": times}).to_json()
     assert t is not None
     s = t["by_formulation"]["orig"]
     (change,) = s["prompt_change"]
@@ -142,7 +142,7 @@ def test_prompt_change_latency() -> None:
     assert change["latency_ms_data"] == pytest.approx(300.0)
     assert change["latency_ms_ros"] == pytest.approx(340.0)  # 3 periods + the answer's own 40 ms
     assert s["prompt_change_latency_frames"] == 3.0 and s["prompt_changes_never_found"] == 0
-    never = temporal_metrics(ds, {"orig": _gt_predictions(ds, lambda im, a: a.query_id == 1)})
+    never = temporal_metrics(ds, {"orig": _gt_predictions(ds, lambda im, a: a.query_id == 1)}).to_json()
     assert never is not None and never["by_formulation"]["orig"]["prompt_changes_never_found"] == 1
 
 
@@ -247,7 +247,7 @@ def _trackeval_reference(ds: Dataset, preds: list[dict[str, Any]]) -> dict[str, 
 def test_agrees_with_trackeval_on_the_sample(repo_root: Path) -> None:
     ds = load_dataset(repo_root / "datasets" / "probench-sequences")
     preds = _scripted_sample_predictions(ds)
-    t = temporal_metrics(ds, {"orig": preds})
+    t = temporal_metrics(ds, {"orig": preds}).to_json()
     assert t is not None
     s = t["by_formulation"]["orig"]
     ref = _trackeval_reference(ds, preds)

@@ -7,6 +7,11 @@ class CacheError(CheckFailed):
     """A run folder is missing a part or holds a malformed one."""
 
 
+class RecordError(CacheError):
+    """A result file (run.json, metrics.json, realtime.json, latency.json) whose content is not
+    its record: a wrong type, a number that is not finite or is out of its range."""
+
+
 class RunMismatchError(CheckFailed):
     """A run folder holds another experiment (model, dataset, settings) than the one asked for."""
 

@@ -40,6 +40,14 @@ from probench import __version__
 from probench.cache import lock
 from probench.cache.errors import CacheError, RunMismatchError
 from probench.cache.output import check_run_folder_path
+from probench.cache.records import (
+    LATENCY_FILE,
+    METRICS_FILE,
+    REALTIME_FILE,
+    RUN_FILE,
+    LatencyRecord,
+    RunRecord,
+)
 from probench.cache.run import RunDir
 from probench.cache.trace import TRACE_FILE
 from probench.errors import Interrupted
@@ -64,7 +72,7 @@ SHARED_FIELDS: tuple[tuple[str, ...], ...] = (
 )
 RUN_FIELDS: tuple[tuple[str, ...], ...] = (("source",), *SHARED_FIELDS, ("settings",))
 # Files a probench producer owns in a run folder; ``overwrite`` removes only these.
-RUN_FILES = ("run.json", "latency.json", "metrics.json", "realtime.json", TRACE_FILE)
+RUN_FILES = (RUN_FILE, LATENCY_FILE, METRICS_FILE, REALTIME_FILE, TRACE_FILE)
 
 
 def utc_now() -> str:
@@ -172,19 +180,20 @@ def _run_folder(path: str | Path) -> RunDir:
     return RunDir(check_run_folder_path(path))
 
 
-def _check_files(run: RunDir, identity: RunIdentity, shared_only: bool) -> dict[str, Any]:
-    """:func:`check_folder`'s checks of the folder's files; returns its run.json ({} when none)."""
+def _check_files(run: RunDir, identity: RunIdentity, shared_only: bool) -> RunRecord | None:
+    """:func:`check_folder`'s checks of the folder's files; returns its run.json (None when none)."""
     new = identity.record()
-    existing = run.info
-    if existing:
-        check_identity(existing, new, run.path / "run.json", SHARED_FIELDS if shared_only else RUN_FIELDS)
+    existing = run.read_record(RUN_FILE, RunRecord)
+    if existing is not None:
+        fields = SHARED_FIELDS if shared_only else RUN_FIELDS
+        check_identity(existing.to_json(), new, run.path / RUN_FILE, fields)
     elif not shared_only and run.predictions_dir.is_dir() and any(run.predictions_dir.iterdir()):
         raise RunMismatchError(
             f"{run.path}: holds predictions but no run.json; pass --overwrite to replace them"
         )
-    latency = run.read_json("latency.json", default=None)
-    if latency:
-        check_identity(latency, new, run.path / "latency.json", SHARED_FIELDS)
+    latency = run.read_record(LATENCY_FILE, LatencyRecord)
+    if latency is not None and latency.to_json():
+        check_identity(latency.to_json(), new, run.path / LATENCY_FILE, SHARED_FIELDS)
     return existing
 
 
@@ -197,31 +206,51 @@ def clear_run(run: RunDir) -> None:
 
 
 class RunSession:
-    """An open run folder: its ``run.json`` (``info``) and status, updated atomically."""
+    """An open run folder: its ``run.json`` (``info``, a :class:`RunRecord`) and status,
+    updated atomically."""
 
-    def __init__(self, run: RunDir, info: dict[str, Any], timing_key: str = "run_s") -> None:
+    def __init__(self, run: RunDir, info: RunRecord, timing_key: str = "run_s") -> None:
         self.run = run
         self.info = info
         self.timing_key = timing_key  # timings.<key>: seconds spent, over every session
         self._t0 = time.perf_counter()
-        self._spent0 = float(info["timings"].get(timing_key, 0.0))
+        self._spent0 = float(info.timings.to_json().get(timing_key, 0.0))
         self._locked = False  # set by open_run, which takes the folder's lock for the session
 
     def save(self) -> None:
-        self.run.write_info(self.info)
+        self.run.write_record(RUN_FILE, self.info)
+
+    def update(self, **changes: object) -> None:
+        """Set run.json's ``changes`` (not written until the next :meth:`save`)."""
+        self.info = self.info.updated(**changes)
+
+    def add_timing(self, key: str, seconds: float, formulation: str | None = None) -> None:
+        """``timings.<key>`` (or ``timings.by_formulation_s.<formulation>``, summed over the
+        sessions) to ``seconds``, rounded to ms (not written until the next :meth:`save`)."""
+        timings = self.info.timings
+        if formulation is None:
+            timings = timings.updated(**{key: round(seconds, 3)})
+        else:
+            by = dict(timings.by_formulation_s)
+            by[formulation] = round(by.get(formulation, 0.0) + seconds, 3)
+            timings = timings.updated(by_formulation_s=by)
+        self.update(timings=timings)
 
     def elapsed_s(self) -> float:
         """Seconds spent by this and earlier sessions of the run."""
         return self._spent0 + time.perf_counter() - self._t0
 
-    def _close(self, status: str, error: str | None = None) -> None:
-        self.info["status"] = status
-        self.info.pop("error", None)
+    def _close(self, status: str, error: str | None = None, missing: Sequence[str] = ()) -> None:
+        info = self.info.without("error", "incomplete_formulations")
+        changes: dict[str, object] = {"status": status}
         if error:
-            self.info["error"] = error
-        self.info["timings"][self.timing_key] = round(self.elapsed_s(), 3)
+            changes["error"] = error
+        if missing:
+            changes["incomplete_formulations"] = list(missing)
         if status in ("complete", "incomplete"):
-            self.info["finished"] = utc_now()
+            changes["finished"] = utc_now()
+        self.info = info.updated(**changes)
+        self.add_timing(self.timing_key, self.elapsed_s())
         try:
             self.save()
         finally:
@@ -229,14 +258,14 @@ class RunSession:
                 self._locked = False
                 lock.release(self.run.path)
 
-    def finish(self) -> dict[str, Any]:
-        """``complete``, or ``incomplete`` naming the formulations still missing."""
+    def finish(self, error: str | None = None) -> RunRecord:
+        """``complete``, or ``incomplete`` naming the formulations still missing; ``failed``
+        with ``error`` when the results hold a failure (a replay's frames whose model call
+        raised)."""
         done = set(self.run.formulations())
-        missing = [f for f in self.info.get("formulations", []) if f not in done]
-        self.info.pop("incomplete_formulations", None)
-        if missing:
-            self.info["incomplete_formulations"] = missing
-        self._close("incomplete" if missing else "complete")
+        missing = [f for f in self.info.formulations if f not in done]
+        status = "failed" if error else "incomplete" if missing else "complete"
+        self._close(status, error, missing=missing)
         return self.info
 
     def fail(self, exc: BaseException) -> None:
@@ -286,24 +315,22 @@ def _open_locked(
     if overwrite:
         clear_run(run)
     existing = _check_files(run, identity, shared_only=False)
-    info: dict[str, Any] = {
-        "probench_version": __version__,
-        "created": existing.get("created") or utc_now(),
-        **identity.record(),
-        "formulations": [
-            f for f in RUN_FORMULATIONS if f in formulations or f in (existing.get("formulations") or [])
-        ],
-        "status": "running",
-        "versions": library_versions(),
-        "timings": dict(existing.get("timings") or {}),
-    }
-    if existing:
-        info["resumed"] = int(existing.get("resumed", 0)) + 1
+    asked = set(formulations) | set(existing.formulations if existing else ())
+    info = RunRecord.model_validate(identity.record()).updated(
+        probench_version=__version__,
+        created=(existing.created if existing else None) or utc_now(),
+        formulations=[f for f in RUN_FORMULATIONS if f in asked],
+        status="running",
+        versions=library_versions(),
+        timings=existing.timings if existing else {},
+    )
+    if existing is not None:
+        info = info.updated(resumed=(existing.resumed or 0) + 1)
     for key, value in (extra or {}).items():
-        if key == "timings":
-            info["timings"].update(value)
+        if key == "timings" and isinstance(value, Mapping):
+            info = info.updated(timings=info.timings.updated(**value))
         else:
-            info[key] = value
+            info = info.updated(**{key: value})
     run.create()
     run.drop_stale_logs()
     session = RunSession(run, info, timing_key)

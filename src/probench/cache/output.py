@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from probench.cache.atomic import creation_problem, json_text, pid_alive, write_bytes_atomic
+from probench.cache.records import RUN_FILE
 from probench.errors import UsageError
 
 __all__ = ["RUN_MARKER", "OutputLinkError", "OutputNotRegularError", "OutputPathError", "StagedFolder",
@@ -37,7 +38,7 @@ __all__ = ["RUN_MARKER", "OutputLinkError", "OutputNotRegularError", "OutputPath
            "open_regular", "run_folder_of", "stale_stages", "write_output_bytes",
            "write_output_json"]
 
-RUN_MARKER = "run.json"  # what makes a folder a run folder
+RUN_MARKER = RUN_FILE  # what makes a folder a run folder
 LINK_REASON = "is a symbolic link; probench does not write through a link it did not make"
 # never a link, never a wait (a FIFO without a reader), never a controlling terminal
 _NO_WAIT = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)

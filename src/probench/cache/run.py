@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, NamedTuple, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard, TypeVar
 
 import numpy as np
 
@@ -39,9 +39,13 @@ from probench.files import UserFileError, read_user_json, size_cap
 from probench.jsonio import loads
 from probench.vocabulary import RUN_FORMULATIONS
 
+if TYPE_CHECKING:
+    from probench.cache.records import Record, RunRecord
+
 FSYNC_INTERVAL_S = 1.0
 # A COCO result record: a CocoResult built in memory or a dict read back from a run folder.
 ResultT = TypeVar("ResultT", bound=Mapping[str, Any])
+RecordT = TypeVar("RecordT", bound="Record")
 
 
 @contextmanager
@@ -275,16 +279,27 @@ class RunDir:
         except UserFileError as exc:
             raise CacheError(f"{path}: cannot read JSON: {exc.reason}") from None
 
-    @property
-    def info(self) -> dict[str, Any]:
-        """run.json ({} before it is written); a :class:`CacheError` when it is not an object."""
-        info = self.read_json("run.json", default={})
-        if not isinstance(info, dict):
-            raise CacheError(f"{self.path / 'run.json'}: expected a JSON object, not {type(info).__name__}")
-        return info
+    # -- the result files: typed records (probench.cache.records) -----------------------
+    def read_record(self, name: str, cls: type[RecordT]) -> RecordT | None:
+        """The result file ``name`` as a ``cls`` (None when there is none), read through the
+        bounded reader and validated: a :class:`~probench.cache.errors.RecordError` naming the
+        file and the first wrong key (a NaN, an AP of -5) otherwise."""
+        from probench.cache.records import parse_record
 
-    def write_info(self, info: Mapping[str, object]) -> None:
-        self.write_json("run.json", info)
+        value = self.read_json(name)
+        return None if value is None else parse_record(cls, value, self.path / name)
+
+    def write_record(self, name: str, record: Record) -> Path:
+        """A result file, atomically: the record's JSON (sorted keys, as every run file)."""
+        return self.write_json(name, record.to_json())
+
+    @property
+    def info(self) -> RunRecord:
+        """run.json (an empty record before it is written); a
+        :class:`~probench.cache.errors.RecordError` when it is not one."""
+        from probench.cache.records import RUN_FILE, RunRecord
+
+        return self.read_record(RUN_FILE, RunRecord) or RunRecord()
 
     # -- predictions ---------------------------------------------------------------
     def writer(self, formulation: str) -> PredictionWriter:

@@ -9,10 +9,10 @@ session's discarded warm-up trial: scored nowhere, counted apart), ``formulation
 session's measured frames, or among its warm-up frames), ``warmup``, ``stamp_ns`` (the wall
 clock: the stamp the frame carried), ``scheduled_ns``, ``sent_ns``, ``received_ns`` (null
 when not answered; these three on the evaluator's monotonic clock, comparable within a
-session only), ``latency_ms``, ``status`` (``answered`` | ``missed`` | ``misattributed`` |
-``failed``: the node reported the frame's model call raised), ``n_prompts``,
-``n_detections``, ``n_results``, and for a failed frame only, ``error`` (the node's).
-Stray records: ``kind: "stray"``, ``session``, ``stamp_ns``, ``received_ns``, ``n_detections``.
+session only), ``latency_ms``, ``status`` (``answered`` | ``missed`` | ``misattributed`` | ``failed``: the
+model raised on it, with ``error``, "ExcType: message"), ``n_prompts``, ``n_detections``,
+``n_results``. Stray records: ``kind: "stray"``,
+``session``, ``stamp_ns``, ``received_ns``, ``n_detections``.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ def frame_record(
     n_prompts: int = 0, n_detections: int = 0, n_results: int = 0, error: str | None = None,
 ) -> dict[str, Any]:
     """One frame's trace record (module doc); ``latency_ms`` from the send and arrival times
-    of an answered frame; ``error`` only on a failed frame's."""
+    of an answered frame; ``error`` (a failed frame's) only when given."""
     received = int(received_ns) if status == ANSWERED and received_ns is not None else None
-    record = {
+    record: dict[str, Any] = {
         "kind": WARMUP if warmup else FRAME, "formulation": formulation, "image_id": int(image_id),
         "session": int(session),
         "seq": int(seq), "warmup": bool(warmup), "stamp_ns": int(sent_ns if stamp_ns is None else stamp_ns),
@@ -50,8 +50,8 @@ def frame_record(
         "latency_ms": None if received is None else round((received - sent_ns) / 1e6, 4),
         "status": status, "n_prompts": n_prompts, "n_detections": n_detections, "n_results": n_results,
     }
-    if status == FAILED:
-        record["error"] = error or ""
+    if error is not None:
+        record["error"] = error
     return record
 
 

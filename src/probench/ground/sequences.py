@@ -22,6 +22,7 @@ from probench.ground.frames import Grounded
 from probench.ground.prompts import PromptEvent
 
 if TYPE_CHECKING:
+    from probench.cache.records import Temporal
     from probench.data.dataset import Dataset
 
 FORMULATION = "orig"  # what the videos' own prompts are (their queries as typed)
@@ -84,7 +85,7 @@ class SequenceBag:
             self.records.append({"image_id": image_id, "category_id": query, "bbox": box, "score": score,
                                  "track_id": track})
 
-    def metrics(self) -> dict[str, Any] | None:
+    def metrics(self) -> Temporal | None:
         from probench.scoring.temporal import temporal_metrics
 
         return temporal_metrics(self.dataset, {FORMULATION: self.records})

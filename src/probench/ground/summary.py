@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from probench.cache.records import Temporal
 from probench.ground.spatial import TrackFigures
 from probench.stats import summarize
 
@@ -32,7 +33,7 @@ class GroundSummary:
     outputs: list[str] = field(default_factory=list)
     spatial: TrackFigures | None = None  # --track or an RGB-D bag
     depth_topic: str | None = None
-    temporal: dict[str, Any] | None = None  # a sequence bag: scoring/temporal.py's metrics of the answers
+    temporal: Temporal | None = None  # a sequence bag: scoring/temporal.py's metrics of the answers
 
     @property
     def mode(self) -> str:
@@ -53,7 +54,7 @@ class GroundSummary:
             "video_fps": self.video_fps,
             **({"depth_topic": self.depth_topic, **self.spatial.as_dict()}
                if self.spatial is not None else {}),
-            **({"temporal": self.temporal} if self.temporal is not None else {}),
+            **({"temporal": self.temporal.to_json()} if self.temporal is not None else {}),
             # only when a frame failed: a run without one keeps the summary it always had
             **({"frames_failed": self.frames_failed, "first_error": self.first_error}
                if self.frames_failed else {}),
@@ -100,6 +101,6 @@ class GroundSummary:
         if self.temporal is not None:
             from probench.scoring.temporal import temporal_lines
 
-            out += ["  " + line if line else "" for line in temporal_lines({"temporal": self.temporal})]
+            out += ["  " + line if line else "" for line in temporal_lines(self.temporal)]
         out += [f"  wrote {o}" for o in self.outputs]
         return out

@@ -161,10 +161,9 @@ def run(args: argparse.Namespace) -> int:
         device=args.device, precision=args.precision, limit=args.limit, overwrite=args.overwrite,
         model_load_s=load_s, policy=policy,
     )
-    n = info["n_images_evaluated"]
     print(
-        f"{out}: {info['model']['name']} on {n} image(s), formulations {','.join(info['formulations'])}, "
-        f"{info['timings']['infer_s']:.1f} s of inference",
+        f"{out}: {info.model.name} on {info.n_images_evaluated} image(s), formulations "
+        f"{','.join(info.formulations)}, {info.timings.infer_s or 0.0:.1f} s of inference",
         file=sys.stdout,
     )
     return 0

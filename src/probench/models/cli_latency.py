@@ -20,6 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from probench.cache.identity import check_folder
+    from probench.cache.records import LATENCY_FILE
     from probench.cache.run import RunDir
     from probench.data.dataset import load_dataset
     from probench.models.latency import format_summary, latency_identity, run_latency
@@ -42,5 +43,5 @@ def run(args: argparse.Namespace) -> int:
         progress=args.progress,
     )
     print(format_summary(result))
-    print(f"wrote {out / 'latency.json'}")
+    print(f"wrote {out / LATENCY_FILE}")
     return 0

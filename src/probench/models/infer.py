@@ -24,6 +24,7 @@ import numpy as np
 
 from probench.cache.crash import crash_point
 from probench.cache.identity import RunIdentity, RunSession, open_run
+from probench.cache.records import RunRecord
 from probench.cache.run import RunDir
 from probench.data.dataset import Dataset
 from probench.detections import Detections
@@ -132,7 +133,7 @@ def run_inference(
     model_load_s: float | None = None,
     prefetch: bool = True,
     policy: PromptPolicyLike | None = None,
-) -> dict[str, Any]:
+) -> RunRecord:
     """Fill ``run_dir`` with the predictions of ``detector`` on ``dataset``; returns run.json.
 
     The run's model record is the detector's ``model_info`` (set by the registry).
@@ -174,14 +175,15 @@ def _infer_all(
 ) -> None:
     from tqdm import tqdm
 
-    run_dir, info = session.run, session.info
-    by_formulation = info["timings"].setdefault("by_formulation_s", {})
+    run_dir = session.run
+    timings = session.info.timings  # by_formulation_s is in run.json from the first save on
+    session.update(timings=timings.updated(by_formulation_s=dict(timings.by_formulation_s)))
     writers = run_dir.open_writers(formulations)
     total = len(writers) * len(image_ids)
     done = sum(len(w.done_images & set(image_ids)) for w in writers.values())
     try:
         with tqdm(
-            total=total, initial=done, desc=f"infer {info['model']['name']}", unit="img",
+            total=total, initial=done, desc=f"infer {session.info.model.name}", unit="img",
             disable=bar_disabled(progress), dynamic_ncols=True,
         ) as bar:
             for f, writer in writers.items():
@@ -200,7 +202,7 @@ def _infer_all(
                     bar.update(1)
                 images.close()
                 writer.finalize()
-                by_formulation[f] = round(by_formulation.get(f, 0.0) + time.perf_counter() - t0, 3)
+                session.add_timing("by_formulation_s", time.perf_counter() - t0, formulation=f)
                 session.save()  # progress visible to anyone reading run.json
                 crash_point("infer.formulation_done")
     finally:

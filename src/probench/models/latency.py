@@ -27,14 +27,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from probench import __version__
 from probench.cache import lock
 from probench.cache.identity import RunIdentity, check_folder, clear_run, library_versions, utc_now
+from probench.cache.records import (
+    LATENCY_FILE,
+    Isolation,
+    LatencyProtocol,
+    LatencyRecord,
+    Stats,
+    TextCacheCounts,
+    TextSplit,
+)
 from probench.cache.run import RunDir
 from probench.data.dataset import Dataset
 from probench.errors import ProbenchError, UsageError
@@ -80,6 +89,19 @@ def summarize(samples_ms: Sequence[float]) -> dict[str, float]:
     return {k: v for k, v in summary_stats(samples_ms).items() if v is not None}
 
 
+@dataclass(frozen=True)
+class Measured:
+    """One measurement (:func:`measure_latency`): ``samples_ms`` (one per timed inference,
+    run-major order), per-stage sample lists in ``stages``, per sample whether the text encoder
+    ran (``text_cold``), its calls and the text cache's counters during the timed runs."""
+
+    samples_ms: list[float]
+    stages: dict[str, list[float]]
+    text_cold: list[bool]
+    text_encoder_calls: int | None
+    text_cache: TextCacheCounts
+
+
 def measure_latency(
     detector: Detector,
     workload: Sequence[tuple[int, np.ndarray, list[str]]],
@@ -88,11 +110,8 @@ def measure_latency(
     runs: int = 10,
     sync: Callable[[], None] | None = None,
     progress: bool | None = False,
-) -> dict[str, Any]:
-    """Time ``detector`` over ``workload`` ((image_id, decoded RGB image, prompts) triples).
-
-    Returns ``samples_ms`` (one per timed inference, run-major order), per-stage sample
-    lists in ``stages`` and the number of text-encoder calls during the timed runs."""
+) -> Measured:
+    """Time ``detector`` over ``workload`` ((image_id, decoded RGB image, prompts) triples)."""
     from tqdm import tqdm
 
     if warmup < 0:
@@ -125,36 +144,32 @@ def measure_latency(
                     if k in timings:
                         stages[k].append(timings[k])
                 bar.update(1)
-    return {
-        "samples_ms": samples,
-        "stages": stages,
-        "text_cold": cold,
-        "text_encoder_calls": detector.text_encoder_calls - calls0,
-        "text_cache": _cache_delta(cache0, detector.text_cache_stats()),
-    }
+    return Measured(samples_ms=samples, stages=stages, text_cold=cold,
+                    text_encoder_calls=detector.text_encoder_calls - calls0,
+                    text_cache=_cache_delta(cache0, detector.text_cache_stats()))
 
 
-def _cache_delta(before: TextCacheStats, after: TextCacheStats) -> dict[str, object]:
+def _cache_delta(before: TextCacheStats, after: TextCacheStats) -> TextCacheCounts:
     """latency.json's ``text_cache``: the cache as it ends, with the hits, misses and
     evictions of the timed runs."""
-    return {
-        "kind": after["kind"], "capacity": after["capacity"], "entries": after["entries"],
-        "hits": after["hits"] - before["hits"], "misses": after["misses"] - before["misses"],
-        "evictions": after["evictions"] - before["evictions"],
-    }
+    return TextCacheCounts(kind=after["kind"], capacity=after["capacity"], entries=after["entries"],
+                           hits=after["hits"] - before["hits"], misses=after["misses"] - before["misses"],
+                           evictions=after["evictions"] - before["evictions"])
 
 
-def text_split(samples_ms: Sequence[float], text_ms: Sequence[float], cold: Sequence[bool]) -> dict[str, Any]:
+def text_split(samples_ms: Sequence[float], text_ms: Sequence[float], cold: Sequence[bool]) -> TextSplit:
     """The text stage of cold samples (the encoder ran) and warm ones (all from the cache),
     and the warm samples' text share of their frames (sum of text / sum of end-to-end)."""
-    out: dict[str, Any] = {"n_cold": int(sum(cold)), "n_warm": int(len(cold) - sum(cold))}
-    for key, want in (("cold", True), ("warm", False)):
+
+    def stage(want: bool) -> Stats | None:
         part = [t for t, c in zip(text_ms, cold, strict=True) if c is want]
-        out[key] = summarize(part) if part else None
+        return Stats(**summarize(part)) if part else None
+
     warm_total = sum(s for s, c in zip(samples_ms, cold, strict=True) if not c)
     warm_text = sum(t for t, c in zip(text_ms, cold, strict=True) if not c)
-    out["warm_share_of_frame"] = round(warm_text / warm_total, 6) if warm_total > 0 else None
-    return out
+    return TextSplit(n_cold=int(sum(cold)), n_warm=int(len(cold) - sum(cold)), cold=stage(True),
+                     warm=stage(False),
+                     warm_share_of_frame=round(warm_text / warm_total, 6) if warm_total > 0 else None)
 
 
 def _timed_call(
@@ -219,93 +234,114 @@ def run_latency(
     precision: str = "fp32",
     overwrite: bool = False,
     progress: bool | None = None,
-) -> dict[str, Any]:
-    """Run the protocol and write ``run_dir/latency.json`` (atomically); returns its content.
+    isolation: Isolation | None = None,
+) -> LatencyRecord:
+    """Run the protocol and write ``run_dir/latency.json`` (atomically); returns its record.
+    ``isolation``: how the measurement was kept alone on its device (``probench sweep``).
 
     A run folder whose run.json or latency.json names another model, device, precision or
     dataset is refused unless ``overwrite`` (which clears the folder's probench files)."""
     run_dir = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     device = device or str(detector.device)
-    if not detector.model_info:
-        raise UsageError(f"{detector.name}: no model record (build it with load_detector)")
-    identity = latency_identity(dict(detector.model_info), dataset, device=device, precision=precision)
+    identity = latency_identity(_model_info(detector), dataset, device=device, precision=precision)
     lock.check_free(run_dir.path)  # before anything is created or cleared
     with lock.locked(run_dir.path):  # no second writer, and nothing of ours timed beside it
         if overwrite:
             clear_run(run_dir)
         check_folder(run_dir.path, identity, shared_only=True)
-        return _measure_into(detector, dataset, run_dir, identity, n_images=n_images, warmup=warmup,
-                             runs=runs, device=device, progress=progress)
+        record = measure_record(detector, dataset, n_images=n_images, warmup=warmup, runs=runs, device=device,
+                                precision=precision, progress=progress)
+        if isolation is not None:
+            record = record.updated(isolation=isolation)
+        write_latency(run_dir, record)
+        return record
 
 
-def _measure_into(
-    detector: Detector, dataset: Dataset, run_dir: RunDir, identity: RunIdentity, *, n_images: int,
-    warmup: int, runs: int, device: str, progress: bool | None,
-) -> dict[str, Any]:
+def _model_info(detector: Detector) -> dict[str, object]:
+    if not detector.model_info:
+        raise UsageError(f"{detector.name}: no model record (build it with load_detector)")
+    return dict(detector.model_info)
+
+
+def write_latency(run_dir: RunDir, record: LatencyRecord) -> None:
+    """THE writer of ``latency.json`` (``probench latency``, ``probench sweep``): atomically."""
+    run_dir.path.mkdir(parents=True, exist_ok=True)
+    run_dir.write_record(LATENCY_FILE, record)
+
+
+def measure_record(
+    detector: Detector, dataset: Dataset, *, n_images: int, warmup: int, runs: int, device: str | None = None,
+    precision: str = "fp32", progress: bool | None = None,
+) -> LatencyRecord:
+    """The protocol's measurement as latency.json's record, written nowhere (a Ray worker
+    measures, the driver writes: :func:`write_latency`)."""
+    device = device or str(detector.device)
+    identity = latency_identity(_model_info(detector), dataset, device=device, precision=precision)
     image_ids = latency_subset(dataset, n_images)
     decode_ms: list[float] = []
     workload = load_workload(dataset, image_ids, decode_ms)
     sync = cuda_sync(device)
     measured = measure_latency(detector, workload, warmup=warmup, runs=runs, sync=sync, progress=progress)
-    samples = measured["samples_ms"]
-    stages_ms = {k: summarize(v) for k, v in measured["stages"].items() if len(v) == len(samples)}
+    samples = measured.samples_ms
+    stages_ms = {k: Stats(**summarize(v)) for k, v in measured.stages.items() if len(v) == len(samples)}
     frame_sizes = sorted({f"{im.shape[1]}x{im.shape[0]}" for _, im, _ in workload})
-    result = {
-        "protocol": {
-            "warmup": warmup,
-            "runs": runs,
-            "n_images": len(image_ids),
-            "n_images_requested": n_images,
-            "n_samples": len(samples),
-            "cuda_synchronized": sync is not None,
-            "end_to_end": True,
-            "decode_included": False,
-            "prompts_per_image": "label space of each image (orig)",
-            "text_encoding": "included when the prompt set differs from the previous image's "
-                             "(the detector's text cache); stage 'text'",
-            "decode": "timed once per image while loading (file -> RGB), reported in decode_ms, "
-                      "not part of samples_ms",
-            "std": "population (ddof=0)",
-        },
-        **identity.record(),
-        "random_weights": bool(identity.model.get("random_weights", False)),
-        "image_ids": image_ids,
-        "summary_ms": summarize(samples),
-        "stages_ms": stages_ms,
-        "preprocess": detector.preprocess,
-        "frame_sizes": frame_sizes,
-        "decode_ms": summarize(decode_ms),
-        "text_ms": text_split(samples, measured["stages"]["text"], measured["text_cold"]),
-        "text_cache": measured["text_cache"],
-        "text_encoder_calls": measured["text_encoder_calls"],
-        "samples_ms": [round(s, 4) for s in samples],
-        "created": utc_now(),
-        "probench_version": __version__,
-        "versions": library_versions(),
-    }
-    run_dir.path.mkdir(parents=True, exist_ok=True)
-    run_dir.write_json("latency.json", result)
-    return result
+    protocol = LatencyProtocol(
+        warmup=warmup,
+        runs=runs,
+        n_images=len(image_ids),
+        n_images_requested=n_images,
+        n_samples=len(samples),
+        cuda_synchronized=sync is not None,
+        end_to_end=True,
+        decode_included=False,
+        prompts_per_image="label space of each image (orig)",
+        text_encoding="included when the prompt set differs from the previous image's "
+                      "(the detector's text cache); stage 'text'",
+        decode="timed once per image while loading (file -> RGB), reported in decode_ms, "
+               "not part of samples_ms",
+        std="population (ddof=0)",
+    )  # fmt: skip
+    return LatencyRecord.model_validate(identity.record()).updated(
+        protocol=protocol,
+        random_weights=bool(identity.model.get("random_weights", False)),
+        image_ids=image_ids,
+        summary_ms=Stats(**summarize(samples)),
+        stages_ms=stages_ms,
+        preprocess=detector.preprocess,
+        frame_sizes=frame_sizes,
+        decode_ms=Stats(**summarize(decode_ms)),
+        text_ms=text_split(samples, measured.stages["text"], measured.text_cold),
+        text_cache=measured.text_cache,
+        text_encoder_calls=measured.text_encoder_calls,
+        samples_ms=[round(s, 4) for s in samples],
+        created=utc_now(),
+        probench_version=__version__,
+        versions=library_versions(),
+    )
 
 
-def format_summary(result: dict[str, Any]) -> str:
-    s, p = result["summary_ms"], result["protocol"]
-    stages = ", ".join(f"{k} {v['mean']:.2f}" for k, v in result["stages_ms"].items())
-    text, cache = result.get("text_ms") or {}, result.get("text_cache")
-    warm, cold = text.get("warm"), text.get("cold")
+def _ms(v: float | None, digits: int = 2) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def format_summary(result: LatencyRecord) -> str:
+    s, p = result.summary_ms, result.protocol
+    stages = ", ".join(f"{k} {_ms(v.mean)}" for k, v in result.stages_ms.items())
+    text, cache = result.text_ms or TextSplit(), result.text_cache
+    warm, cold = text.warm, text.cold
     text_line = (
-        f"; text cold {cold['mean']:.2f} ms x{text['n_cold']}" if cold else "; text cold -"
-    ) + (f", warm {warm['mean']:.3f} ms x{text['n_warm']} ({100 * text['warm_share_of_frame']:.2f}% of "
-         "the frame)" if warm and text.get("warm_share_of_frame") is not None else ", warm -")
+        f"; text cold {_ms(cold.mean)} ms x{text.n_cold}" if cold else "; text cold -"
+    ) + (f", warm {_ms(warm.mean, 3)} ms x{text.n_warm} ({100 * text.warm_share_of_frame:.2f}% of "
+         "the frame)" if warm and text.warm_share_of_frame is not None else ", warm -")
     if cache:
-        text_line += f"; text cache {cache['kind']}: {cache['hits']} hits, {cache['misses']} misses, " \
-                     f"{cache['evictions']} evictions"
+        text_line += f"; text cache {cache.kind}: {cache.hits} hits, {cache.misses} misses, " \
+                     f"{cache.evictions} evictions"
     return (
-        f"{result['model']['name']} on {result['device']} ({result['precision']}"
-        f"{', random weights' if result['random_weights'] else ''}): "
-        f"{s['mean']:.2f} ± {s['std']:.2f} ms (p50 {s['p50']:.2f}, p95 {s['p95']:.2f}, "
-        f"p99 {s['p99']:.2f}, max {s['max']:.2f}) over {p['n_samples']} timed inferences "
-        f"({p['n_images']} images x {p['runs']} runs, {p['warmup']} warm-up excluded"
-        f"{', CUDA-synchronised' if p['cuda_synchronized'] else ''}); stage means ms: {stages}; "
-        f"preprocess path {result.get('preprocess', '?')}{text_line}"
+        f"{result.model.name} on {result.device} ({result.precision}"
+        f"{', random weights' if result.random_weights else ''}): "
+        f"{_ms(s.mean)} ± {_ms(s.std)} ms (p50 {_ms(s.p50)}, p95 {_ms(s.p95)}, "
+        f"p99 {_ms(s.p99)}, max {_ms(s.max)}) over {p.n_samples} timed inferences "
+        f"({p.n_images} images x {p.runs} runs, {p.warmup} warm-up excluded"
+        f"{', CUDA-synchronised' if p.cuda_synchronized else ''}); stage means ms: {stages}; "
+        f"preprocess path {result.preprocess or '?'}{text_line}"
     )

@@ -23,11 +23,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probench.errors import CheckFailed
 from probench.files import UserFileError, read_user_json
 from probench.vocabulary import FORMULATIONS
+
+if TYPE_CHECKING:
+    from probench.cache.records import MetricsRecord, RunModel, RunRecord
 
 __all__ = ["DEFAULT_PROFILE_NAME", "Profile", "ProfileError", "default_profile", "load_profile",
            "profile_from_runs"]
@@ -58,7 +61,9 @@ class Profile:
         return None
 
     def as_json(self) -> dict[str, Any]:
-        models = {m: {"best": k, **({"map50": dict(self.map50[m])} if m in self.map50 else {})}
+        from probench.cache.records import MAP50  # the profile's key of a model's mAP.5 per formulation
+
+        models = {m: {"best": k, **({MAP50: dict(self.map50[m])} if m in self.map50 else {})}
                   for m, k in sorted(self.best.items())}
         return {"probench_profile": PROFILE_VERSION, "source": self.source, "models": models}
 
@@ -72,14 +77,16 @@ def _check_best(where: str, model: str, best: object) -> str:
 
 def default_profile() -> Profile:
     """The paper's Table II (k* per row; a tie counts as orig, i.e. as typed)."""
+    from probench.cache.records import BEST_FORMULATION, MAP50, m_key  # Table II's columns
+
     text = (resources.files("probench.report") / "data" / "paper_table2.csv").read_text(encoding="utf-8")
     best: dict[str, str] = {}
     map50: dict[str, dict[str, float]] = {}
     for row in csv.DictReader(io.StringIO(text)):
         name = row["model"]
-        k = row["best_formulation"].strip()
-        best[name] = k if k in FORMULATIONS else "orig"
-        map50[name] = {"orig": float(row["map50"]), "cat": float(row["m_cat"]), "tmpl": float(row["m_tmpl"])}
+        k = row[BEST_FORMULATION].strip()
+        best[name] = k if k in FORMULATIONS else "orig"  # Table II's mAP.5 columns: orig's, m_cat, m_tmpl
+        map50[name] = {f: float(row[MAP50 if f == "orig" else m_key(f)]) for f in FORMULATIONS}
     return Profile("paper Table II", best, map50, is_default=True)
 
 
@@ -104,13 +111,15 @@ def load_profile(path: str | Path | None) -> Profile:
     source = data.get("source")
     if source is not None and not isinstance(source, str):
         raise ProfileError(f"profile {p}: \"source\" must be a string, not {type(source).__name__}")
+    from probench.cache.records import MAP50
+
     best: dict[str, str] = {}
     map50: dict[str, dict[str, float]] = {}
     for name, entry in models.items():
         if not isinstance(entry, dict):
             raise ProfileError(f"profile {p}: model {name!r}: expected an object with \"best\"")
         best[str(name)] = _check_best(f"profile {p}", name, entry.get("best"))
-        m = entry.get("map50")
+        m = entry.get(MAP50)
         if m is not None:
             map50[str(name)] = _check_map50(f"profile {p}: model {name!r}", m)
     return Profile(source or str(p), best, map50)
@@ -145,49 +154,48 @@ def profile_from_runs(runs: Sequence[str | Path]) -> Profile:
     warnings: list[str] = []
     for run in runs:
         r = Path(run)
-        try:
-            info = read_user_json(r / "run.json", what="run")
-            metrics = read_user_json(r / "metrics.json", what="run", kind="run")
-        except UserFileError as exc:
-            if exc.reason == "no such file":
-                raise ProfileError(f"{r}: no {exc.path.name} (score the run first: "
-                                   f"`probench score --dataset D --run {r}`)") from None
-            raise ProfileError(f"{r}: unreadable {exc.path.name} ({exc.reason})") from None
-        if not isinstance(info, dict) or not isinstance(metrics, dict):
-            raise ProfileError(f"{r}: run.json and metrics.json must be JSON objects")
-        model = info.get("model")
-        name = model.get("name") if isinstance(model, dict) else None
-        by = metrics.get("by_formulation")
-        by = by if isinstance(by, dict) else {}
-        vals: dict[str, float] = {}
-        for f in FORMULATIONS:
-            entry = by.get(f)
-            v = entry.get("map50") if isinstance(entry, dict) else None
-            if v is None:
-                continue
-            if not _is_score(v):
-                raise ProfileError(f"{r / 'metrics.json'}: {f} map50 must be a number in [0, 1], got {v!r}")
-            vals[f] = float(v)
-        if not isinstance(name, str) or not name or len(vals) < 2:
+        info, metrics = _scored_run(r)
+        model = info.model
+        name = model.name
+        vals = {f: m50 for f in FORMULATIONS if (m50 := metrics.formulation(f).map50) is not None}
+        if not name or len(vals) < 2:
             raise ProfileError(f"{r}: needs a model name and mAP.5 of at least two of "
                                f"{', '.join(FORMULATIONS)} (run and score them all)")
         top = max(vals.values())
         winners = [f for f, v in vals.items() if v == top]
         best[name] = winners[0] if len(winners) == 1 else "orig"
         map50[name] = vals
-        warnings += _doubts(r, name, info.get("model") or {}, vals, winners)
+        warnings += _doubts(r, name, model, vals, winners)
     if not best:
         raise ProfileError("no runs given")
     return Profile("runs: " + ", ".join(str(Path(r)) for r in runs), best, map50, warnings=tuple(warnings))
 
 
-def _doubts(run: Path, name: str, model: Mapping[str, Any], vals: Mapping[str, float],
+def _scored_run(r: Path) -> tuple[RunRecord, MetricsRecord]:
+    """A scored run's run.json and metrics.json, read and validated (a NaN or an AP out of
+    [0, 1] is named with its file and key); a :class:`ProfileError` in one line otherwise."""
+    from probench.cache.records import METRICS_FILE, RUN_FILE, MetricsRecord, RunRecord
+    from probench.cache.run import RunDir
+
+    run = RunDir(r)
+    try:
+        info = run.read_record(RUN_FILE, RunRecord)
+        metrics = run.read_record(METRICS_FILE, MetricsRecord)
+    except CheckFailed as exc:  # unreadable (the bounded reader) or not its record
+        raise ProfileError(str(exc)) from None
+    if info is None or metrics is None:
+        missing = RUN_FILE if info is None else METRICS_FILE
+        raise ProfileError(f"{r}: no {missing} (score the run first: `probench score --dataset D --run {r}`)")
+    return info, metrics
+
+
+def _doubts(run: Path, name: str, model: RunModel, vals: Mapping[str, float],
             winners: Sequence[str]) -> list[str]:
     """Why ``run``'s k* may mean nothing: a model without trained weights (random weights,
     a scripted test detector), or formulations that tie (k* is then orig by the rule)."""
     out = []
-    if model.get("random_weights") or model.get("weights_source") == "scripted":
-        kind = "a scripted test detector" if model.get("weights_source") == "scripted" else "random weights"
+    if model.random_weights or model.weights_source == "scripted":
+        kind = "a scripted test detector" if model.weights_source == "scripted" else "random weights"
         out.append(f"{run}: {name} has {kind}: its mAP.5, and so its best formulation, mean nothing "
                    "(profile a run with the model's real weights)")
     if len(winners) > 1:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from probench.cache.records import BY_FORMULATION, MAP50
 from probench.realtime.eval_plan import FramePlan, plan_formulation
 
 if TYPE_CHECKING:
@@ -90,12 +91,14 @@ def offline_results(detector: Detector, frames: Sequence[FramePlan], images: Map
     return out
 
 
-def _map50(dataset: Dataset, predictions: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def _map50(
+    dataset: Dataset, predictions: Mapping[str, list[dict[str, Any]]]
+) -> tuple[float | None, dict[str, float | None]]:
+    """mAP.5 of orig, and of each formulation."""
     from probench.scoring import score
 
     m = score(dataset, predictions)
-    by_f = {f: s.get("map50") for f, s in m["by_formulation"].items()}
-    return {"map50": m.get("map50"), "by_formulation": by_f}
+    return m.map50, {f: s.map50 for f, s in m.by_formulation.items()}
 
 
 def _diff(a: float | None, b: float | None) -> float | None:
@@ -182,19 +185,16 @@ def parity_check(run_dir: str | Path, bag_path: str | Path, dataset_path: str | 
     vs_bag = match_boxes(everything, [r for v in off_bag.values() for r in v])
     pixels = compare_pixels(bag_rgb, file_rgb)
     cause, why = attribute(vs_files["share"], vs_bag["share"], pixels, bag_format, file_formats)
-    m_ros, m_off = _map50(dataset, ros), _map50(dataset, off_files)
+    (m_ros, by_ros), (m_off, by_off) = _map50(dataset, ros), _map50(dataset, off_files)
     out = {
         "criteria": {"iou_min": IOU_MIN, "score_tolerance": SCORE_TOL, "same": "image and query"},
         "match_share": round(vs_files["share"], 6),
         "boxes": {"ros": vs_files["n_a"], "offline": vs_files["n_b"], "matched": vs_files["matched"]},
         "match_share_with_bag_pixels": round(vs_bag["share"], 6),
-        "map50": {"ros": m_ros["map50"], "offline": m_off["map50"], "difference": _diff(m_ros["map50"],
-                                                                                         m_off["map50"])},
-        "by_formulation": {f: {"match_share": round(match_boxes(ros[f], off_files[f])["share"], 6),
-                               "map50_ros": m_ros["by_formulation"].get(f),
-                               "map50_offline": m_off["by_formulation"].get(f),
-                               "difference": _diff(m_ros["by_formulation"].get(f),
-                                                   m_off["by_formulation"].get(f))} for f in ros},
+        MAP50: {"ros": m_ros, "offline": m_off, "difference": _diff(m_ros, m_off)},
+        BY_FORMULATION: {f: {"match_share": round(match_boxes(ros[f], off_files[f])["share"], 6),
+                             "map50_ros": by_ros.get(f), "map50_offline": by_off.get(f),
+                             "difference": _diff(by_ros.get(f), by_off.get(f))} for f in ros},
         "pixels": {**pixels, "bag_format": bag_format, "file_formats": sorted(set(file_formats))},
         "agree_exactly": vs_files["share"] == 1.0,
         "cause": cause,
@@ -207,7 +207,7 @@ def parity_check(run_dir: str | Path, bag_path: str | Path, dataset_path: str | 
 
 def parity_lines(p: Mapping[str, Any]) -> list[str]:
     """``parity.json`` as printed."""
-    m = p.get("map50") or {}
+    m = p.get(MAP50) or {}
     b = p.get("boxes") or {}
     return [f"parity with the offline path: {100 * float(p['match_share']):.1f}% of boxes match "
             f"({b.get('matched')} pairs; ROS {b.get('ros')} boxes, offline {b.get('offline')}); mAP.5 ROS "

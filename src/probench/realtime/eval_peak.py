@@ -114,10 +114,10 @@ def run_trials(link: EvaluatorLink, cfg: EvaluatorConfig, frames: Sequence[Frame
                mode="camera-rate", rate_hz=rate, answer_timeout_s=cfg.answer_timeout)
         measured = [r for r in records if r.get("kind") == "frame"]
         fig = figures(measured, budget_ms=1000.0 / rate, rate_hz=rate, mode="camera-rate")
-        share = float(fig["missed_share"] or 0.0)
-        lat = fig["latency_ms"]
-        result = Trial(rate, fig["frames_sent"], fig["frames_missed"], round(share, 4), lat["p50"],
-                       lat["p95"], fig["achieved_send_rate_hz"], share <= cfg.max_missed)
+        unanswered = fig.frames_missed + fig.frames_failed  # a failed frame is not delivered either
+        share = unanswered / fig.frames_sent if fig.frames_sent else 0.0
+        result = Trial(rate, fig.frames_sent, unanswered, round(share, 4), fig.latency_ms.p50,
+                       fig.latency_ms.p95, fig.achieved_send_rate_hz, share <= cfg.max_missed)
         link.info(f"peak-rate trial {rate:g} Hz: {result.frames_missed}/{result.frames_sent} missed "
                   f"({'pass' if result.passed else 'fail'})")
         return result
@@ -163,8 +163,8 @@ def trial_table(found: Mapping[str, Any]) -> list[str]:
     lines = [f"max rate: {found.get('max_rate_hz')} Hz with at most {found.get('max_missed')} of the frames "
              "missed", "", "| rate (Hz) | sent | missed | missed share | p50 (ms) | p95 (ms) | verdict |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
-    for t in found.get("trials", []):
-        verdict = "pass" if t["passed"] else "fail"
-        lines.append(f"| {t['rate_hz']:g} | {t['frames_sent']} | {t['frames_missed']} | "
-                     f"{t['missed_share']:.3f} | {t['latency_p50_ms']} | {t['latency_p95_ms']} | {verdict} |")
+    for t in (Trial(**trial) for trial in found.get("trials", [])):  # as run_trials wrote them
+        verdict = "pass" if t.passed else "fail"
+        lines.append(f"| {t.rate_hz:g} | {t.frames_sent} | {t.frames_missed} | {t.missed_share:.3f} | "
+                     f"{t.latency_p50_ms} | {t.latency_p95_ms} | {verdict} |")
     return lines

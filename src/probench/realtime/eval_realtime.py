@@ -31,6 +31,11 @@ between them.
 - ``latency_ms``: percentiles of the answered measured frames' latencies.
 - ``stray_messages``: answers credited to no frame (unknown stamp, a frame already given up,
   a repeat); ``misattributed``: answers carrying a class id outside their frame's set.
+- ``frames_failed`` / ``first_error``: frames whose model call raised (trace status
+  ``failed``), counted apart from the missed ones, and the first one's error; in the file
+  only when a frame failed.
+
+The figures are :class:`probench.cache.records.RealtimeRecord` (realtime.json).
 """
 
 from __future__ import annotations
@@ -40,13 +45,14 @@ from typing import Any
 
 import numpy as np
 
-from probench.cache.trace import ANSWERED, MISATTRIBUTED, STRAY, latest_frames
+from probench.cache.records import RealtimeFigures, RealtimeRecord, Stats, Warmup
+from probench.cache.trace import ANSWERED, FAILED, MISATTRIBUTED, STRAY, latest_frames
 from probench.cache.trace import warmup_frames as warmup_records
 from probench.stats import summarize
 
 
-def _stats(values: Sequence[float]) -> dict[str, float | None]:
-    return {k: None if v is None else round(v, 4) for k, v in summarize(values).items()}
+def _stats(values: Sequence[float]) -> Stats:
+    return Stats(**{k: None if v is None else round(v, 4) for k, v in summarize(values).items()})
 
 
 def _round(v: float | None, nd: int = 4) -> float | None:
@@ -79,13 +85,14 @@ def _mean(values: Sequence[float]) -> float | None:
 
 def figures(
     recs: Sequence[Mapping[str, Any]], *, budget_ms: float, rate_hz: float, mode: str,
-    warmup: Sequence[Mapping[str, Any]] = (),
-) -> dict[str, Any]:
+    warmup: Sequence[Mapping[str, Any]] | None = None,
+) -> RealtimeFigures:
     """The figures of one set of measured frame records (a formulation, or the whole run)
-    and, apart, the warm-up records (module doc)."""
+    and, apart, the warm-up records (module doc; None: none reported, a formulation's)."""
     recs = sorted(recs, key=lambda r: (int(r.get("session", 0)), int(r["sent_ns"])))
-    warm = sorted(warmup, key=lambda r: (int(r.get("session", 0)), int(r["sent_ns"])))
+    warm = sorted(warmup or (), key=lambda r: (int(r.get("session", 0)), int(r["sent_ns"])))
     answered = [r for r in recs if r.get("status") == ANSWERED]
+    failed = [r for r in recs if r.get("status") == FAILED]
     lat = [float(r["latency_ms"]) for r in answered]
     streams = _streams(recs)
     send_times = [[int(r["sent_ns"]) for r in s] for s in streams]
@@ -103,32 +110,34 @@ def figures(
     send_rate = _rate(send_times)
     out_jitter = _stats(output_jitter)
     warm_answered = [r for r in warm if r.get("status") == ANSWERED]
-    return {
-        "frames_sent": len(recs),
-        "frames_received": len(answered),
-        "frames_missed": len(recs) - len(answered),
-        "missed_share": round((len(recs) - len(answered)) / len(recs), 6) if recs else None,
-        "within_budget": round(within / len(recs), 6) if recs else None,
-        "latency_ms": _stats(lat),
-        "first_sent_to_received_ms": _mean(first_to_first),
-        "last_sent_to_received_ms": _mean(last_to_last),
-        "warmup": {
-            "frames": len(warm),
-            "received": len(warm_answered),
-            "latency_ms": [_round(r.get("latency_ms")) for r in warm],
-        },
-        "cold_start_ms": _round(warm[0].get("latency_ms")) if warm else None,
-        "achieved_send_rate_hz": send_rate,
-        "delivered_rate_hz": round(send_rate * len(answered) / len(recs), 3) if send_rate and recs else None,
-        "output_rate_hz": _rate(recv_times),
-        "output_rate_of": "answer spacing: (answers - 1) / (last - first arrival), per stream",
-        "output_jitter_ms": out_jitter,
-        "jitter_ms": dict(out_jitter),
-        "replay_jitter_ms": _stats(replay_jitter),
-        "n_send_intervals": sum(len(iv) for iv in send_intervals),
-        "span_s": round(_span(send_times), 3),
-        "received_span_s": round(_span(recv_times), 3),
-    }
+    missed = len(recs) - len(answered) - len(failed)
+    figs = RealtimeFigures(
+        frames_sent=len(recs),
+        frames_received=len(answered),
+        frames_missed=missed,
+        missed_share=round(missed / len(recs), 6) if recs else None,
+        within_budget=round(within / len(recs), 6) if recs else None,
+        latency_ms=_stats(lat),
+        first_sent_to_received_ms=_mean(first_to_first),
+        last_sent_to_received_ms=_mean(last_to_last),
+        achieved_send_rate_hz=send_rate,
+        delivered_rate_hz=round(send_rate * len(answered) / len(recs), 3) if send_rate and recs else None,
+        output_rate_hz=_rate(recv_times),
+        output_rate_of="answer spacing: (answers - 1) / (last - first arrival), per stream",
+        output_jitter_ms=out_jitter,
+        jitter_ms=out_jitter,
+        replay_jitter_ms=_stats(replay_jitter),
+        n_send_intervals=sum(len(iv) for iv in send_intervals),
+        span_s=round(_span(send_times), 3),
+        received_span_s=round(_span(recv_times), 3),
+    )
+    if failed:  # only then in the file: a run without failures keeps its bytes
+        figs = figs.updated(frames_failed=len(failed), first_error=str(failed[0].get("error") or "?"))
+    if warmup is None:  # a formulation's: the warm-up belongs to the session
+        return figs
+    return figs.updated(warmup=Warmup(frames=len(warm), received=len(warm_answered),
+                                      latency_ms=[_round(r.get("latency_ms")) for r in warm]),
+                        cold_start_ms=_round(warm[0].get("latency_ms")) if warm else None)
 
 
 def _span(times_per_stream: Iterable[Sequence[int]]) -> float:
@@ -137,7 +146,7 @@ def _span(times_per_stream: Iterable[Sequence[int]]) -> float:
 
 def realtime_summary(
     records: Iterable[Mapping[str, Any]], *, budget_ms: float, rate_hz: float, mode: str, warmup_frames: int
-) -> dict[str, Any]:
+) -> RealtimeRecord:
     """``realtime.json`` (docs/FORMATS.md; ``realtime`` in metrics.json) from the trace
     records: overall and per formulation (module doc and docs/EVALUATION.md, "Real-time
     figures", for the definitions)."""
@@ -147,24 +156,19 @@ def realtime_summary(
     formulations = list(dict.fromkeys(str(r["formulation"]) for r in recs))
     budget_ms, rate_hz = float(budget_ms), float(rate_hz)
 
-    def of(subset: Sequence[Mapping[str, Any]], warmup: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    def of(subset: Sequence[Mapping[str, Any]], warmup: Sequence[Mapping[str, Any]] | None = None
+           ) -> RealtimeFigures:
         return figures(subset, budget_ms=budget_ms, rate_hz=rate_hz, mode=mode, warmup=warmup)
 
-    out: dict[str, Any] = {"budget_ms": budget_ms, "rate_hz": rate_hz, "mode": mode,
-                           "warmup_frames": int(warmup_frames), **of(recs, warm)}
-    out["jitter_of"] = "output: |difference of consecutive answer arrival intervals|"
-    out["stray_messages"] = sum(1 for r in records if r.get("kind") == STRAY)
-    out["misattributed"] = sum(1 for r in recs if r.get("status") == MISATTRIBUTED)
-    # the warm-up belongs to the session, not to a formulation: reported once, overall
-    out["by_formulation"] = {f: _without_warmup(of([r for r in recs if r["formulation"] == f]))
-                             for f in formulations}
-    return out
-
-
-def _without_warmup(fig: dict[str, Any]) -> dict[str, Any]:
-    for key in ("warmup", "cold_start_ms"):
-        fig.pop(key, None)
-    return fig
+    return RealtimeRecord(
+        **of(recs, warm).to_json(),
+        budget_ms=budget_ms, rate_hz=rate_hz, mode=mode, warmup_frames=int(warmup_frames),
+        jitter_of="output: |difference of consecutive answer arrival intervals|",
+        stray_messages=sum(1 for r in records if r.get("kind") == STRAY),
+        misattributed=sum(1 for r in recs if r.get("status") == MISATTRIBUTED),
+        # the warm-up belongs to the session, not to a formulation: reported once, overall
+        by_formulation={f: of([r for r in recs if r["formulation"] == f]) for f in formulations},
+    )  # fmt: skip
 
 
 # -- why a frame was missed: the node's own evidence ----------------------------------------

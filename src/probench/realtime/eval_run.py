@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from probench.cache.crash import crash_point
 from probench.cache.identity import RunIdentity, RunSession
+from probench.cache.records import METRICS_FILE, REALTIME_FILE, MetricsRecord, RealtimeFigures
 from probench.cache.run import JsonlLog, RunDir
 from probench.cache.trace import TRACE_FILE, read_trace
 from probench.realtime.eval_plan import FormulationPlan, FramePlan, plan_formulation
@@ -198,8 +199,8 @@ class Recorder:
 
 
 # -- the run ------------------------------------------------------------------------------
-def run_evaluation(link: EvaluatorLink, cfg: EvaluatorConfig, clock: Clock | None = None) -> dict[str, Any]:
-    """Plan, warm up, stream and collect every formulation, finish. Returns the metrics dict
+def run_evaluation(link: EvaluatorLink, cfg: EvaluatorConfig, clock: Clock | None = None) -> MetricsRecord:
+    """Plan, warm up, stream and collect every formulation, finish. Returns the metrics
     (also in RUN/metrics.json)."""
     from probench.bags.reader import ProbenchBag
 
@@ -223,7 +224,7 @@ def warm_up_session(link: EvaluatorLink, bag: ProbenchBag, frames: Sequence[Fram
     warm_up(link, some, images, collector, n=cfg.warmup_frames, answer_timeout_s=cfg.answer_timeout)
 
 
-def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag, clock: Clock | None) -> dict[str, Any]:
+def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag, clock: Clock | None) -> MetricsRecord:
 
     from tqdm import tqdm
 
@@ -242,14 +243,13 @@ def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag, clock: Clo
         crash_point("eval.started")
         emit = _with_video(recorder.put, bag.dataset) if bag.dataset.videos else recorder.put
         collector = Collector(emit, answer_timeout_s=cfg.answer_timeout,
-                              session=int(session.info.get("resumed", 0)), ok=link.ok, clock=clock)
+                              session=session.info.resumed or 0, ok=link.ok, clock=clock)
         link.set_answer_handler(collector.collect)
         for f in run_plan.skipped:
             link.info(f"{f}: already complete, skipped")
         if bag.dataset.videos:  # a sequence bag: video by video, with operator prompts
             _run_sequences(link, cfg, bag, run_plan, collector, recorder)
             recorder.check()
-            _say_failed(link, collector)
             return finish(session, bag.dataset, cfg)
         todo_plans = [p for p in run_plan.formulations if p.frames]
         if todo_plans:
@@ -274,15 +274,7 @@ def _run(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag, clock: Clo
             recorder.finalize(fplan.formulation)
             crash_point("eval.formulation_done")
         recorder.check()
-        _say_failed(link, collector)
     return finish(session, bag.dataset, cfg)
-
-
-def _say_failed(link: EvaluatorLink, collector: Collector) -> None:
-    """The frames the grounding node reported failed this session (its model call raised)."""
-    if collector.failed:
-        link.warning(f"{collector.failed} frame(s) failed in the grounding node (its model raised; not "
-                     f"missed frames); the first: {collector.first_error}")
 
 
 def _with_video(put: Callable[[FramePlan | None, dict[str, Any] | None, list[CocoResult]], None],
@@ -329,9 +321,10 @@ def _run_sequences(link: EvaluatorLink, cfg: EvaluatorConfig, bag: ProbenchBag, 
 
 
 # -- 4. finish -----------------------------------------------------------------------------
-def finish(session: RunSession, dataset: Dataset, cfg: EvaluatorConfig) -> dict[str, Any]:
+def finish(session: RunSession, dataset: Dataset, cfg: EvaluatorConfig) -> MetricsRecord:
     """``realtime.json`` from the whole trace (every session), run.json's status, then the
-    scores (``metrics.json``, with ``realtime`` in it)."""
+    scores (``metrics.json``, with ``realtime`` in it). A replay with frames whose model
+    call raised is not complete: run.json says ``failed``, naming the first error."""
     from probench.scoring import score_run
     from probench.scoring.bootstrap import DEFAULT_RESAMPLES
 
@@ -339,13 +332,22 @@ def finish(session: RunSession, dataset: Dataset, cfg: EvaluatorConfig) -> dict[
     run = session.run
     realtime = realtime_summary(read_trace(run.path / TRACE_FILE), budget_ms=cfg.budget,
                                 rate_hz=cfg.rate_hz, mode=cfg.mode, warmup_frames=cfg.warmup_frames)
-    run.write_json("realtime.json", realtime)
-    session.finish()
+    run.write_record(REALTIME_FILE, realtime)
+    session.finish(error=failed_frames_error(realtime))
     crash_point("eval.scoring")
     # the same metrics.json as `probench score` gives (intervals and error types included)
     metrics = score_run(dataset, run.path, bootstrap=DEFAULT_RESAMPLES, errors=True)
-    run.write_json("metrics.json", metrics)
+    run.write_record(METRICS_FILE, metrics)
     return metrics
+
+
+def failed_frames_error(realtime: RealtimeFigures | None) -> str | None:
+    """The one line that says a replay had frames whose model call raised (None: it had
+    none): how many, and the first error."""
+    if realtime is None or not realtime.frames_failed:
+        return None
+    return (f"{realtime.frames_failed} frame(s) failed in the grounding node's model (counted apart from the "
+            f"missed ones), the first with {realtime.first_error}")
 
 
 # -- the result record ---------------------------------------------------------------------

@@ -35,8 +35,9 @@ links hand it the grounding node's bytes as they came (:class:`AnswerInbox`: one
   every class id is in that frame's prompt set (else ``misattributed``: the frame is
   recorded missed, nothing credited; so is an answer whose detections cannot be read);
 - a frame the node reports failed (its model call raised: a ``diagnostic_msgs/DiagnosticArray``
-  on ``frame_errors`` stamped with the frame's stamp) is ``failed``, with the node's error:
-  counted apart from missed frames (:attr:`Collector.failed`, :attr:`Collector.first_error`);
+  on ``frame_errors`` stamped with the frame's stamp) is ``failed``, its record carrying the
+  node's error: counted apart from missed frames (``frames_failed``, ``first_error`` of the
+  real-time figures, :mod:`probench.realtime.eval_realtime`);
 - a frame is pending until it is answered or ``answer_timeout`` passed since it was sent:
   an answer that arrives out of order, within the timeout, is credited (it is not proof
   that earlier frames were dropped). A frame unanswered after ``answer_timeout`` is given
@@ -213,8 +214,6 @@ class Collector:
         self.warmup_sent = 0
         self.stray = 0
         self.misattributed = 0
-        self.failed = 0  # frames whose model call raised (the node's frame_errors), this session
-        self.first_error: str | None = None  # the first of their errors
         self._last_stamp = 0
 
     def stamp(self, wall_ns: int) -> int:
@@ -288,10 +287,7 @@ class Collector:
                 self.stray += 1
                 self._emit_stray(answer)
                 return STRAY
-            if answer.error:
-                if not entry.warmup:  # a warm-up frame is counted nowhere
-                    self.failed += 1
-                    self.first_error = self.first_error or answer.error
+            if answer.error:  # (a warm-up frame's record is counted nowhere)
                 self._resolve(stamp, FAILED, answer.received_ns, error=answer.error)
                 return FAILED
             try:

@@ -97,9 +97,9 @@ def _write_report(entries: list[Entry], refs: list[Entry], out: Path, dataset: s
         "fig4": figures.fig_delta_vs_iou(entries),
         "fig5": figures.fig_pareto(entries),
     }
-    if any(e.trace or isinstance(e.metrics.get("realtime"), dict) for e in entries):  # ROS replays only
+    if any(e.trace or e.metrics.realtime is not None for e in entries):  # ROS replays only
         plots["timeline"] = figures.fig_latency_timeline(entries)
-    if any(isinstance(e.metrics.get("curves"), dict) for e in entries):  # runs scored with curves
+    if any(e.metrics.curves is not None for e in entries):  # runs scored with curves
         plots["pr"] = figures.fig_pr_curves(entries)
         plots["f1"] = figures.fig_f1_curves(entries)
     plots["prompt_types"] = figures.fig_prompt_types(entries)

@@ -35,12 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _dataset_path(args: argparse.Namespace) -> Path:
     if args.dataset is not None:
         return Path(args.dataset)
+    from probench.cache.records import RUN_FILE
     from probench.cache.run import RunDir
-    from probench.scoring.suite import json_object
 
-    if not (args.run_a / "run.json").is_file():
+    if not (args.run_a / RUN_FILE).is_file():
         raise UsageError(f"{args.run_a}: no run.json, so not a probench run folder")
-    path = json_object(RunDir(args.run_a).info.get("dataset")).get("path")
+    path = RunDir(args.run_a).info.dataset.path
     if not path:
         raise UsageError(f"{args.run_a}: run.json names no dataset path; pass --dataset")
     return Path(str(path))

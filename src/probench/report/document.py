@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timezone
 
 from probench import __version__
+from probench.cache.records import METRICS_FILE, TIDE_ERROR_TYPES, GroupScores, TideScores
 from probench.report.load import Entry
 from probench.report.table import format_number, md_text
-from probench.scoring.suite import json_object
 from probench.vocabulary import PROMPT_TYPES
 
 GROUP_ORDER: dict[str, tuple[str, ...]] = {
@@ -63,28 +64,31 @@ def _runs_table(runs: list[Entry]) -> list[str]:
     ]
     for e in runs:
         info = e.info
-        ds = json_object(info.get("dataset"))
-        ds_text = str(ds.get("path") or (f"bag {ds['bag']}" if ds.get("bag") else "?"))  # a bag run: its bag
-        if ds.get("n_images") is not None:
-            ds_text += f" ({ds.get('n_images')} images, {ds.get('n_queries', '?')} queries)"
-        forms = e.metrics.get("formulations") or info.get("formulations") or []
-        source = "scored now (no metrics.json)" if e.scored_now else "metrics.json"
+        ds = info.dataset
+        ds_text = str(ds.path or (f"bag {ds.bag}" if ds.bag else "?"))  # a bag run: its bag
+        if ds.n_images is not None:
+            ds_text += f" ({ds.n_images} images, {'?' if ds.n_queries is None else ds.n_queries} queries)"
+        forms = e.metrics.formulations or info.formulations
+        source = f"scored now (no {METRICS_FILE})" if e.scored_now else METRICS_FILE
         lines.append(
             "| " + " | ".join(_md(x) for x in (
-                e.label, e.path, info.get("source", "?"), info.get("device", "?"), ds_text,
-                ", ".join(map(str, forms)) if isinstance(forms, list) else forms, source,
+                e.label, e.path, info.source or "?", info.device or "?", ds_text, ", ".join(forms), source,
             )) + " |"
         )  # fmt: skip
     return lines
+
+
+def _groups(e: Entry, key: str) -> dict[str, GroupScores]:
+    """One breakdown of a run's metrics (``by_prompt_type``, ``by_domain``, ``by_size``)."""
+    by: dict[str, GroupScores] = getattr(e.metrics, key)
+    return by
 
 
 def _breakdown(runs: list[Entry], key: str, title: str) -> list[str]:
     """mAP.5 per group (prompt type, domain, size) with rows = groups, columns = runs."""
     groups: list[str] = []
     for e in runs:
-        by = e.metrics.get(key)
-        if isinstance(by, dict):
-            groups += [g for g in by if g not in groups]
+        groups += [g for g in _groups(e, key) if g not in groups]
     canonical = GROUP_ORDER.get(key, ())  # the paper's order where there is one
     groups.sort(key=lambda g: (canonical.index(g) if g in canonical else len(canonical), g))
     if not groups:
@@ -95,12 +99,9 @@ def _breakdown(runs: list[Entry], key: str, title: str) -> list[str]:
     for g in groups:
         cells = [_md(g)]
         for e in runs:
-            by = e.metrics.get(key)
-            rec = by.get(g) if isinstance(by, dict) else None
-            v = rec.get("map50") if isinstance(rec, dict) else None
-            n = rec.get("n_queries") if isinstance(rec, dict) else None
-            text = format_number("map50", v if isinstance(v, (int, float)) else None) or "-"
-            cells.append(f"{text} (n={n})" if n is not None else text)
+            rec = _groups(e, key).get(g)
+            text = format_number("map50", None if rec is None else rec.map50) or "-"
+            cells.append(f"{text} (n={rec.n_queries})" if rec is not None else text)
         lines.append("| " + " | ".join(cells) + " |")
     return [*lines, "", _breakdown_n(runs, key), ""]
 
@@ -120,18 +121,17 @@ def _breakdown_n(runs: list[Entry], key: str) -> str:
     means, why = _N_MEANS.get(key, ("queries in the group", "a query can be in several groups"))
     sums = []
     for e in runs:
-        by = e.metrics.get(key)
-        total = e.metrics.get("n_queries_with_gt")
-        ns = [r.get("n_queries") for r in by.values() if isinstance(r, dict)] if isinstance(by, dict) else []
-        n_sum = sum(n for n in ns if isinstance(n, int))
-        if isinstance(total, int) and n_sum > total:
+        total = e.metrics.n_queries_with_gt
+        n_sum = sum(r.n_queries for r in _groups(e, key).values())
+        if n_sum > total:
             sums.append(f"{_md(e.label)}: {n_sum} over {total} queries")
     tail = f" (here {'; '.join(sums)})" if sums else ""
     return f"n: {means}; {why}, so the n can add up to more than the queries with ground truth{tail}."
 
 
 def _realtime(runs: list[Entry]) -> list[str]:
-    rows = [e for e in runs if isinstance(e.metrics.get("realtime"), dict)]
+    failures: list[str] = []
+    rows = [(e, e.metrics.realtime) for e in runs if e.metrics.realtime is not None]
     if not rows:
         return []
     lines = [
@@ -140,19 +140,20 @@ def _realtime(runs: list[Entry]) -> list[str]:
         "| sent at (Hz) | delivered (Hz) | output jitter p95 (ms) | cold start (ms) | warm-up frames |",
         "|---|:-:|:-:|:-:|:-:|:-:|:-:|:-:|:-:|:-:|:-:|:-:|:-:|",
     ]  # fmt: skip
-    for e in rows:
-        rt = e.metrics["realtime"]
-        lat = json_object(rt.get("latency_ms"))
-        jit = json_object(rt.get("output_jitter_ms"))
-        warm = json_object(rt.get("warmup"))
-        within = rt.get("within_budget")
+    for e, rt in rows:
+        within = rt.within_budget
         lines.append("| " + " | ".join(_md(x) for x in (
-            e.label, rt.get("rate_hz", ""), rt.get("frames_sent", ""), rt.get("frames_received", ""),
-            rt.get("frames_missed", ""), f"{within:.1%}" if isinstance(within, (int, float)) else "",
-            _fmt(lat.get("p50")), _fmt(lat.get("p95")), _fmt(rt.get("achieved_send_rate_hz")),
-            _fmt(rt.get("delivered_rate_hz")), _fmt(jit.get("p95")), _fmt(rt.get("cold_start_ms")),
-            warm.get("frames", ""),
+            e.label, "" if rt.rate_hz is None else rt.rate_hz, rt.frames_sent, rt.frames_received,
+            rt.frames_missed, f"{within:.1%}" if within is not None else "",
+            _fmt(rt.latency_ms.p50), _fmt(rt.latency_ms.p95), _fmt(rt.achieved_send_rate_hz),
+            _fmt(rt.delivered_rate_hz), _fmt(rt.output_jitter_ms.p95), _fmt(rt.cold_start_ms),
+            "" if rt.warmup is None else rt.warmup.frames,
         )) + " |")  # fmt: skip
+        if rt.frames_failed:
+            failures.append(f"{_md(e.label)}: {rt.frames_failed} frame(s) failed in the model (counted apart "
+                            f"from the missed ones), the first with {_md(rt.first_error)}")
+    if failures:  # frames whose model call raised: the run is not complete
+        lines += ["", *(f"- {f}." for f in failures)]
     lines += ["", "Warm-up frames (sent one at a time before each session's first measured stream) are "
               "scored nowhere and counted apart; the delivered rate is answered / sent x send rate. "
               "Definitions: docs/EVALUATION.md."]  # fmt: skip
@@ -161,7 +162,7 @@ def _realtime(runs: list[Entry]) -> list[str]:
 
 def _latency(runs: list[Entry]) -> list[str]:
     """How each row's latency was measured (latency.json): protocol and isolation."""
-    rows = [e for e in runs if e.latency]
+    rows = [(e, e.latency) for e in runs if e.latency is not None and e.latency.to_json()]
     if not rows:
         return []
     lines = [
@@ -171,19 +172,18 @@ def _latency(runs: list[Entry]) -> list[str]:
         "| row | device | images x runs (+ warm-up) | CUDA-synchronised | alone on the device? |",
         "|---|---|:-:|:-:|---|",
     ]  # fmt: skip
-    for e in rows:
-        p = json_object(e.latency.get("protocol"))
-        iso = json_object(e.latency.get("isolation"))
-        how = iso.get("how") or "not recorded (measured by `probench latency`: keep the device idle)"
+    for e, lat in rows:
+        p = lat.protocol
+        how = (lat.isolation.how if lat.isolation
+               else "not recorded (measured by `probench latency`: keep the device idle)")
         lines.append("| " + " | ".join(_md(x) for x in (
-            e.label, e.latency.get("device", "?"),
-            f"{p.get('n_images', '?')} x {p.get('runs', '?')} (+ {p.get('warmup', '?')})",
-            "yes" if p.get("cuda_synchronized") else "no", how,
+            e.label, lat.device or "?", f"{_or_q(p.n_images)} x {_or_q(p.runs)} (+ {_or_q(p.warmup)})",
+            "yes" if p.cuda_synchronized else "no", how,
         )) + " |")  # fmt: skip
     return [*lines, ""]
 
 
-ERROR_TYPES = ("cls", "loc", "both", "dupe", "bkg", "missed")
+ERROR_TYPES = TIDE_ERROR_TYPES
 ERROR_NAMES = {"cls": "wrong query", "loc": "mislocalised", "both": "wrong query and mislocalised",
                "dupe": "duplicates", "bkg": "background", "missed": "missed targets"}  # fmt: skip
 
@@ -191,7 +191,7 @@ ERROR_NAMES = {"cls": "wrong query", "loc": "mislocalised", "both": "wrong query
 def _errors(runs: list[Entry]) -> list[str]:
     """The TIDE table (metrics.json ``errors``): per run and formulation, the mAP.5 each
     error type costs (its count in brackets), and what each reformulation changes."""
-    rows = [(e, json_object(json_object(e.metrics.get("errors")).get("by_formulation"))) for e in runs]
+    rows = [(e, e.metrics.errors.by_formulation) for e in runs if e.metrics.errors is not None]
     rows = [(e, by) for e, by in rows if by]
     if not rows:
         return []
@@ -209,10 +209,9 @@ def _errors(runs: list[Entry]) -> list[str]:
     changes: list[str] = []
     for e, by in rows:
         for f, rec in by.items():
-            rec = json_object(rec)
-            delta, counts = json_object(rec.get("delta_ap")), json_object(rec.get("counts"))
-            cells = [f"{_fmt3(delta.get(t))} ({counts.get(t, '-')})" for t in ERROR_TYPES]
-            lines.append("| " + " | ".join([_md(e.label), _md(f), _fmt3(rec.get("ap50")), *cells]) + " |")
+            delta = rec.delta_ap or {}
+            cells = [f"{_fmt3(delta.get(t))} ({rec.counts.get(t, '-')})" for t in ERROR_TYPES]
+            lines.append("| " + " | ".join([_md(e.label), _md(f), _fmt3(rec.ap50), *cells]) + " |")
         changes += _error_changes(e, by)
     lines.append("")
     if changes:
@@ -226,11 +225,10 @@ def _operating_points(runs: list[Entry]) -> list[str]:
     what to give the grounding node as ``score_threshold``."""
     lines = []
     for e in runs:
-        by = json_object(json_object(e.metrics.get("curves")).get("by_formulation"))
+        by = e.metrics.curves.by_formulation if e.metrics.curves is not None else {}
         for f, c in by.items():
-            c = json_object(c)
-            t, f1 = c.get("best_f1_threshold"), c.get("best_f1")
-            if isinstance(t, (int, float)) and isinstance(f1, (int, float)):
+            t, f1 = c.best_f1_threshold, c.best_f1
+            if t is not None and f1 is not None:
                 lines.append(f"| {_md(e.label)} | {_md(f)} | {t:.2f} | {f1:.3f} |")
     if not lines:
         return []
@@ -240,23 +238,28 @@ def _operating_points(runs: list[Entry]) -> list[str]:
             "| row | formulation | score_threshold | F1 |", "|---|---|:-:|:-:|", *lines, ""]  # fmt: skip
 
 
-def _error_changes(e: Entry, by: dict[str, object]) -> list[str]:
-    base = json_object(json_object(by.get("orig")).get("delta_ap"))
+def _delta_ap(by: Mapping[str, TideScores], f: str) -> dict[str, float | None]:
+    rec = by.get(f)
+    return (rec.delta_ap or {}) if rec is not None else {}
+
+
+def _error_changes(e: Entry, by: Mapping[str, TideScores]) -> list[str]:
+    base = _delta_ap(by, "orig")
     out = []
     for f in ("cat", "tmpl", "policy"):
-        other = json_object(json_object(by.get(f)).get("delta_ap"))
-        diffs = {t: float(other[t]) - float(base[t]) for t in ERROR_TYPES
-                 if isinstance(base.get(t), (int, float)) and isinstance(other.get(t), (int, float))}
+        other = _delta_ap(by, f)
+        diffs = {t: o - b for t in ERROR_TYPES
+                 if (b := base.get(t)) is not None and (o := other.get(t)) is not None}
         if not diffs:
             continue
         parts = []
         fixed = min(diffs, key=lambda t: diffs[t])
         if diffs[fixed] < -0.005:
-            parts.append(f"recovers {ERROR_NAMES[fixed]} (their cost {_fmt3(base[fixed])} -> "
-                         f"{_fmt3(other[fixed])})")
+            parts.append(f"recovers {ERROR_NAMES[fixed]} (their cost {_fmt3(base.get(fixed))} -> "
+                         f"{_fmt3(other.get(fixed))})")
         added = max(diffs, key=lambda t: diffs[t])
         if diffs[added] > 0.005:
-            parts.append(f"adds {ERROR_NAMES[added]} ({_fmt3(base[added])} -> {_fmt3(other[added])})")
+            parts.append(f"adds {ERROR_NAMES[added]} ({_fmt3(base.get(added))} -> {_fmt3(other.get(added))})")
         said = "; ".join(parts) if parts else "changes no error type's cost by more than 0.005"
         out.append(f"{_md(e.label)}: {f} {said}")
     return out
@@ -264,6 +267,10 @@ def _error_changes(e: Entry, by: dict[str, object]) -> list[str]:
 
 def _fmt3(v: object) -> str:
     return f"{v:.3f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
+
+
+def _or_q(v: object) -> str:
+    return "?" if v is None else str(v)
 
 
 def _fmt(v: object) -> str:
@@ -276,12 +283,11 @@ def _warnings(runs: list[Entry]) -> list[str]:
     if len(hashes) > 1:
         out.append("The runs were scored on **different datasets** (their dataset hashes differ): "
                    "their rows are not comparable.")
-    stale = [e.label for e in runs if e.metrics.get("dataset_hash_matches") is False]
+    stale = [e.label for e in runs if e.metrics.dataset_hash_matches is False]
     if stale:
         out.append("Scored against a dataset that differs from the one inferred on: "
                    + ", ".join(map(_md, stale)))
-    models = [e.info.get("model") for e in runs]
-    if any(isinstance(m, dict) and m.get("random_weights") is True for m in models):
+    if any(e.info.model.random_weights is True for e in runs):
         out.append("Rows marked *(random weights)* come from models with random weights: they test the "
                    "pipeline and say nothing about the model's accuracy.")
     return out

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from probench.cache.atomic import write_bytes_atomic
-from probench.report.load import Entry
-from probench.scoring.suite import json_object
+from probench.cache.records import MAP50, MAP50_95, Curve
+from probench.report.load import LATENCY_COLUMN, Entry
 from probench.vocabulary import FORMULATIONS
 
 if TYPE_CHECKING:  # names for the checker only: mypy skips matplotlib (pyproject)
@@ -175,11 +175,11 @@ def fig_pareto(entries: list[Entry]) -> Plot:
     rows: list[tuple[Entry, float, float]] = []
     texts: dict[int, str] = {}  # row index -> its label, where it differs from the entry's
     for e in entries:
-        lat, m50 = e.number("latency_ms"), e.number("map50")
+        lat, m50 = e.number(LATENCY_COLUMN), e.number(MAP50)
         ros = e.ros_latency()
-        if m50 is not None and ros is not None and ros["mean"] > 0:
+        if m50 is not None and ros is not None and ros.mean > 0:
             texts[len(rows)] = f"{e.label} [{e.ros_latency_text()}]"
-            rows.append((e, ros["mean"], m50))
+            rows.append((e, ros.mean, m50))
         if lat is None or lat <= 0 or m50 is None:
             if ros is None or m50 is None:
                 why = "no latency measured" if lat is None or lat <= 0 else "no mAP.5"
@@ -204,7 +204,7 @@ def fig_pareto(entries: list[Entry]) -> Plot:
         via_ros = i in texts
         if e.random_weights:
             colour = (0.55, 0.55, 0.55, 1.0)
-        m5095 = e.number("map50_95")
+        m5095 = e.number(MAP50_95)
         if m5095 is not None:  # localisation tightness, as the paper's vertical connectors
             ax.vlines(lat, m5095, m50, color=colour, lw=1.2, alpha=0.8,
                       gid=f"{'ros-' if via_ros else ''}connector:{e.label}")
@@ -393,7 +393,7 @@ def fig_latency_timeline(entries: list[Entry]) -> Plot:
         if e.reference:
             continue
         if not e.trace:
-            if isinstance(e.metrics.get("realtime"), dict):
+            if e.metrics.realtime is not None:
                 notes.append(f"{e.label}: left out of the latency timeline (no realtime_frames.jsonl)")
             continue
         forms = [f for f in FORMULATIONS if any(r.get("formulation") == f for r in e.trace)]
@@ -407,9 +407,9 @@ def fig_latency_timeline(entries: list[Entry]) -> Plot:
     fig = _figure(3.4 * n_cols + 0.6, 2.6 * len(rows) + 0.4)
     axes = fig.subplots(len(rows), n_cols, squeeze=False, sharey="row")
     for i, (e, forms) in enumerate(rows):
-        rt = json_object(e.metrics.get("realtime"))
-        budget = float(rt.get("budget_ms") or BUDGET_MS)
-        rate = float(rt.get("rate_hz") or 30.0)
+        rt = e.metrics.realtime
+        budget = float((rt.budget_ms if rt else None) or BUDGET_MS)
+        rate = float((rt.rate_hz if rt else None) or 30.0)
         row_pts = {f: timeline_points(e.trace, f, 1.0 / rate) for f in forms}
         # one y range for the row's shared axis, from every answered frame of every panel
         lat_all = [v for pts in row_pts.values() for kind in ("answered", "warmup") for _, v in pts[kind]]
@@ -468,10 +468,9 @@ def fig_latency_timeline(entries: list[Entry]) -> Plot:
 FORMULATION_COLOURS = {"orig": "tab:blue", "cat": "tab:orange", "tmpl": "tab:green", "policy": "tab:purple"}
 
 
-def _curves_of(e: Entry) -> dict[str, dict[str, Any]]:
+def _curves_of(e: Entry) -> dict[str, Curve]:
     """metrics.json ``curves.by_formulation`` of a run ({} when it has none)."""
-    return {f: c for f, c in json_object(json_object(e.metrics.get("curves")).get("by_formulation")).items()
-            if isinstance(c, dict)}
+    return dict(e.metrics.curves.by_formulation) if e.metrics.curves is not None else {}
 
 
 def _panels(n: int, width: float = 3.4, height: float = 2.9) -> tuple[Figure, list[Axes]]:
@@ -505,17 +504,16 @@ def _curve_plot(entries: list[Entry], what: str) -> Plot:
         for f, c in curves.items():
             colour = FORMULATION_COLOURS.get(f, "0.3")
             if what == "pr":
-                pts = [(r, p) for r, p in zip(c.get("recall") or [], c.get("precision") or [], strict=False)
+                pts = [(r, p) for r, p in zip(c.recall, c.precision, strict=False)
                        if r is not None and p is not None]
                 ax.plot([r for r, _ in pts], [p for _, p in pts], color=colour, lw=1.4, label=f,
                         gid=f"pr:{e.label}:{f}")
             else:
-                thresholds = c.get("score_thresholds") or []
-                pts = [(s, v) for s, v in zip(thresholds, c.get("f1") or [], strict=False) if v is not None]
+                pts = [(s, v) for s, v in zip(c.score_thresholds, c.f1, strict=False) if v is not None]
                 ax.plot([s for s, _ in pts], [v for _, v in pts], color=colour, lw=1.4, label=f,
                         gid=f"f1:{e.label}:{f}")
-                best, at = c.get("best_f1"), c.get("best_f1_threshold")
-                if isinstance(best, (int, float)) and isinstance(at, (int, float)):
+                best, at = c.best_f1, c.best_f1_threshold
+                if best is not None and at is not None:
                     ax.plot([at], [best], marker="o", ms=4, color=colour, gid=f"best:{e.label}:{f}")
                     ax.annotate(f"{at:.2f}", (at, best), xytext=(3, 3), textcoords="offset points",
                                 fontsize=6.5, color=colour)
@@ -547,31 +545,30 @@ def fig_prompt_types(entries: list[Entry]) -> Plot:
     """mAP.5 (orig) per prompt type: grouped bars, one bar per run, n queries on each tick."""
     from probench.vocabulary import PROMPT_TYPES
 
-    runs = [e for e in entries if not e.reference and json_object(e.metrics.get("by_prompt_type"))]
+    runs = [e for e in entries if not e.reference and e.metrics.by_prompt_type]
     notes = [f"{e.label}: left out of the prompt-type bars (no by_prompt_type)"
              for e in entries if not e.reference and e not in runs]  # fmt: skip
     if not runs:
         return Plot(None, notes)
     types: list[str] = []
     for e in runs:
-        types += [t for t in json_object(e.metrics.get("by_prompt_type")) if t not in types]
+        types += [t for t in e.metrics.by_prompt_type if t not in types]
     types.sort(key=lambda t: (PROMPT_TYPES.index(t) if t in PROMPT_TYPES else len(PROMPT_TYPES), t))
     fig = _figure(max(5.0, 0.9 * len(types) * max(1, len(runs)) ** 0.5 + 2.5), 3.6)
     ax = fig.add_subplot()
     width = 0.8 / len(runs)
     for k, (e, colour) in enumerate(zip(runs, _colours(len(runs)), strict=True)):
-        by = json_object(e.metrics.get("by_prompt_type"))
+        by = e.metrics.by_prompt_type
         xs, ys = [], []
         for i, t in enumerate(types):
-            v = json_object(by.get(t)).get("map50")
-            if isinstance(v, (int, float)):
+            v = by[t].map50 if t in by else None
+            if v is not None:
                 xs.append(i - 0.4 + width * (k + 0.5))
                 ys.append(float(v))
         ax.bar(xs, ys, width=width * 0.95, color=colour, label=e.label, gid=f"bars:{e.label}")
     ns = []
     for t in types:
-        counts = {n for e in runs if isinstance(
-            n := json_object(json_object(e.metrics.get("by_prompt_type")).get(t)).get("n_queries"), int)}
+        counts = {e.metrics.by_prompt_type[t].n_queries for e in runs if t in e.metrics.by_prompt_type}
         ns.append("/".join(str(c) for c in sorted(counts)) or "?")
     ax.set_xticks(range(len(types)))
     ax.set_xticklabels([f"{t}\n(n={n})" for t, n in zip(types, ns, strict=True)], fontsize=7)

@@ -11,26 +11,40 @@ import csv
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from probench.cache.records import (
+    AP_KEYS,
+    BEST_FORMULATION,
+    LATENCY_FILE,
+    MAP50,
+    METRICS_FILE,
+    RUN_FILE,
+    TABLE2_COLUMNS,
+    LatencyRecord,
+    MetricsRecord,
+    RunRecord,
+    Stats,
+    m_key,
+)
 from probench.errors import ProbenchError
 from probench.report.errors import ReportError, ReportUsageError
-from probench.scoring.suite import TIE_TEXT, json_object
-from probench.vocabulary import FORMULATIONS
+from probench.scoring.suite import TIE_TEXT
+from probench.vocabulary import FORMULATIONS, RUN_FORMULATIONS
 
 if TYPE_CHECKING:
     from probench.cache.run import RunDir
 
 # The columns of the paper's Table II, in order (probench/report/data/paper_table2.csv).
-COLUMNS: tuple[str, ...] = (
-    "model", "map50", "map75", "map50_95", "latency_ms", "m_cat", "m_tmpl",
-    "delta_max", "best_formulation", "pcr50", "plc",
-)  # fmt: skip
-NUMERIC: tuple[str, ...] = tuple(c for c in COLUMNS if c not in ("model", "best_formulation"))
+COLUMNS: tuple[str, ...] = TABLE2_COLUMNS
+NUMERIC: tuple[str, ...] = tuple(c for c in COLUMNS if c not in (COLUMNS[0], BEST_FORMULATION))  # not model
 RANDOM_MARK = " (random weights)"
 TINY_MARK = " tiny"  # a tiny-<name> test variant: the adapter's code path, not the real architecture
 PAPER_MARK = " (paper)"
+LATENCY_COLUMN = COLUMNS[4]  # latency_ms: the offline protocol's mean (latency.json's summary_ms)
 ROS_LATENCY = "latency_ros_ms"  # Table II's Markdown: the end-to-end latency probench eval measured
+# Table II's mAP.5 columns of a formulation other than orig: column -> formulation
+FORMULATION_COLUMNS = {m_key(f): f for f in RUN_FORMULATIONS}
 
 # Scale variants of one architecture in the paper's Table II (Fig. 5 joins them with dashes).
 PAPER_FAMILIES: dict[str, str] = {
@@ -41,139 +55,122 @@ PAPER_FAMILIES: dict[str, str] = {
 
 @dataclass
 class Entry:
-    """One row of the report: a run of the user's, or a published reference row."""
+    """One row of the report: a run of the user's, or a published reference row. Its files
+    are records read and validated (:mod:`probench.cache.records`): every number is finite
+    and in its range."""
 
     label: str
-    metrics: dict[str, Any]
+    metrics: MetricsRecord
     reference: bool = False
     path: Path | None = None
-    info: dict[str, Any] = field(default_factory=dict)  # run.json
+    info: RunRecord = field(default_factory=RunRecord)  # run.json
     family: str | None = None
     scored_now: bool = False  # metrics computed by the report (no metrics.json)
     trace: list[dict[str, Any]] = field(default_factory=list)  # realtime_frames.jsonl of a ROS replay
-    latency: dict[str, Any] = field(default_factory=dict)  # latency.json: its protocol, how it was isolated
+    latency: LatencyRecord | None = None  # latency.json: its protocol, how it was isolated
 
     def number(self, column: str) -> float | None:
         """A Table II numeric column (``latency_ms`` is the latency mean of the offline
         protocol; ``latency_ros_ms`` the mean end-to-end latency ``probench eval`` measured
         through ROS 2, :meth:`ros_latency`)."""
-        if column == "latency_ms":
-            lat = self.metrics.get("latency_ms")
-            return _num(lat.get("mean"), self._where("latency_ms.mean")) if isinstance(lat, dict) else None
+        if column == LATENCY_COLUMN:
+            return None if self.metrics.latency_ms is None else self.metrics.latency_ms.mean
         if column == ROS_LATENCY:
             ros = self.ros_latency()
-            return None if ros is None else ros["mean"]
-        return _num(self.metrics.get(column), self._where(column))
+            return None if ros is None else ros.mean
+        return self.metrics.number(column)
 
     @property
     def random_weights(self) -> bool:
         """A run of a model with random weights: never ranked, never on a frontier (it tests
         the pipeline, not the model)."""
-        return json_object(json_object(self.info).get("model")).get("random_weights") is True
+        return self.info.model.random_weights is True
 
-    def ros_latency(self) -> dict[str, Any] | None:
+    def ros_latency(self) -> RosLatency | None:
         """What ``probench eval`` measured through the ROS 2 graph (metrics.json
-        ``realtime``): ``mean``, ``p95`` (ms, warm-up frames excluded), ``mode``,
-        ``rate_hz``; None for runs that did not come through ROS."""
-        rt = self.metrics.get("realtime")
-        lat = rt.get("latency_ms") if isinstance(rt, dict) else None
-        if not isinstance(rt, dict) or not isinstance(lat, dict):
+        ``realtime``): the mean and p95 latency (ms, warm-up frames excluded), the mode and
+        rate; None for runs that did not come through ROS."""
+        rt = self.metrics.realtime
+        if rt is None or rt.latency_ms.mean is None:
             return None
-        mean = _num(lat.get("mean"), self._where("realtime.latency_ms.mean"))
-        if mean is None:
-            return None
-        return {"mean": mean, "p95": _num(lat.get("p95"), self._where("realtime.latency_ms.p95")),
-                "mode": str(rt.get("mode") or "?"),
-                "rate_hz": _num(rt.get("rate_hz"), self._where("realtime.rate_hz"))}
+        return RosLatency(rt.latency_ms.mean, rt.latency_ms.p95, rt.mode or "?", rt.rate_hz)
 
     def ros_latency_text(self) -> str:
         """How the ROS 2 latency was taken, for notes and figure labels: "ROS 2, camera-rate 30 Hz"."""
-        ros = self.ros_latency() or {}
-        rate = f" {ros['rate_hz']:g} Hz" if ros.get("rate_hz") and ros.get("mode") == "camera-rate" else ""
-        return f"ROS 2, {ros.get('mode', '?')}{rate}"
+        ros = self.ros_latency()
+        if ros is None:
+            return "ROS 2, ?"
+        rate = f" {ros.rate_hz:g} Hz" if ros.rate_hz and ros.mode == "camera-rate" else ""
+        return f"ROS 2, {ros.mode}{rate}"
 
     def dataset_name(self) -> str:
         """The dataset a run was made on, as people name it: its folder, or the bag it was
         replayed from (``bag NAME``); "?" when run.json says nothing."""
-        ds = json_object(json_object(self.info).get("dataset"))
-        if ds.get("path"):
-            return Path(str(ds["path"])).name or str(ds["path"])
-        if ds.get("bag"):
-            return f"bag {Path(str(ds['bag'])).name or ds['bag']}"
+        ds = self.info.dataset
+        if ds.path:
+            return Path(ds.path).name or ds.path
+        if ds.bag:
+            return f"bag {Path(ds.bag).name or ds.bag}"
         return "?"
 
     def dataset_hash(self) -> str | None:
         """The content hash of the dataset the row was scored on: metrics.json
         ``dataset_hash``, else run.json's ``dataset.hash`` (the one it was made on)."""
-        made_on = json_object(json_object(self.info).get("dataset")).get("hash")
-        for h in (self.metrics.get("dataset_hash"), made_on):
-            if isinstance(h, str) and h:
-                return h
-        return None
+        return self.metrics.dataset_hash or self.info.dataset.hash or None
 
     def interval(self, column: str) -> tuple[float, float] | None:
         """The bootstrap's 95% interval of a Table II column (metrics.json ``intervals``), or
         None. ``map50``/``map75``/``map50_95`` are orig's, ``m_cat``/``m_tmpl`` the mAP.5 of
         cat/tmpl; the others are top-level keys (``delta_max``, ``pcr50``, ``delta_orig_cat``...)."""
-        iv = json_object(self.metrics.get("intervals"))
-        by = json_object(iv.get("by_formulation"))
-        if column in ("map50", "map75", "map50_95"):
-            v, key = json_object(by.get("orig")).get(column), f"intervals.by_formulation.orig.{column}"
-        elif column in ("m_cat", "m_tmpl", "m_orig", "m_policy"):
-            f = column[2:]
-            v, key = json_object(by.get(f)).get("map50"), f"intervals.by_formulation.{f}.map50"
-        else:
-            v, key = iv.get(column), f"intervals.{column}"
-        if v is None:
+        iv = self.metrics.intervals
+        if iv is None:
             return None
-        if not (isinstance(v, list) and len(v) == 2):
-            raise ReportError(f"{self._where(key)} is {v!r}, not an interval [low, high]")
-        lo, hi = _num(v[0], self._where(key)), _num(v[1], self._where(key))
-        return None if lo is None or hi is None else (lo, hi)
+        if column in AP_KEYS:
+            v = iv.by_formulation.get("orig", {}).get(column)
+        elif column in FORMULATION_COLUMNS:
+            v = iv.by_formulation.get(FORMULATION_COLUMNS[column], {}).get(MAP50)
+        else:
+            found = getattr(iv, column, None)
+            v = found if isinstance(found, list) else None
+        return None if v is None else (v[0], v[1])
 
     def best_support(self) -> float | None:
         """The share of bootstrap resamples in which k* is the best formulation, or None."""
-        return _num(json_object(self.metrics.get("intervals")).get("best_formulation_support"),
-                    self._where("intervals.best_formulation_support"))
+        return None if self.metrics.intervals is None else self.metrics.intervals.best_formulation_support
 
     def text(self, column: str) -> str | None:
-        v = self.metrics.get(column)
+        v = getattr(self.metrics, column, None)
         return None if v is None else str(v)
 
     @property
     def latency_std(self) -> float | None:
-        lat = self.metrics.get("latency_ms")
-        return _num(lat.get("std"), self._where("latency_ms.std")) if isinstance(lat, dict) else None
+        return None if self.metrics.latency_ms is None else self.metrics.latency_ms.std
 
     def ap_by_iou(self, formulation: str) -> dict[float, float] | None:
         """The IoU sweep of one formulation as {threshold: AP}, or None when not scored."""
-        by = self.metrics.get("by_formulation")
-        rec = by.get(formulation) if isinstance(by, dict) else None
-        sweep = rec.get("ap_by_iou") if isinstance(rec, dict) else None
-        if not isinstance(sweep, dict):
+        rec = self.metrics.by_formulation.get(formulation)
+        if rec is None:
             return None
         out = {}
-        for key, v in sweep.items():
+        for key, v in rec.ap_by_iou.items():
             try:
                 t = float(key)
             except ValueError as exc:
-                where = self._where(f"by_formulation.{formulation}.ap_by_iou")
-                raise ReportError(f"{where}: threshold key {key!r} is not a number") from exc
-            val = _num(v, self._where(f"by_formulation.{formulation}.ap_by_iou[{key}]"))
-            if val is not None:
-                out[t] = val
+                where = f"{self.path / METRICS_FILE if self.path else self.label}"
+                raise ReportError(f"{where}: by_formulation.{formulation}.ap_by_iou: threshold key "
+                                  f"{key!r} is not a number") from exc
+            if v is not None:
+                out[t] = v
         return dict(sorted(out.items())) or None
 
-    def _where(self, key: str) -> str:
-        return f"{self.path / 'metrics.json' if self.path else self.label}: {key}"
 
+class RosLatency(NamedTuple):
+    """The end-to-end latency ``probench eval`` measured through ROS 2 (ms)."""
 
-def _num(v: object, where: str) -> float | None:
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ReportError(f"{where} is {v!r}, not a number")
-    return float(v) if math.isfinite(v) else None
+    mean: float
+    p95: float | None
+    mode: str
+    rate_hz: float | None
 
 
 # -- run folders ------------------------------------------------------------------------------
@@ -186,39 +183,33 @@ def load_run(path: str | Path, dataset: str | Path | None = None, *, bootstrap: 
     run = RunDir(path)
     if not run.path.is_dir():
         raise ReportUsageError(f"{run.path}: no such run folder")
-    if not (run.path / "run.json").is_file():
+    if not (run.path / RUN_FILE).is_file():
         raise ReportUsageError(
             f"{run.path}: no run.json, so not a probench run folder; give the folder that "
             "`probench infer` or `probench eval` wrote (its --out)"
         )
-    info = run.info  # CacheError (exit 1, one line) if run.json is malformed or not an object
-    metrics = run.read_json("metrics.json")
-    scored_now = False
+    info = run.info  # RecordError (exit 1, one line) if run.json is malformed
+    # validated: a NaN, an infinity or an AP of -5 is refused, naming the file and the key
+    metrics = run.read_record(METRICS_FILE, MetricsRecord)
+    scored_now = metrics is None
     if metrics is None:
         metrics = _score(run, info, dataset, bootstrap)
-        scored_now = True
-    if not isinstance(metrics, dict):
-        raise ReportError(f"{run.path / 'metrics.json'}: expected a JSON object")
-    model = json_object(info.get("model"))
-    label = str(model.get("paper_name") or model.get("name") or run.path.resolve().name)
-    if model.get("paper_name") and str(model.get("name", "")).startswith("tiny-"):
+    model = info.model
+    label = str(model.paper_name or model.name or run.path.resolve().name)
+    if model.paper_name and (model.name or "").startswith("tiny-"):
         label += TINY_MARK
-    if model.get("random_weights") is True:
+    if model.random_weights is True:
         label += RANDOM_MARK
     # scale variants are known by the paper's names (a zoo "family" like "owl" also spans
     # OWL-ViT and OWLv2, which are different architectures)
-    family = PAPER_FAMILIES.get(str(model.get("paper_name")))
-    latency = run.read_json("latency.json")
+    family = PAPER_FAMILIES.get(str(model.paper_name))
     return Entry(label, metrics, path=run.path, info=info, family=family, scored_now=scored_now,
                  trace=read_trace(run.path / TRACE_FILE),
-                 latency=json_object(latency))  # fmt: skip
+                 latency=run.read_record(LATENCY_FILE, LatencyRecord))
 
 
-def _score(
-    run: RunDir, info: dict[str, Any], dataset: str | Path | None, bootstrap: int = 0
-) -> dict[str, Any]:
-    ds = json_object(info.get("dataset"))
-    ds_path = dataset if dataset is not None else ds.get("path")
+def _score(run: RunDir, info: RunRecord, dataset: str | Path | None, bootstrap: int = 0) -> MetricsRecord:
+    ds_path = dataset if dataset is not None else info.dataset.path
     where = run.path
     if not ds_path:
         raise ReportError(
@@ -314,7 +305,7 @@ def load_reference(path: str | Path) -> list[Entry]:
         name = (row.get("model") or "").strip()
         if not name:
             raise ReportError(f"{path} line {line}: empty model name")
-        metrics: dict[str, Any] = {}
+        values: dict[str, object] = {}
         for col in NUMERIC:
             cell = (row.get(col) or "").strip()
             if not cell:
@@ -325,16 +316,26 @@ def load_reference(path: str | Path) -> list[Entry]:
                 raise ReportError(f"{path} line {line}: {col} {cell!r} is not a number") from exc
             if not math.isfinite(value):
                 raise ReportError(f"{path} line {line}: {col} {cell!r} is not a finite number")
-            if col == "latency_ms":
-                metrics["latency_ms"] = {"mean": value}
-            else:
-                metrics[col] = value
-        best = (row.get("best_formulation") or "").strip()
+            values[col] = value
+        best = (row.get(BEST_FORMULATION) or "").strip()
         if best and best not in (*FORMULATIONS, TIE_TEXT):
             allowed = ", ".join((*FORMULATIONS, TIE_TEXT))
             raise ReportError(f"{path} line {line}: best_formulation {best!r} is not one of {allowed}")
-        metrics["best_formulation"] = best if best in FORMULATIONS else None
-        if best == TIE_TEXT:  # as our table2.csv writes an all-formulation tie
-            metrics["best_formulation_ties"] = list(FORMULATIONS)
+        metrics = _reference_metrics(values, best, f"{path} line {line}")
         entries.append(Entry(name + PAPER_MARK, metrics, reference=True, family=PAPER_FAMILIES.get(name)))
     return entries
+
+
+def _reference_metrics(values: dict[str, object], best: str, where: str) -> MetricsRecord:
+    """A published row's numbers as a metrics record (checked as a file's are: an AP of 5
+    is refused, naming the line and the column); ``best`` is its best_formulation cell."""
+    from probench.cache.records import parse_record
+
+    latency = values.pop(LATENCY_COLUMN, None)
+    record = parse_record(MetricsRecord, values, where).updated(best_formulation=best if best in FORMULATIONS
+                                                                else None)
+    if best == TIE_TEXT:  # as our table2.csv writes an all-formulation tie
+        record = record.updated(best_formulation_ties=list(FORMULATIONS))
+    if latency is not None:
+        record = record.updated(latency_ms=parse_record(Stats, {"mean": latency}, where))
+    return record

@@ -271,11 +271,8 @@ def dataset_for_figures(
     why) when there is none or its images are missing."""
     from probench.data import load_dataset
     from probench.errors import ProbenchError
-    from probench.scoring.suite import json_object
-
     runs = [e for e in entries if not e.reference]
-    paths = [dataset] if dataset is not None else [
-        p for e in runs if (p := json_object(e.info.get("dataset")).get("path"))]  # fmt: skip
+    paths = [dataset] if dataset is not None else [p for e in runs if (p := e.info.dataset.path)]
     hashes = {h for e in runs if (h := e.dataset_hash())}
     need = f" (dataset {next(iter(hashes))})" if len(hashes) == 1 else ""
     if not paths:

@@ -25,6 +25,7 @@ import html
 import io
 import re
 
+from probench.cache.records import Intervals
 from probench.report.load import COLUMNS, NUMERIC, ROS_LATENCY, Entry
 from probench.scoring.bootstrap import SIGNIFICANT_SUPPORT
 from probench.scoring.suite import best_formulation_text
@@ -109,6 +110,10 @@ def not_significant(entry: Entry, column: str) -> bool:
     return False
 
 
+def _text(v: object) -> str:
+    return "" if v is None else str(v)
+
+
 def md_cell(entry: Entry, column: str, rank: int | None) -> str:
     """A Markdown cell: the value (escaped), its rank mark, its interval, † when not significant."""
     text = cell(entry, column)
@@ -124,7 +129,7 @@ def intervals_csv(entries: list[Entry]) -> str | None:
     """The intervals beside Table II (table2_intervals.csv): per row, each column's 95%
     bootstrap interval (``<column>_low``, ``<column>_high``), the deltas orig-cat and
     tmpl-orig with theirs, and k*'s support; None when no row has intervals."""
-    rows = [e for e in sort_entries(entries) if isinstance(e.metrics.get("intervals"), dict)]
+    rows = [e for e in sort_entries(entries) if e.metrics.intervals is not None]
     if not rows:
         return None
     cols = (*INTERVAL_COLUMNS, *DELTA_COLUMNS)
@@ -137,11 +142,11 @@ def intervals_csv(entries: list[Entry]) -> str | None:
         for c in cols:
             iv = e.interval(c)
             cells += ["", ""] if iv is None else [f"{iv[0]:.4f}", f"{iv[1]:.4f}"]
-        iv_all = e.metrics["intervals"]
+        iv_all = e.metrics.intervals or Intervals()
         support = e.best_support()
         cells += [format_number(c, e.number(c)) for c in DELTA_COLUMNS]
         cells += [cell(e, "best_formulation"), "" if support is None else f"{support:.3f}",
-                  str(iv_all.get("resamples", "")), str(iv_all.get("seed", ""))]
+                  _text(iv_all.resamples), _text(iv_all.seed)]
         w.writerow(cells)
     return buf.getvalue()
 
@@ -217,7 +222,7 @@ def to_markdown(entries: list[Entry]) -> str:
         legend += (" m_policy: mAP.5 of the run's prompt policy (orig through the policy, scored against "
                    "the same targets; not one of the paper's formulations, so not in delta_max, "
                    "best_formulation, pcr50 or plc; docs/PROMPTING.md).")
-    if any(isinstance(e.metrics.get("intervals"), dict) for e in rows):
+    if any(e.metrics.intervals is not None for e in rows):
         legend += (
             " [low, high]: the 95% paired bootstrap interval over images (metrics.json `intervals`; the "
             "resamples redraw the images with replacement, the same draw for every formulation). "
@@ -241,8 +246,8 @@ _HOW_TO_MEASURE = {
 
 
 def _why_empty(e: Entry, column: str) -> str:
-    count = {"plc": "n_plc_targets", "plc_top1": "n_plc_top1_targets"}.get(column)
-    if count and e.metrics.get(count) == 0:  # PLC averages over targets recovered by every formulation
+    count = {"plc": e.metrics.n_plc_targets, "plc_top1": e.metrics.n_plc_top1_targets}.get(column)
+    if count == 0:  # PLC averages over targets recovered by every formulation
         return "no target was recovered under every formulation"
     return _HOW_TO_MEASURE.get(column, "not in metrics.json")
 
@@ -256,7 +261,7 @@ def table_notes(entries: list[Entry]) -> list[str]:
     for e in entries:
         label = md_text(e.label)
         empty = [c for c in MARKDOWN_NUMERIC if e.number(c) is None]
-        if e.number("pcr50") is None and isinstance(e.metrics.get("pcr_null_reason"), str):
+        if e.number("pcr50") is None and e.metrics.pcr_null_reason is not None:
             empty = [c for c in empty if c not in ("pcr50", "plc", "pcr50_top1", "plc_top1")]  # said below
         if e.reference:
             published += [c for c in empty if c not in published]
@@ -265,9 +270,9 @@ def table_notes(entries: list[Entry]) -> list[str]:
             out.append(f"{label}: empty: {why}.")
         ros = e.ros_latency()
         if ros is not None:
-            p95 = f", p95 {format_number(ROS_LATENCY, ros['p95'])} ms" if ros.get("p95") is not None else ""
+            p95 = f", p95 {format_number(ROS_LATENCY, ros.p95)} ms" if ros.p95 is not None else ""
             how = md_text(e.ros_latency_text())
-            out.append(f"{label}: latency ROS 2 {format_number(ROS_LATENCY, ros['mean'])} ms (mean{p95}) "
+            out.append(f"{label}: latency ROS 2 {format_number(ROS_LATENCY, ros.mean)} ms (mean{p95}) "
                        f"end-to-end through the ROS 2 graph ({how}, `probench eval`); "
                        "not the offline protocol's latency_ms.")
         if e.random_weights and not e.reference:
@@ -283,17 +288,17 @@ def pcr_notes(entries: list[Entry]) -> list[str]:
     out = []
     for e in entries:
         label = md_text(e.label)
-        reason = e.metrics.get("pcr_null_reason")
-        if e.number("pcr50") is None and isinstance(reason, str):
+        reason = e.metrics.pcr_null_reason
+        if e.number("pcr50") is None and reason is not None:
             out.append(f"{label}: PCR/PLC not computed: {md_text(reason)}.")
-        settings = e.info.get("settings")
-        policy = settings.get("prompt_policy") if isinstance(settings, dict) else None
+        policy = e.info.settings.get("prompt_policy")
         if isinstance(policy, dict) and e.number(POLICY_COLUMN) is not None:
-            gives = "+".join(map(str, policy.get("gives") or []))
+            given = policy.get("gives")
+            gives = "+".join(map(str, given if isinstance(given, list) else []))
             out.append(f"{label}: m_policy under prompt policy {md_text(policy.get('name'))} "
                        f"(gives {md_text(gives)}).")
-        threshold = e.metrics.get("pcr_score_threshold")
-        if isinstance(threshold, (int, float)) and e.number("pcr50_at") is not None:
+        threshold = e.metrics.pcr_score_threshold
+        if threshold is not None and e.number("pcr50_at") is not None:
             plc = format_number("plc", e.number("plc_at")) or "-"
             out.append(
                 f"{label}: at score >= {threshold:g}, pcr50 {format_number('pcr50', e.number('pcr50_at'))}, "

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from probench.cache.records import Temporal
 from probench.report.load import Entry
 
 if TYPE_CHECKING:
@@ -44,9 +45,8 @@ STATES = {
 }
 
 
-def _temporal(e: Entry) -> Mapping[str, Any] | None:
-    t = e.metrics.get("temporal")
-    return t if isinstance(t, Mapping) and isinstance(t.get("by_formulation"), Mapping) else None
+def _temporal(e: Entry) -> Temporal | None:
+    return e.metrics.temporal
 
 
 def temporal_rows(entries: Sequence[Entry]) -> list[dict[str, Any]]:
@@ -56,10 +56,10 @@ def temporal_rows(entries: Sequence[Entry]) -> list[dict[str, Any]]:
         t = _temporal(e)
         if t is None:
             continue
-        for f, s in t["by_formulation"].items():
+        for f, s in t.by_formulation.items():
             row: dict[str, Any] = {"model": e.label, "formulation": f}
             for key, _ in COLUMNS:
-                row[key] = t.get(key[4:]) if key.startswith("run.") else s.get(key)
+                row[key] = getattr(t, key[4:]) if key.startswith("run.") else getattr(s, key)
             rows.append(row)
     return rows
 
@@ -91,7 +91,7 @@ def to_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
 def fig_timelines(e: Entry) -> Figure | None:
     """The run's timeline figure (module doc); None without temporal metrics."""
     t = _temporal(e)
-    if t is None or not isinstance(t.get("timelines"), Mapping) or not t["timelines"]:
+    if t is None or not t.timelines:
         return None
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import ListedColormap
@@ -99,7 +99,7 @@ def fig_timelines(e: Entry) -> Figure | None:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    timelines: Mapping[str, Mapping[str, str]] = t["timelines"]
+    timelines: Mapping[str, Mapping[str, str]] = t.timelines
     forms = list(timelines)
     keys = sorted(
         {k for lines in timelines.values() for k in lines}, key=lambda k: tuple(map(int, k.split(":")))
@@ -111,7 +111,7 @@ def fig_timelines(e: Entry) -> Figure | None:
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(videos), 1, squeeze=False, height_ratios=[max(1, n) for n in n_rows])[:, 0]
     cmap = ListedColormap([c for _, c in STATES.values()])
-    changes = t.get("prompt_change_frames") or {}
+    changes = t.prompt_change_frames
     for ax, vid in zip(axes, videos, strict=True):
         labels, grid = [], []
         for k in (k for k in keys if int(k.split(":")[0]) == vid):
@@ -140,7 +140,7 @@ def fig_timelines(e: Entry) -> Figure | None:
     handles.append(Line2D([], [], color="black", ls="--", lw=1.2, label="prompt change"))
     fig.legend(handles=handles, loc="outside lower center", ncol=5, fontsize=7, frameon=False)
     fig.suptitle(
-        f"{e.label}: target found (top-1 IoU >= {t.get('iou_threshold', 0.5)}) per frame", fontsize=9
+        f"{e.label}: target found (top-1 IoU >= {t.iou_threshold or 0.5}) per frame", fontsize=9
     )
     return fig
 

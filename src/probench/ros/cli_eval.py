@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from probench.cache.records import METRICS_FILE, MetricsRecord, RealtimeRecord, RunRecord
 from probench.cache.run import RunDir
 from probench.errors import CheckFailed, Interrupted, UsageError
 from probench.limits import MAX_PERIOD_S, MAX_RATE_HZ, MAX_TIMEOUT_S, MIN_RATE_HZ, check_flag
@@ -282,14 +283,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"written: {run.path / MAX_RATE_FILE}")
         return 0
     info = run.info
-    metrics = run.read_json("metrics.json")
+    metrics = run.read_record(METRICS_FILE, MetricsRecord) or MetricsRecord()
     print(summary_table(metrics, info))
     if args.parity:
         from probench.realtime.eval_parity import PARITY_FILE, parity_check, parity_lines
 
-        model = info.get("model") or {}
         settings = {**GROUNDING_PARAMS.defaults(), **resolved_parameters(graph[0]),
-                    "model": model.get("name") or args.model}
+                    "model": info.model.name or args.model}
         settings.pop("prompts", None)
         parity = parity_check(run.path, args.bag, args.dataset, settings)
         print("\n".join(["", *parity_lines(parity)]))
@@ -316,55 +316,53 @@ def bag_rate_hz(bag: ProbenchBag) -> float | None:
     return round(1e9 / float(np.median(gaps)), 6) if len(gaps) else None
 
 
-def summary_table(metrics: dict[str, Any], info: dict[str, Any]) -> str:
-    model = info.get("model") or {}
-    ros = info.get("ros") or {}
-    rt = metrics.get("realtime") or {}
-    weights = "random weights: the numbers test the pipeline, not the model" if model.get(
-        "random_weights") else f"weights: {model.get('weights_source', '?')}"
+def summary_table(metrics: MetricsRecord, info: RunRecord) -> str:
+    model = info.model
+    ros = info.ros
+    weights = "random weights: the numbers test the pipeline, not the model" if model.random_weights \
+        else f"weights: {model.weights_source or '?'}"
     mode = ros.get("mode", "?")
     rate = f" at {ros.get('rate_hz')} Hz" if mode == "camera-rate" else ""
-    lines = [f"model {model.get('name', '?')} ({weights}); mode {mode}{rate}", "",
+    lines = [f"model {model.name or '?'} ({weights}); mode {mode}{rate}", "",
              "| formulation | mAP.5 | mAP.75 | mAP.5:.95 |", "| --- | --- | --- | --- |"]
-    by_f = metrics.get("by_formulation") or {}
+    by_f = metrics.by_formulation
     for f in [k for k in RUN_FORMULATIONS if k in by_f]:
         m = by_f[f]
-        lines.append(f"| {f} | {_fmt(m.get('map50'))} | {_fmt(m.get('map75'))} | {_fmt(m.get('map50_95'))} |")
+        lines.append(f"| {f} | {_fmt(m.map50)} | {_fmt(m.map75)} | {_fmt(m.map50_95)} |")
     lines += ["", *pcr_lines(metrics)]
-    lines += temporal_lines(metrics)  # a sequence bag: continuity, flicker, IDF1, prompt-change latency
-    lines += realtime_lines(rt)
+    lines += temporal_lines(metrics.temporal)  # a sequence bag: continuity, flicker, IDF1, prompt changes
+    lines += realtime_lines(metrics.realtime)
     return "\n".join(lines)
 
 
-def realtime_lines(rt: dict[str, Any]) -> list[str]:
+def realtime_lines(rt: RealtimeRecord | None) -> list[str]:
     """The stream in a few lines: the delivered rate (the headline) against the send rate,
-    what was missed, latency of the measured frames, and the warm-up apart
+    what was missed (and failed), latency of the measured frames, and the warm-up apart
     (docs/EVALUATION.md, "Real-time figures")."""
-    if not rt:
+    if rt is None:
         return []
-    lat = rt.get("latency_ms") or {}
-    warm = rt.get("warmup") or {}
-    sent_rate = _fmt(rt.get("achieved_send_rate_hz"))
-    how = f"at {sent_rate} Hz" if rt.get("mode") == "camera-rate" else \
+    lat = rt.latency_ms
+    sent_rate = _fmt(rt.achieved_send_rate_hz)
+    how = f"at {sent_rate} Hz" if rt.mode == "camera-rate" else \
         f"each when the previous was answered ({sent_rate} Hz)"
     extra = []
-    if rt.get("stray_messages"):
-        extra.append(f"{rt['stray_messages']} stray answer(s), not credited")
-    if rt.get("misattributed"):
-        extra.append(f"{rt['misattributed']} answer(s) with class ids outside their frame's set, "
-                     "not credited")
+    if rt.stray_messages:
+        extra.append(f"{rt.stray_messages} stray answer(s), not credited")
+    if rt.misattributed:
+        extra.append(f"{rt.misattributed} answer(s) with class ids outside their frame's set, not credited")
+    failed = f"; failed {rt.frames_failed} (the model raised)" if rt.frames_failed else ""
     out = [
-        f"delivered {_fmt(rt.get('delivered_rate_hz'))} Hz: {rt.get('frames_received', '-')} of "
-        f"{rt.get('frames_sent', '-')} measured frames answered, sent {how}; missed "
-        f"{rt.get('frames_missed', '-')} ({_fmt(rt.get('missed_share'), pct=True)})",
-        f"latency p50 {_fmt(lat.get('p50'))} ms, p95 {_fmt(lat.get('p95'))} ms; within "
-        f"{rt.get('budget_ms', '-')} ms budget: {_fmt(rt.get('within_budget'), pct=True)}; first/last sent "
-        f"to received {_fmt(rt.get('first_sent_to_received_ms'))}/{_fmt(rt.get('last_sent_to_received_ms'))} "
-        f"ms; answer spacing {_fmt(rt.get('output_rate_hz'))} Hz",
+        f"delivered {_fmt(rt.delivered_rate_hz)} Hz: {rt.frames_received} of "
+        f"{rt.frames_sent} measured frames answered, sent {how}; missed "
+        f"{rt.frames_missed} ({_fmt(rt.missed_share, pct=True)}){failed}",
+        f"latency p50 {_fmt(lat.p50)} ms, p95 {_fmt(lat.p95)} ms; within "
+        f"{'-' if rt.budget_ms is None else rt.budget_ms} ms budget: {_fmt(rt.within_budget, pct=True)}; "
+        f"first/last sent to received {_fmt(rt.first_sent_to_received_ms)}/"
+        f"{_fmt(rt.last_sent_to_received_ms)} ms; answer spacing {_fmt(rt.output_rate_hz)} Hz",
     ]
-    if warm.get("frames"):
-        out.append(f"warm-up: {warm['frames']} frame(s) before the measured streams, one at a time, scored "
-                   f"nowhere (cold start {_fmt(rt.get('cold_start_ms'))} ms)")
+    if rt.warmup is not None and rt.warmup.frames:
+        out.append(f"warm-up: {rt.warmup.frames} frame(s) before the measured streams, one at a time, scored "
+                   f"nowhere (cold start {_fmt(rt.cold_start_ms)} ms)")
     if extra:
         out.append("; ".join(extra))
     return out

@@ -324,17 +324,20 @@ def _evaluate(node: EvaluatorNode) -> dict[str, Any]:
         node.get_logger().info(f"done: max rate {found.get('max_rate_hz')} Hz with at most "
                                f"{cfg.max_missed:g} of the frames missed -> {Path(cfg.out) / MAX_RATE_FILE}")
         return {"status": "complete", "max_rate": str(Path(cfg.out) / MAX_RATE_FILE)}
+    from probench.cache.records import METRICS_FILE
     from probench.cache.run import RunDir
     from probench.realtime.eval_run import run_evaluation
 
     metrics = run_evaluation(node, cfg)
-    rt = metrics.get("realtime") or {}
+    rt = metrics.realtime
+    failed = f" failed={rt.frames_failed}" if rt and rt.frames_failed else ""
     node.get_logger().info(
-        f"done: map50={metrics.get('map50')} frames sent={rt.get('frames_sent')} "
-        f"missed={rt.get('frames_missed')} -> {Path(cfg.out) / 'metrics.json'}")
-    status = str(RunDir(cfg.out).info.get("status"))
-    return {"status": status if status in ("complete", "incomplete") else "failed",
-            "metrics": str(Path(cfg.out) / "metrics.json")}
+        f"done: map50={metrics.map50} frames sent={rt and rt.frames_sent} missed={rt and rt.frames_missed}"
+        f"{failed} -> {Path(cfg.out) / METRICS_FILE}")
+    info = RunDir(cfg.out).info
+    status = str(info.status)
+    return {"status": status if status in ("complete", "incomplete") else "failed", "error": info.error,
+            "metrics": str(Path(cfg.out) / METRICS_FILE)}
 
 
 def _spin(executor: Any) -> None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from probench.cache.crash import crash_point
 from probench.cache.identity import RunSession, check_folder, open_run
+from probench.cache.records import RayInfo, RunRecord
 from probench.cache.run import PredictionWriter
 from probench.data.dataset import Dataset
 from probench.errors import ProbenchError
@@ -378,7 +379,7 @@ def run_ray_inference(
     progress: bool | None = None,
     pool: RayWorkerPool | None = None,
     on_record: OnRecord | None = None,
-) -> dict[str, Any]:
+) -> RunRecord:
     """Fill ``out`` with the predictions of ``model`` on ``dataset`` using Ray workers
     (Ray connected: :func:`probench.scale.cluster.ray_cluster`); returns run.json. A
     ``pool`` given is used and left running (tests, benchmarks), else one is started and
@@ -402,9 +403,9 @@ def run_ray_inference(
         with session.recording():
             counters = drive(pool, dataset, session, formulations, image_ids, chunk_size=chunk_size,
                              progress=progress, on_record=on_record)  # fmt: skip
-            session.info["ray"] = {**pool.record(), **counters}
+            session.update(ray={**pool.record(), **counters})
             if pool.load_s is not None:
-                session.info["timings"]["model_load_s"] = round(pool.load_s, 3)
+                session.add_timing("model_load_s", pool.load_s)
         return session.finish()
     finally:
         if own:
@@ -432,11 +433,11 @@ def infer_on_ray(
             cpus_per_worker=ray.cpus_per_worker, chunk_size=ray.chunk_size, limit=limit,
             overwrite=overwrite, progress=progress,
         )
-    ray_info = info.get("ray", {})
+    ray_info = info.ray or RayInfo()
     print(
-        f"{out}: {info['model']['name']} on {info['n_images_evaluated']} image(s), formulations "
-        f"{','.join(info['formulations'])}, {info['timings']['infer_s']:.1f} s with "
-        f"{ray_info.get('workers')} Ray worker(s) on {len(ray_info.get('nodes', []))} node(s)"
-        + (f", {ray_info['worker_restarts']} worker restart(s)" if ray_info.get("worker_restarts") else ""),
+        f"{out}: {info.model.name} on {info.n_images_evaluated} image(s), formulations "
+        f"{','.join(info.formulations)}, {info.timings.infer_s or 0.0:.1f} s with "
+        f"{ray_info.workers} Ray worker(s) on {len(ray_info.nodes)} node(s)"
+        + (f", {ray_info.worker_restarts} worker restart(s)" if ray_info.worker_restarts else ""),
     )
     return 0

@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from probench.cache import lock
 from probench.cache.atomic import write_json_atomic, write_text_atomic
 from probench.cache.identity import SHARED_FIELDS, RunIdentity, check_folder, first_difference, utc_now
+from probench.cache.records import LATENCY_FILE, METRICS_FILE, Isolation, LatencyRecord, RayInfo
 from probench.cache.run import RunDir
 from probench.data.dataset import Dataset
 from probench.errors import ProbenchError, UsageError
@@ -147,8 +147,8 @@ class _Model:
     def infer_complete(self) -> bool:
         info = self.run.info
         return (
-            bool(info) and info.get("status") == "complete"
-            and first_difference(info, self.identity().record()) is None
+            info.status == "complete"
+            and first_difference(info.to_json(), self.identity().record()) is None
             and set(self.formulations) <= set(self.run.formulations())
         )  # fmt: skip
 
@@ -169,12 +169,12 @@ class _Model:
                 workers=cfg.ray.workers, cpus_per_worker=cfg.ray.cpus_per_worker,
                 chunk_size=cfg.ray.chunk_size, limit=cfg.limit, progress=cfg.progress,
             )  # fmt: skip
-            ray = info.get("ray", {})
-            nodes = sorted({w["ip"] for w in ray.get("per_worker", []) if w.get("ip")})  # where they ran
-            step.where = f"Ray: {ray.get('workers')} worker(s) on {', '.join(nodes) or '?'}"
-            if ray.get("worker_restarts"):
-                step.detail = (f"{ray['worker_restarts']} worker restart(s), "
-                               f"{ray.get('images_retried', 0)} image(s) retried")  # fmt: skip
+            ray = info.ray or RayInfo()
+            nodes = sorted({w.ip for w in ray.per_worker if w.ip})  # where they ran
+            step.where = f"Ray: {ray.workers} worker(s) on {', '.join(nodes) or '?'}"
+            if ray.worker_restarts:
+                step.detail = (f"{ray.worker_restarts} worker restart(s), "
+                               f"{ray.images_retried} image(s) retried")  # fmt: skip
             return
         from probench.models.infer import run_inference
 
@@ -197,46 +197,43 @@ class _Model:
 
     def latency_complete(self) -> bool:
         proto = self.protocol
-        lat = self.run.read_json("latency.json")
-        if not isinstance(lat, dict):
+        lat = self.run.read_record(LATENCY_FILE, LatencyRecord)
+        if lat is None:
             return False
-        protocol = lat.get("protocol")
-        p: dict[str, Any] = protocol if isinstance(protocol, dict) else {}
+        p = lat.protocol
         return (
-            first_difference(lat, self.latency_identity().record(), SHARED_FIELDS) is None
-            and (p.get("n_images_requested"), p.get("warmup"), p.get("runs"))
-            == (proto.images, proto.warmup, proto.runs)
+            first_difference(lat.to_json(), self.latency_identity().record(), SHARED_FIELDS) is None
+            and (p.n_images_requested, p.warmup, p.runs) == (proto.images, proto.warmup, proto.runs)
         )  # fmt: skip
 
     def latency(self, step: Step) -> None:
+        from probench.models.latency import measure_record, write_latency
+
         proto = self.protocol
         check_folder(self.run.path, self.latency_identity(), shared_only=True)
         if self.cluster.wanted:
-            result, isolation = _latency_on_ray(self.args, self.dataset, self.cluster.get(), proto)
+            record, isolation = _latency_on_ray(self.args, self.dataset, self.cluster.get(), proto)
         else:
-            from probench.models.latency import run_latency
-
-            with tempfile.TemporaryDirectory(prefix="probench-latency-") as scratch:  # written once, below
-                result = run_latency(self.detector(), self.dataset, scratch, n_images=proto.images,
-                                     warmup=proto.warmup, runs=proto.runs, device=self.args.device,
-                                     precision=self.args.precision, progress=self.cfg.progress)  # fmt: skip
-            isolation = {
-                "how": "in the sweep's process after this model's inference had finished; the sweep runs "
-                       "one step at a time, so no other probench work shared the device",
-                "where": f"{socket.gethostname()} ({self.args.device})",
-            }  # fmt: skip
-        result["isolation"] = isolation
-        self.run.write_json("latency.json", result)
-        s = result["summary_ms"]
-        step.where = isolation["where"]
-        step.detail = f"mean {s['mean']:.2f} ms, p95 {s['p95']:.2f} ms"
+            record = measure_record(self.detector(), self.dataset, n_images=proto.images, warmup=proto.warmup,
+                                    runs=proto.runs, device=self.args.device, precision=self.args.precision,
+                                    progress=self.cfg.progress)  # fmt: skip
+            isolation = Isolation(
+                how="in the sweep's process after this model's inference had finished; the sweep runs "
+                    "one step at a time, so no other probench work shared the device",
+                where=f"{socket.gethostname()} ({self.args.device})",
+            )  # fmt: skip
+        record = record.updated(isolation=isolation)
+        write_latency(self.run, record)
+        s = record.summary_ms
+        step.where = isolation.where
+        step.detail = f"mean {s.mean or 0.0:.2f} ms, p95 {s.p95 or 0.0:.2f} ms"
 
     # -- score ---------------------------------------------------------------------------
     def score_complete(self) -> bool:
-        metrics = self.run.path / "metrics.json"
+        metrics = self.run.path / METRICS_FILE
         if not metrics.exists():
             return False
-        inputs = [*self.run.predictions_dir.glob("*.json"), self.run.path / "latency.json"]
+        inputs = [*self.run.predictions_dir.glob("*.json"), self.run.path / LATENCY_FILE]
         newest = max((p.stat().st_mtime_ns for p in inputs if p.exists()), default=0)
         return metrics.stat().st_mtime_ns >= newest
 
@@ -246,14 +243,14 @@ class _Model:
 
         # the same metrics.json as `probench score` gives (intervals and error types included)
         metrics = score_run(self.dataset, self.run.path, bootstrap=DEFAULT_RESAMPLES, errors=True)
-        write_json_atomic(self.run.path / "metrics.json", metrics)
+        self.run.write_record(METRICS_FILE, metrics)
         step.where = "this process"
-        step.detail = f"mAP.5 {metrics['map50']:.4f}" if isinstance(metrics.get("map50"), float) else ""
+        step.detail = f"mAP.5 {metrics.map50:.4f}" if metrics.map50 is not None else ""
 
 
 def _latency_on_ray(
     model: ModelArgs, dataset: Dataset, cluster: Cluster, proto: LatencyProtocol
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[LatencyRecord, Isolation]:
     """The protocol as one Ray task holding a whole node: every CPU and GPU of the node
     (with the most GPUs on cuda, the most CPUs otherwise), so nothing else Ray schedules
     runs beside it. The node gets the images it needs (encoded), not a path."""
@@ -277,22 +274,21 @@ def _latency_on_ray(
         scheduling_strategy=NodeAffinitySchedulingStrategy(node["id"], soft=False),
     )
     try:
-        result = ray.get(task.remote(model, shipped, n_images=proto.images, warmup=proto.warmup,
-                                     runs=proto.runs))  # fmt: skip
+        record, worker = ray.get(task.remote(model, shipped, n_images=proto.images, warmup=proto.warmup,
+                                             runs=proto.runs))  # fmt: skip
     except ray.exceptions.RayTaskError as exc:
         cause = getattr(exc, "cause", None)
         if isinstance(cause, ProbenchError):
             raise cause from None
         raise
-    worker = result.pop("worker", {})
-    result["dataset"] = dataset.summary()  # the driver's dataset, not the shipped copy's view
-    isolation = {
-        "how": f"one Ray task holding every CPU ({node['cpus']:g}) and GPU ({node['gpus']:g}) of node "
-               f"{node['ip']}, started after this model's inference workers had been stopped, so Ray "
-               "placed nothing else on that node",
-        "where": f"{worker.get('host', '?')} ({node['ip']}, {model.device})",
-    }  # fmt: skip
-    return result, isolation
+    record = record.updated(dataset=dataset.summary())  # the driver's dataset, not the shipped copy's view
+    isolation = Isolation(
+        how=f"one Ray task holding every CPU ({node['cpus']:g}) and GPU ({node['gpus']:g}) of node "
+            f"{node['ip']}, started after this model's inference workers had been stopped, so Ray "
+            "placed nothing else on that node",
+        where=f"{worker.get('host', '?')} ({node['ip']}, {model.device})",
+    )  # fmt: skip
+    return record, isolation
 
 
 def _timed(
@@ -328,9 +324,9 @@ def _report_step(cfg: SweepConfig, steps: list[Step], previous: dict[str, Any]) 
     from probench.report.build import build_report
 
     runs = [str(run_folder(cfg.out, m).path) for m in cfg.models
-            if (run_folder(cfg.out, m).path / "metrics.json").exists()]  # fmt: skip
+            if (run_folder(cfg.out, m).path / METRICS_FILE).exists()]  # fmt: skip
     report_md = cfg.out / "report" / "report.md"
-    newest = max((Path(r, "metrics.json").stat().st_mtime_ns for r in runs), default=0)
+    newest = max((Path(r, METRICS_FILE).stat().st_mtime_ns for r in runs), default=0)
     complete = (
         report_md.exists() and report_md.stat().st_mtime_ns >= newest
         and previous.get("report_runs") == runs and previous.get("reference") == cfg.reference

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -30,6 +29,7 @@ from probench.vocabulary import CocoResult
 if TYPE_CHECKING:
     from ray import ObjectRef  # a name for the checker only: mypy skips ray (pyproject)
 
+    from probench.cache.records import LatencyRecord
     from probench.models.base import Detector
 
 
@@ -169,15 +169,12 @@ class ShippedDataset(Dataset):
 
 def latency_task(
     model: ModelArgs, dataset: ShippedDataset, *, n_images: int, warmup: int, runs: int
-) -> dict[str, Any]:
-    """The paper's latency protocol (:func:`probench.models.latency.run_latency`) on this
-    worker; returns latency.json's content (written into a scratch folder here: the driver
-    writes the run folder) plus ``worker``: where it ran."""
-    from probench.models.latency import run_latency
+) -> tuple[LatencyRecord, dict[str, Any]]:
+    """The paper's latency protocol (:func:`probench.models.latency.measure_record`) on this
+    worker: latency.json's record (the driver writes the run folder) and where it ran."""
+    from probench.models.latency import measure_record
 
     detector = model.load()
-    with tempfile.TemporaryDirectory(prefix="probench-latency-") as scratch:
-        result = run_latency(detector, dataset, scratch, n_images=n_images, warmup=warmup, runs=runs,
-                             device=model.device, precision=model.precision, progress=False)  # fmt: skip
-    result["worker"] = where_am_i()
-    return result
+    record = measure_record(detector, dataset, n_images=n_images, warmup=warmup, runs=runs,
+                            device=model.device, precision=model.precision, progress=False)
+    return record, where_am_i()

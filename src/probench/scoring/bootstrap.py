@@ -35,6 +35,17 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from probench.cache.records import (
+    DELTA_MAX,
+    DELTA_ORIG_CAT,
+    DELTA_TMPL_ORIG,
+    MAP50,
+    MAP50_95,
+    MAP75,
+    PCR_VARIANTS,
+    Intervals,
+    sample_name,
+)
 from probench.scoring.consistency import Recovery, _mean_pairwise_iou
 from probench.scoring.constants import COCO_IOUS, REC_THRS
 from probench.scoring.match import Matched
@@ -293,10 +304,11 @@ def target_metrics(t: Targets, wt: np.ndarray, n_images: int) -> dict[str, np.nd
     n_tgt = _per_image(t.image, np.ones(len(t.image)), n_images) @ wt
     with np.errstate(invalid="ignore", divide="ignore"):
         for suffix, rec in t.recovered.items():
-            out[f"pcr50{suffix}"] = (_per_image(t.image, rec, n_images) @ wt) / n_tgt
+            pcr, _, plc, _ = PCR_VARIANTS[suffix]
+            out[pcr] = (_per_image(t.image, rec, n_images) @ wt) / n_tgt
             sel = rec & t.multi
             iou = np.where(sel, np.nan_to_num(t.plc_iou), 0.0)
-            out[f"plc{suffix}"] = (_per_image(t.image, iou, n_images) @ wt) / (
+            out[plc] = (_per_image(t.image, iou, n_images) @ wt) / (
                 _per_image(t.image, sel, n_images) @ wt
             )
     return out
@@ -323,17 +335,17 @@ def resample(
     for f, table in tables.items():
         parts = _map_chunks(table, w, chunk)
         m = np.concatenate(parts, axis=1) if parts else np.zeros((len(COCO_IOUS), 0))
-        out[f"{f}.map50"] = m[I50]
-        out[f"{f}.map75"] = m[I75]
-        out[f"{f}.map50_95"] = m.mean(axis=0)
-    m50 = {f: out[f"{f}.map50"] for f in FORMULATIONS if f in tables}
+        out[sample_name(f, MAP50)] = m[I50]
+        out[sample_name(f, MAP75)] = m[I75]
+        out[sample_name(f, MAP50_95)] = m.mean(axis=0)
+    m50 = {f: out[sample_name(f, MAP50)] for f in FORMULATIONS if f in tables}
     if "orig" in m50 and "cat" in m50:
-        out["delta_orig_cat"] = m50["orig"] - m50["cat"]
+        out[DELTA_ORIG_CAT] = m50["orig"] - m50["cat"]
     if "orig" in m50 and "tmpl" in m50:
-        out["delta_tmpl_orig"] = m50["tmpl"] - m50["orig"]
+        out[DELTA_TMPL_ORIG] = m50["tmpl"] - m50["orig"]
     if len(m50) >= 2:
         stack = np.stack(list(m50.values()))
-        out["delta_max"] = stack.max(axis=0) - stack.min(axis=0)
+        out[DELTA_MAX] = stack.max(axis=0) - stack.min(axis=0)
     if targets is not None:
         out.update(target_metrics(targets, w.T, n_i))
     return out
@@ -368,7 +380,7 @@ def interval(values: np.ndarray, level: float = LEVEL) -> list[float] | None:
 def best_support(samples: Mapping[str, np.ndarray], forms: Sequence[str]) -> dict[str, float]:
     """Per formulation, the share of resamples where its mAP.5 is the highest (ties to the
     first in orig, cat, tmpl, as k*; a resample where all are equal counts for none)."""
-    stack = np.stack([samples[f"{f}.map50"] for f in forms])
+    stack = np.stack([samples[sample_name(f, MAP50)] for f in forms])
     stack = np.nan_to_num(stack, nan=-np.inf)
     best = np.argmax(stack, axis=0)
     all_tied = np.all(stack == stack[:1], axis=0)
@@ -378,26 +390,23 @@ def best_support(samples: Mapping[str, np.ndarray], forms: Sequence[str]) -> dic
 
 def summarize(
     samples: Mapping[str, np.ndarray], best: str | None, n_resamples: int, seed: int
-) -> dict[str, Any]:
+) -> Intervals:
     """metrics.json's ``intervals``: [low, high] per metric, k*'s support."""
-    out: dict[str, Any] = {
-        "method": "paired percentile bootstrap over images",
-        "resamples": n_resamples,
-        "seed": seed,
-        "level": LEVEL,
-        "by_formulation": {},
-    }
+    by_formulation: dict[str, dict[str, list[float] | None]] = {}
+    overall: dict[str, list[float] | None] = {}
     for key, v in samples.items():
         if "." in key:
             f, metric = key.split(".", 1)
-            out["by_formulation"].setdefault(f, {})[metric] = interval(v)
+            by_formulation.setdefault(f, {})[metric] = interval(v)
         else:
-            out[key] = interval(v)
-    forms = [f for f in FORMULATIONS if f"{f}.map50" in samples]
+            overall[key] = interval(v)
+    out = Intervals(method="paired percentile bootstrap over images", resamples=n_resamples, seed=seed,
+                    level=LEVEL, by_formulation=by_formulation).updated(**overall)
+    forms = [f for f in FORMULATIONS if sample_name(f, MAP50) in samples]
     if len(forms) >= 2:
         support = best_support(samples, forms)
-        out["formulation_support"] = support
-        out["best_formulation_support"] = support.get(best) if best else None
+        out = out.updated(formulation_support=support,
+                          best_formulation_support=support.get(best) if best else None)
     return out
 
 
@@ -409,7 +418,7 @@ def tables_of(gt: GroundTruth, evals: Mapping[str, Evaluated]) -> dict[str, Form
 def intervals(
     gt: GroundTruth, evals: Mapping[str, Evaluated], best: str | None, n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
-) -> dict[str, Any]:
+) -> Intervals:
     """The ``intervals`` of metrics.json for the suite's evaluations."""
     tables = tables_of(gt, evals)
     recovery = {f: ev.recovered() for f, ev in evals.items() if f in FORMULATIONS}

@@ -76,8 +76,9 @@ def _metrics_path(out: str | None, run_path: Path, overwrite: bool) -> Path | No
     """``--out`` checked under the writer rule (:mod:`probench.cache.output`), or None for the
     run's own RUN/metrics.json (the default, and an ``--out`` naming that same file)."""
     from probench.cache.output import check_output_file
+    from probench.cache.records import METRICS_FILE
 
-    own = run_path.resolve() / "metrics.json"
+    own = run_path.resolve() / METRICS_FILE
     if out is None or Path(out).absolute().parent.resolve() / Path(out).name == own:
         return None
     return check_output_file(out, overwrite=overwrite)
@@ -86,6 +87,7 @@ def _metrics_path(out: str | None, run_path: Path, overwrite: bool) -> Path | No
 def run(args: argparse.Namespace) -> int:
     from probench.cache.atomic import write_json_atomic
     from probench.cache.output import write_output_json
+    from probench.cache.records import METRICS_FILE
     from probench.data.dataset import load_dataset
     from probench.scoring.printed import degenerate_lines, summary_table
     from probench.scoring.suite import score_run
@@ -103,11 +105,11 @@ def run(args: argparse.Namespace) -> int:
         allow_unknown=args.allow_unknown, bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed,
         errors=not args.no_errors,
     )  # fmt: skip
-    if metrics.get("n_unknown_predictions"):
-        print(f"probench score: warning: {metrics['n_unknown_predictions']} prediction(s) name images or "
+    if metrics.n_unknown_predictions:
+        print(f"probench score: warning: {metrics.n_unknown_predictions} prediction(s) name images or "
               "queries the dataset does not have; scored anyway as --allow-unknown asks (they never match)",
               file=sys.stderr)
-    if metrics.get("dataset_hash_matches") is False:
+    if metrics.dataset_hash_matches is False:
         print(
             "probench score: warning: the dataset differs from the run's (content hash); scored anyway "
             "as --allow-dataset-mismatch asks (recorded as dataset_mismatch_allowed)",
@@ -117,10 +119,10 @@ def run(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     try:
         if out is None:  # the run's own file, rewritten by each scoring
-            out = run_path / "metrics.json"
-            write_json_atomic(out, metrics)
+            out = run_path / METRICS_FILE
+            write_json_atomic(out, metrics.to_json())
         else:
-            write_output_json(out, metrics, overwrite=args.overwrite)
+            write_output_json(out, metrics.to_json(), overwrite=args.overwrite)
     except OSError as exc:
         raise UsageError(f"{out}: cannot write metrics: {exc}") from exc
     if not args.quiet:

@@ -15,18 +15,28 @@ from typing import Any
 
 import numpy as np
 
+from probench.cache.records import (
+    AP_KEYS,
+    CONSISTENCY_KEYS,
+    DELTA_MAX,
+    DELTA_ORIG_CAT,
+    DELTA_TMPL_ORIG,
+    METRICS_FILE,
+    MetricsRecord,
+    sample_name,
+)
 from probench.data.dataset import Dataset
 from probench.scoring import bootstrap as bs
 from probench.scoring.cocoeval import CocoAP
 from probench.scoring.errors import DatasetMismatch, ScoringError, ScoringUsageError
-from probench.scoring.suite import _Formulation, json_object, unknown_predictions
+from probench.scoring.suite import _Formulation, unknown_predictions
 from probench.scoring.tables import DetArrays, GroundTruth
 from probench.vocabulary import FORMULATIONS
 
 # the metrics compared, as the bootstrap names them, and how they are printed
 METRICS: tuple[str, ...] = (
-    *(f"{f}.{m}" for f in FORMULATIONS for m in ("map50", "map75", "map50_95")),
-    "delta_orig_cat", "delta_tmpl_orig", "delta_max", "pcr50", "plc", "pcr50_top1", "plc_top1",
+    *(sample_name(f, m) for f in FORMULATIONS for m in AP_KEYS),
+    DELTA_ORIG_CAT, DELTA_TMPL_ORIG, DELTA_MAX, *CONSISTENCY_KEYS,
 )  # fmt: skip
 
 
@@ -36,10 +46,11 @@ def run_hash(path: Path) -> str | None:
     from probench.cache.run import RunDir
 
     run = RunDir(path)
-    h = json_object(run.info.get("dataset")).get("hash")
-    if not (isinstance(h, str) and h):
-        h = json_object(run.read_json("metrics.json")).get("dataset_hash")
-    return h if isinstance(h, str) and h else None
+    h = run.info.dataset.hash
+    if not h:
+        metrics = run.read_record(METRICS_FILE, MetricsRecord)
+        h = None if metrics is None else metrics.dataset_hash
+    return h or None
 
 
 def _evaluations(gt: GroundTruth, dataset: Dataset, path: Path) -> dict[str, _Formulation]:

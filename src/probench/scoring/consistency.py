@@ -26,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any
 
 import numpy as np
 
+from probench.cache.records import PCR_VARIANTS, Consistency
 from probench.scoring.match import box_iou_edges
 from probench.vocabulary import FORMULATIONS
 
@@ -50,7 +50,7 @@ def pcr_plc(
     gt_crowd: np.ndarray,
     recovery: Mapping[str, Recovery],
     score_threshold: float | None = None,
-) -> dict[str, Any]:
+) -> Consistency:
     """Every PCR/PLC variant and their counts, for the formulations in ``recovery``."""
     targets = ~gt_crowd & query_coref[gt_query].any(axis=1)
     k_need = query_coref[gt_query] & targets[:, None]  # (n_gt, 3): K_i over all formulations
@@ -59,46 +59,46 @@ def pcr_plc(
     needs_missing = k_need[:, [FORMULATIONS.index(f) for f in missing]].any(axis=1)
     n_targets = int(targets.sum())
     multi = targets & (n_k >= 2)
-    out: dict[str, Any] = {
-        "n_targets": n_targets,
-        "pcr_single_formulation_targets": int((targets & (n_k == 1)).sum()),
-        "pcr_multi_formulation_targets": int(multi.sum()),
-        "pcr_null_reason": None,
-    }
     variants: dict[str, Callable[[Recovery], np.ndarray]] = {
         "": lambda r: r.matched,
         "_top1": lambda r: r.top1,
     }
     if score_threshold is not None:
-        out["pcr_score_threshold"] = float(score_threshold)
         variants["_at"] = lambda r: r.matched & (r.score >= score_threshold)
+    null_reason = None
     if needs_missing.any():
         lacking = [f for f in missing if k_need[:, FORMULATIONS.index(f)].any()]
-        out["pcr_null_reason"] = (
+        null_reason = (
             f"the run lacks formulation(s) {', '.join(lacking)} that the coref sets of "
             f"{int(needs_missing.sum())} of {n_targets} targets need; score a run with every formulation"
         )
     elif n_targets == 0:
-        out["pcr_null_reason"] = "no targets (non-crowd ground truth)"
+        null_reason = "no targets (non-crowd ground truth)"
     present = [f for f in FORMULATIONS if f in recovery]
     k_set = k_need[:, [FORMULATIONS.index(f) for f in present]]  # (n_gt, F present)
-    pair_iou = None if out["pcr_null_reason"] else _mean_pairwise_iou(present, k_set, n_k, recovery)
+    pair_iou = None if null_reason else _mean_pairwise_iou(present, k_set, n_k, recovery)
+    values: dict[str, float | int | None] = {}
     for suffix, recovered in variants.items():
-        keys = (f"pcr50{suffix}", f"pcr50{suffix}_multi", f"plc{suffix}", f"n_plc{suffix}_targets")
-        out.update(dict.fromkeys(keys[:3]))
-        out[keys[3]] = 0
+        pcr, pcr_multi, plc, n_plc = PCR_VARIANTS[suffix]
+        values.update({pcr: None, pcr_multi: None, plc: None, n_plc: 0})
         if pair_iou is None:
             continue
         rec = np.stack([recovered(recovery[f]) for f in present], axis=1)
         all_rec = targets & np.all(rec | ~k_set, axis=1)
-        out[keys[0]] = float(all_rec.sum() / n_targets)
+        values[pcr] = float(all_rec.sum() / n_targets)
         if multi.any():
-            out[keys[1]] = float((all_rec & multi).sum() / multi.sum())
+            values[pcr_multi] = float((all_rec & multi).sum() / multi.sum())
         plc_set = all_rec & multi
         if plc_set.any():
-            out[keys[2]] = float(pair_iou[plc_set].mean())
-            out[keys[3]] = int(plc_set.sum())
-    return out
+            values[plc] = float(pair_iou[plc_set].mean())
+            values[n_plc] = int(plc_set.sum())
+    out = Consistency(
+        n_targets=n_targets,
+        pcr_single_formulation_targets=int((targets & (n_k == 1)).sum()),
+        pcr_multi_formulation_targets=int(multi.sum()),
+        pcr_null_reason=null_reason,
+    ).updated(**values)
+    return out if score_threshold is None else out.updated(pcr_score_threshold=float(score_threshold))
 
 
 def _mean_pairwise_iou(

@@ -17,10 +17,11 @@ the per-query average that AP takes; it is what a deployed detector's output loo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
+from probench.cache.records import Curve, Curves
 from probench.scoring.constants import PCR_IOU
 from probench.scoring.match import Matched
 
@@ -33,7 +34,7 @@ class Evaluated(Protocol):
     m: Matched
 
 
-def curve(ev: Evaluated, n_targets: int) -> dict[str, Any]:
+def curve(ev: Evaluated, n_targets: int) -> Curve:
     """One formulation's sweep: ``score_thresholds``, ``precision``, ``recall``, ``f1`` (lists
     of 101), ``best_f1`` and ``best_f1_threshold`` (the highest threshold reaching it)."""
     a, t = ev.m.column("all", PCR_IOU)
@@ -52,20 +53,20 @@ def curve(ev: Evaluated, n_targets: int) -> dict[str, Any]:
         f1 = np.where(denom > 0, 2 * n_tp / np.maximum(denom, 1), np.nan)
     # the highest threshold reaching the best F1: as good, with the fewest detections kept
     best = len(f1) - 1 - int(np.nanargmax(f1[::-1])) if np.isfinite(f1).any() else None
-    return {
-        "score_thresholds": THRESHOLDS.tolist(),
-        "precision": _list(precision),
-        "recall": _list(recall),
-        "f1": _list(f1),
-        "n_targets": int(n_targets),
-        "best_f1": None if best is None else float(f1[best]),
-        "best_f1_threshold": None if best is None else float(THRESHOLDS[best]),
-    }
+    return Curve(
+        score_thresholds=THRESHOLDS.tolist(),
+        precision=_list(precision),
+        recall=_list(recall),
+        f1=_list(f1),
+        n_targets=int(n_targets),
+        best_f1=None if best is None else float(f1[best]),
+        best_f1_threshold=None if best is None else float(THRESHOLDS[best]),
+    )
 
 
-def curves(evals: Mapping[str, Evaluated], n_targets: int) -> dict[str, Any]:
+def curves(evals: Mapping[str, Evaluated], n_targets: int) -> Curves:
     """metrics.json's ``curves``: the sweep of every formulation."""
-    return {"iou": PCR_IOU, "by_formulation": {f: curve(ev, n_targets) for f, ev in evals.items()}}
+    return Curves(iou=PCR_IOU, by_formulation={f: curve(ev, n_targets) for f, ev in evals.items()})
 
 
 def _list(v: np.ndarray) -> list[float | None]:

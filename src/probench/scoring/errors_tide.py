@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from probench.cache.records import TIDE_ERROR_TYPES, TideErrors, TideScores
 from probench.data.dataset import Dataset
 from probench.scoring.cocoeval import CocoAP
 from probench.scoring.match import det_pairs
@@ -38,15 +39,17 @@ from probench.scoring.tables import DetArrays, GroundTruth
 
 FG_IOU = 0.5
 BG_IOU = 0.1
-ERROR_TYPES: tuple[str, ...] = ("cls", "loc", "both", "dupe", "bkg", "missed")
-_HOTCOCO_KEYS = {"cls": "Cls", "loc": "Loc", "both": "Both", "dupe": "Dupe", "bkg": "Bkg", "missed": "Miss"}
+ERROR_TYPES: tuple[str, ...] = TIDE_ERROR_TYPES
+MISSED = ERROR_TYPES[-1]
+# hotcoco's names of the error types
+_HOTCOCO_KEYS = dict(zip(ERROR_TYPES, ("Cls", "Loc", "Both", "Dupe", "Bkg", "Miss"), strict=True))
 METHOD = "TIDE (hotcoco COCOeval.tide_errors), foreground IoU 0.5, background IoU 0.1, label spaces kept"
 
 
 def tide_errors(
     dataset: Dataset | GroundTruth | CocoAP,
     predictions: Mapping[str, Iterable[Mapping[str, Any]] | DetArrays],
-) -> dict[str, Any]:
+) -> TideErrors:
     """metrics.json's ``errors``: per formulation, ``ap50``, ``delta_ap`` and ``counts`` per
     error type, ``delta_ap_fp`` / ``delta_ap_fn`` and ``n_outside_label_space``. ``dataset``
     may be its tables, or the suite's hotcoco evaluation over them (its ground truth reused)."""
@@ -54,7 +57,7 @@ def tide_errors(
 
     engine = CocoAP.of(dataset)
     gt, coco = engine.gt, engine.ground_truth()
-    out: dict[str, Any] = {"method": METHOD, "by_formulation": {}}
+    by_formulation: dict[str, TideScores] = {}
     for f, preds in predictions.items():
         dets = DetArrays.from_results(preds, where=f"{f} predictions")
         pair = det_pairs(gt, dets)
@@ -69,19 +72,19 @@ def tide_errors(
                 res = None
         if res is None:  # nothing predicted: every GT is missed
             n_gt = int((~gt.gt_crowd).sum())
-            out["by_formulation"][f] = {"ap50": 0.0 if n_gt else None, "delta_ap": None,
-                                        "counts": {**dict.fromkeys(ERROR_TYPES, 0), "missed": n_gt},
-                                        "n_outside_label_space": n_outside}  # fmt: skip
+            counts = {**dict.fromkeys(ERROR_TYPES, 0), MISSED: n_gt}
+            by_formulation[f] = TideScores(ap50=0.0 if n_gt else None, delta_ap=None, counts=counts,
+                                           n_outside_label_space=n_outside)
             continue
-        out["by_formulation"][f] = {
-            "ap50": _num(res["ap_base"]),
-            "delta_ap": {t: _num(res["delta_ap"][k]) for t, k in _HOTCOCO_KEYS.items()},
-            "counts": {t: int(res["counts"][k]) for t, k in _HOTCOCO_KEYS.items()},
-            "delta_ap_fp": _num(res["delta_ap"]["FP"]),
-            "delta_ap_fn": _num(res["delta_ap"]["FN"]),
-            "n_outside_label_space": n_outside,
-        }
-    return out
+        by_formulation[f] = TideScores(
+            ap50=_num(res["ap_base"]),
+            delta_ap={t: _num(res["delta_ap"][k]) for t, k in _HOTCOCO_KEYS.items()},
+            counts={t: int(res["counts"][k]) for t, k in _HOTCOCO_KEYS.items()},
+            delta_ap_fp=_num(res["delta_ap"]["FP"]),
+            delta_ap_fn=_num(res["delta_ap"]["FN"]),
+            n_outside_label_space=n_outside,
+        )
+    return TideErrors(method=METHOD, by_formulation=by_formulation)
 
 
 def _num(v: object) -> float | None:

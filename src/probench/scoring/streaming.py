@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from probench.cache.records import MetricsRecord, RealtimeRecord, Stats
 from probench.data.dataset import Dataset
 from probench.scoring.errors import ScoringUsageError
 from probench.scoring.suite import score
@@ -52,10 +53,10 @@ class StreamingScorer:
     def compute(
         self,
         *,
-        latency: Mapping[str, object] | None = None,
-        realtime: Mapping[str, object] | None = None,
+        latency: Stats | None = None,
+        realtime: RealtimeRecord | None = None,
         pcr_score_threshold: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> MetricsRecord:
         preds = {
             f: DetArrays.concat([parts[i] for i in sorted(parts)])
             for f, parts in self._parts.items()

@@ -11,6 +11,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from probench.cache.records import (
+    LATENCY_FILE,
+    REALTIME_FILE,
+    FormulationScores,
+    GroupScores,
+    LatencyRecord,
+    MetricsRecord,
+    RealtimeRecord,
+    Stats,
+)
 from probench.data.dataset import Dataset
 from probench.jsonio import gc_paused
 from probench.scoring.cocoeval import CocoAP, mean_ap
@@ -53,19 +63,20 @@ class _Formulation:
     def t_index(self, values: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.thr, values)
 
-    def summary(self, area: str = "all") -> dict[str, Any]:
+    def summary(self, area: str = "all") -> FormulationScores:
+        """mAP.5, mAP.75, mAP.5:.95 and the IoU sweep in ``area`` (the counts left unset)."""
         a = self.areas.index(area)
         m = mean_ap(self.ap[:, a, :])  # per threshold
         coco = m[self.t_index(COCO_IOUS)]
         ti = self.t_index(SWEEP_IOUS)
-        return {
-            "map50": _f(m[self.t_index(np.array([0.5]))[0]]),
-            "map75": _f(m[self.t_index(np.array([0.75]))[0]]),
-            "map50_95": _f(float(np.mean(coco)) if not np.isnan(coco).any() else math.nan),
-            "ap_by_iou": {sweep_key(t): _f(m[i]) for t, i in zip(SWEEP_IOUS, ti, strict=True)},
-        }
+        return FormulationScores(
+            map50=_f(m[self.t_index(np.array([0.5]))[0]]),
+            map75=_f(m[self.t_index(np.array([0.75]))[0]]),
+            map50_95=_f(float(np.mean(coco)) if not np.isnan(coco).any() else math.nan),
+            ap_by_iou={sweep_key(t): _f(m[i]) for t, i in zip(SWEEP_IOUS, ti, strict=True)},
+        )
 
-    def group(self, queries: np.ndarray, area: str = "all") -> dict[str, Any]:
+    def group(self, queries: np.ndarray, area: str = "all") -> GroupScores:
         """map50 / map50_95 over a subset of queries (those with GT in the area count)."""
         a = self.areas.index(area)
         ap = self.ap[queries, a, :]
@@ -73,30 +84,24 @@ class _Formulation:
         ci = self.t_index(COCO_IOUS)
         i50 = self.t_index(np.array([0.5]))[0]
         if not has.any():
-            return {"map50": None, "map50_95": None, "n_queries": 0}
-        return {
-            "map50": float(ap[has, i50].mean()),
-            "map50_95": float(ap[has][:, ci].mean(axis=0).mean()),
-            "n_queries": int(has.sum()),
-        }
+            return GroupScores(map50=None, map50_95=None, n_queries=0)
+        return GroupScores(map50=float(ap[has, i50].mean()),
+                           map50_95=float(ap[has][:, ci].mean(axis=0).mean()), n_queries=int(has.sum()))
 
-    def domains(self, gt: GroundTruth) -> list[dict[str, Any]]:
+    def domains(self, gt: GroundTruth) -> list[GroupScores]:
         """Per domain (``gt.domains`` order), map50 / map50_95 with images restricted to it
         (area "all"): one evaluation with each (domain, query) a category of its own."""
         ap = self.engine.average_precision(self.dets, self.pair, ("all",), COCO_IOUS, by_domain=True)
         ap = ap.reshape(len(gt.domains), gt.n_queries, len(COCO_IOUS))
         i50 = int(np.flatnonzero(COCO_IOUS == 0.5)[0])
-        out: list[dict[str, Any]] = []
+        out: list[GroupScores] = []
         for dom_ap in ap:
             has = dom_ap[:, 0] > -1
             if not has.any():
-                out.append({"map50": None, "map50_95": None, "n_queries": 0})
+                out.append(GroupScores(map50=None, map50_95=None, n_queries=0))
                 continue
-            out.append({
-                "map50": float(dom_ap[has, i50].mean()),
-                "map50_95": float(dom_ap[has].mean(axis=0).mean()),
-                "n_queries": int(has.sum()),
-            })  # fmt: skip
+            out.append(GroupScores(map50=float(dom_ap[has, i50].mean()),
+                                   map50_95=float(dom_ap[has].mean(axis=0).mean()), n_queries=int(has.sum())))
         return out
 
     def recovered(self) -> Recovery:
@@ -118,13 +123,13 @@ def score(
     dataset: Dataset | GroundTruth | CocoAP,
     predictions: Mapping[str, Iterable[Mapping[str, Any]] | DetArrays],
     *,
-    latency: Mapping[str, object] | None = None,
-    realtime: Mapping[str, object] | None = None,
+    latency: Stats | None = None,
+    realtime: RealtimeRecord | None = None,
     pcr_score_threshold: float | None = None,
     progress: bool = False,
     bootstrap: int = 0,
     bootstrap_seed: int = 0,
-) -> dict[str, Any]:
+) -> MetricsRecord:
     """Every metric of docs/METRICS.md for the formulations given (a subset of orig/cat/tmpl,
     and ``policy`` for a prompt policy's run: by_formulation, m_policy, delta_policy_orig).
     ``pcr_score_threshold`` adds pcr50_at / plc_at (recovery by predictions scoring at
@@ -143,80 +148,79 @@ def score(
     present = [f for f in RUN_FORMULATIONS if f in predictions]
     bar = _bar(len(present) + 1, progress)
     evals = {}
-    degenerate: dict[str, dict[str, int]] = {}
+    by_formulation: dict[str, FormulationScores] = {}
     for f in present:
         bar.set_description(f"scoring {f}")
         dets = DetArrays.from_results(predictions[f], where=f"{f} predictions")
-        degenerate[f] = _degenerate_counts(dets)
-        evals[f] = _Formulation(gt, dets, ORIG_AREAS if f == "orig" else ("all",), engine=engine,
-                                bootstrap=bool(bootstrap))  # fmt: skip
+        n_degenerate, n_ignored = _degenerate_counts(dets)
+        ev = evals[f] = _Formulation(gt, dets, ORIG_AREAS if f == "orig" else ("all",), engine=engine,
+                                     bootstrap=bool(bootstrap))  # fmt: skip
+        by_formulation[f] = ev.summary().updated(
+            n_predictions=ev.m.n_given, n_outside_label_space=ev.m.n_outside,
+            n_beyond_max_dets=ev.m.n_beyond_max, n_degenerate_boxes=n_degenerate,
+            n_degenerate_ignored=n_ignored)  # fmt: skip
         bar.update()
     bar.set_description("consistency and breakdowns")
-    out: dict[str, Any] = {
-        "formulations": present,
-        "formulations_missing": [f for f in FORMULATIONS if f not in predictions],
-        "n_images": len(gt.image_ids),
-        "n_queries": int(gt.n_queries),
-        "n_queries_with_gt": int((np.bincount(gt.gt_query[~gt.gt_crowd], minlength=gt.n_queries) > 0).sum()),
-        "n_annotations": len(gt.gt_pair),
-        "by_formulation": {},
-    }
-    for f, ev in evals.items():
-        s = ev.summary()
-        s["n_predictions"] = ev.m.n_given
-        s["n_outside_label_space"] = ev.m.n_outside
-        s["n_beyond_max_dets"] = ev.m.n_beyond_max
-        s.update(degenerate[f])
-        out["by_formulation"][f] = s
-    out["n_degenerate_boxes"] = sum(d["n_degenerate_boxes"] for d in degenerate.values())
-    orig = out["by_formulation"].get("orig", {})
-    for key in ("map50", "map75", "map50_95"):
-        out[key] = orig.get(key)
-    m = {f: out["by_formulation"].get(f, {}).get("map50") for f in FORMULATIONS}
-    for f in FORMULATIONS:
-        out[f"m_{f}"] = m[f]
-    out["delta_orig_cat"] = _diff(m["orig"], m["cat"])
-    out["delta_tmpl_orig"] = _diff(m["tmpl"], m["orig"])
-    out.update(_best_formulation(m))
-    if POLICY_FORMULATION in evals:  # a prompt policy's run: orig through the policy
-        m_policy = out["by_formulation"][POLICY_FORMULATION].get("map50")
-        out["m_policy"] = m_policy
-        out["delta_policy_orig"] = _diff(m_policy, m["orig"])
+    orig = by_formulation.get("orig") or FormulationScores()
+    m = {f: by_formulation[f].map50 if f in by_formulation else None for f in FORMULATIONS}
+    delta_max, best, ties = _best_formulation(m)
     # PCR/PLC over the paper's formulations only
     recovery = {f: ev.recovered() for f, ev in evals.items() if f in FORMULATIONS}
-    out.update(pcr_plc(gt.query_coref, gt.gt_query, gt.gt_crowd, recovery, pcr_score_threshold))
+    consistency = pcr_plc(gt.query_coref, gt.gt_query, gt.gt_crowd, recovery, pcr_score_threshold)
+    extra: dict[str, Any] = {}
+    if POLICY_FORMULATION in evals:  # a prompt policy's run: orig through the policy
+        m_policy = by_formulation[POLICY_FORMULATION].map50
+        extra.update(m_policy=m_policy, delta_policy_orig=_diff(m_policy, m["orig"]))
     if bootstrap:  # confidence intervals (scoring/bootstrap.py); the point values above are unchanged
         from probench.scoring.bootstrap import intervals
 
-        out["intervals"] = intervals(gt, evals, out["best_formulation"], bootstrap, bootstrap_seed)
+        extra.update(intervals=intervals(gt, evals, best, bootstrap, bootstrap_seed))
     from probench.scoring.curves import curves  # PR and F1-vs-confidence sweeps (scoring/curves.py)
 
-    out["curves"] = curves(evals, int((~gt.gt_crowd).sum()))
-    out["by_prompt_type"], out["by_domain"], out["by_size"] = {}, {}, {}
-    if "orig" in evals:
-        ev = evals["orig"]
-        types = [t for t in PROMPT_TYPES if any(t in qt for qt in gt.query_types)]
-        types += sorted({t for qt in gt.query_types for t in qt} - set(types))
-        for t in types:
-            qs = np.array([i for i, qt in enumerate(gt.query_types) if t in qt], dtype=np.int64)
-            out["by_prompt_type"][t] = ev.group(qs)
-        out["by_domain"] = dict(zip(gt.domains, ev.domains(gt), strict=True))
-        for size in SIZES:
-            s = ev.summary(size)
-            a = ev.areas.index(size)
-            out["by_size"][size] = {
-                "map50": s["map50"],
-                "map75": s["map75"],
-                "map50_95": s["map50_95"],
-                "n_queries": int((ev.n_pos[:, a] > 0).sum()),
-            }
+    extra.update(curves=curves(evals, int((~gt.gt_crowd).sum())), **_breakdowns(gt, evals.get("orig")))
     bar.update()
     bar.close()
     if latency is not None:
-        out["latency_ms"] = dict(latency)
+        extra.update(latency_ms=latency)
     if realtime is not None:
-        out["realtime"] = dict(realtime)
-    return out
+        extra.update(realtime=realtime)
+    return MetricsRecord(
+        **consistency.to_json(),
+        formulations=present,
+        formulations_missing=[f for f in FORMULATIONS if f not in predictions],
+        n_images=len(gt.image_ids),
+        n_queries=int(gt.n_queries),
+        n_queries_with_gt=int((np.bincount(gt.gt_query[~gt.gt_crowd], minlength=gt.n_queries) > 0).sum()),
+        n_annotations=len(gt.gt_pair),
+        by_formulation=by_formulation,
+        n_degenerate_boxes=sum(s.n_degenerate_boxes for s in by_formulation.values()),
+        map50=orig.map50, map75=orig.map75, map50_95=orig.map50_95,
+        m_orig=m["orig"], m_cat=m["cat"], m_tmpl=m["tmpl"],
+        delta_orig_cat=_diff(m["orig"], m["cat"]),
+        delta_tmpl_orig=_diff(m["tmpl"], m["orig"]),
+        delta_max=delta_max, best_formulation=best, best_formulation_ties=ties,
+        **extra,
+    )
+
+
+def _breakdowns(gt: GroundTruth, ev: _Formulation | None) -> dict[str, dict[str, GroupScores]]:
+    """orig's mAP per prompt type, domain and size (empty without orig)."""
+    by_type: dict[str, GroupScores] = {}
+    by_size: dict[str, GroupScores] = {}
+    if ev is None:
+        return dict(by_prompt_type=by_type, by_domain={}, by_size=by_size)
+    types = [t for t in PROMPT_TYPES if any(t in qt for qt in gt.query_types)]
+    types += sorted({t for qt in gt.query_types for t in qt} - set(types))
+    for t in types:
+        qs = np.array([i for i, qt in enumerate(gt.query_types) if t in qt], dtype=np.int64)
+        by_type[t] = ev.group(qs)
+    for size in SIZES:
+        s = ev.summary(size)
+        a = ev.areas.index(size)
+        by_size[size] = GroupScores(map50=s.map50, map75=s.map75, map50_95=s.map50_95,
+                                    n_queries=int((ev.n_pos[:, a] > 0).sum()))
+    return dict(by_prompt_type=by_type, by_domain=dict(zip(gt.domains, ev.domains(gt), strict=True)),
+                by_size=by_size)
 
 
 class _Progress(Protocol):
@@ -255,50 +259,38 @@ def check_score_threshold(value: float | None) -> None:
         raise ScoringUsageError(f"PCR score threshold {value!r} is not a number in [0, 1]")
 
 
-def _degenerate_counts(dets: DetArrays) -> dict[str, int]:
-    """Predictions whose box has width or height <= 0: they can never match (IoU 0). Those
-    with a negative area (one negative side) fall outside every COCO area range, so they are
-    ignored rather than false positives, exactly as pycocotools treats them."""
+def _degenerate_counts(dets: DetArrays) -> tuple[int, int]:
+    """Predictions whose box has width or height <= 0: they can never match (IoU 0); and
+    those with a negative area (one negative side), which fall outside every COCO area
+    range, so they are ignored rather than false positives, exactly as pycocotools treats them."""
     w, h = dets.box[:, 2], dets.box[:, 3]
-    return {
-        "n_degenerate_boxes": int(((w <= 0) | (h <= 0)).sum()),
-        "n_degenerate_ignored": int((w * h < 0).sum()),
-    }
+    return int(((w <= 0) | (h <= 0)).sum()), int((w * h < 0).sum())
 
 
-def _best_formulation(m: Mapping[str, float | None]) -> dict[str, Any]:
-    """delta_max and k* over the formulations with a mAP.5 (both null with fewer than two).
-    k* is null on an exact tie of all of them (nothing is best); a tie at the top that leaves
-    a formulation below goes to the first in orig, cat, tmpl. ``best_formulation_ties``
-    lists the formulations sharing the top when more than one does."""
+def _best_formulation(m: Mapping[str, float | None]) -> tuple[float | None, str | None, list[str] | None]:
+    """delta_max, k* and the formulations tied at the top, over the formulations with a
+    mAP.5 (all null with fewer than two). k* is null on an exact tie of all of them
+    (nothing is best); a tie at the top that leaves a formulation below goes to the first in
+    orig, cat, tmpl. The ties are listed when more than one formulation shares the top."""
     vals = {f: float(v) for f in FORMULATIONS if (v := m[f]) is not None}
     scored = list(vals)
     if len(scored) < 2:
-        return {"delta_max": None, "best_formulation": None, "best_formulation_ties": None}
+        return None, None, None
     top = max(vals.values())
     ties = [f for f in scored if vals[f] == top]
-    return {
-        "delta_max": top - min(vals.values()),
-        "best_formulation": None if len(ties) == len(scored) else ties[0],
-        "best_formulation_ties": ties if len(ties) > 1 else None,
-    }
+    return (top - min(vals.values()), None if len(ties) == len(scored) else ties[0],
+            ties if len(ties) > 1 else None)
 
 
 TIE_TEXT = "tie"  # k* as tables write it when every formulation has the same mAP.5
 
 
-def best_formulation_text(m: Mapping[str, Any]) -> str | None:
+def best_formulation_text(m: MetricsRecord) -> str | None:
     """k* as tables print it: the formulation, :data:`TIE_TEXT` when every formulation has
     the same mAP.5 (``best_formulation`` null, ``best_formulation_ties`` listed), else None."""
-    best = m.get("best_formulation")
-    if best is None and m.get("best_formulation_ties"):
+    if m.best_formulation is None and m.best_formulation_ties:
         return TIE_TEXT
-    return None if best is None else str(best)
-
-
-def json_object(value: object) -> dict[str, Any]:
-    """``value`` when it is a JSON object, else {}: an optional part that is absent or malformed."""
-    return value if isinstance(value, dict) else {}
+    return m.best_formulation
 
 
 def _diff(a: float | None, b: float | None) -> float | None:
@@ -319,7 +311,7 @@ def score_run(
     bootstrap: int = 0,
     bootstrap_seed: int = 0,
     errors: bool = False,
-) -> dict[str, Any]:
+) -> MetricsRecord:
     """Score a run folder (docs/FORMATS.md, "Run folders"): its complete formulations, latency and realtime.
 
     A prediction for an image or query the dataset does not have is refused (a
@@ -339,12 +331,11 @@ def score_run(
     run = RunDir(run_dir)
     if not run.path.is_dir():
         raise ScoringUsageError(f"{run.path}: no such run folder")
-    info = run.info  # a CacheError when run.json is not a JSON object
-    run_ds = json_object(info.get("dataset"))
-    run_hash = run_ds.get("hash")
+    info = run.info  # a RecordError when run.json is not a run record
+    run_hash = info.dataset.hash
     matches = None if run_hash is None else run_hash == dataset.content_hash
     if matches is False and dataset_check == "refuse":
-        made_on = f" (made on {run_ds['path']})" if run_ds.get("path") else ""
+        made_on = f" (made on {info.dataset.path})" if info.dataset.path else ""
         raise DatasetMismatch(
             f"{run.path}: the dataset's content hash {dataset.content_hash} differs from run.json's "
             f"dataset.hash {run_hash}{made_on}; score with the dataset the run was made on, or pass "
@@ -368,33 +359,29 @@ def score_run(
             f"{run.path}: {n_unknown} prediction(s) are for images or queries this dataset does not have, "
             f"the first {first}; score with the dataset the run was made on, or pass --allow-unknown"
         )
-    latency = run.read_json("latency.json")
-    realtime = run.read_json("realtime.json")
-    summary = latency.get("summary_ms") if isinstance(latency, dict) else None
-    rt = realtime if isinstance(realtime, dict) else None
+    latency = run.read_record(LATENCY_FILE, LatencyRecord)
+    realtime = run.read_record(REALTIME_FILE, RealtimeRecord)
     engine = CocoAP.of(dataset)  # the tables and hotcoco's ground truth, for the suite and the errors
     out = score(
-        engine, preds, latency=summary, realtime=rt, pcr_score_threshold=pcr_score_threshold,
-        progress=progress, bootstrap=bootstrap, bootstrap_seed=bootstrap_seed,
+        engine, preds, latency=None if latency is None else latency.summary_ms, realtime=realtime,
+        pcr_score_threshold=pcr_score_threshold, progress=progress, bootstrap=bootstrap,
+        bootstrap_seed=bootstrap_seed,
     )  # fmt: skip
+    extra: dict[str, Any] = {}
     if dataset.videos:  # a sequence dataset: the temporal metrics (scoring/temporal.py)
         from probench.scoring.temporal import run_temporal
 
-        out["temporal"] = run_temporal(dataset, run, forms)
-    model = info.get("model")
-    out["model"] = model.get("name") if isinstance(model, dict) else None
-    out["dataset_hash"] = dataset.content_hash
-    out["dataset_hash_matches"] = matches
+        extra.update(temporal=run_temporal(dataset, run, forms))
     if dataset_check == "allow" and matches is False:
-        out["dataset_mismatch_allowed"] = True
-    out["formulations_incomplete"] = run.incomplete_formulations()
+        extra.update(dataset_mismatch_allowed=True)
     if errors:  # TIDE's error types per formulation (scoring/errors_tide.py)
         from probench.scoring.errors_tide import tide_errors
 
-        out["errors"] = tide_errors(engine, preds)
+        extra.update(errors=tide_errors(engine, preds))
     if n_unknown:
-        out["n_unknown_predictions"] = n_unknown
-    return out
+        extra.update(n_unknown_predictions=n_unknown)
+    return out.updated(model=info.model.name, dataset_hash=dataset.content_hash, dataset_hash_matches=matches,
+                       formulations_incomplete=run.incomplete_formulations(), **extra)
 
 
 def unknown_predictions(

@@ -47,6 +47,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from probench.cache.records import (
+    HOTA_FIELDS,
+    MOT_FIELDS,
+    PromptChange,
+    Temporal,
+    TemporalGroup,
+    TemporalScores,
+)
 from probench.scoring.constants import PCR_IOU
 
 if TYPE_CHECKING:
@@ -58,20 +66,7 @@ PROMPT_KIND = "prompt"  # the trace records of operator prompts (realtime/eval_s
 IOU = PCR_IOU  # a target is found when its top-1 overlaps it this much
 TEMPORAL_PCR_SHARE = 0.8  # of a target's visible frames, under every formulation of its coref set
 FOUND, LOST, HIDDEN, INACTIVE = "1", "0", "-", " "
-# the motmetrics figures kept (their names), and under which key
-MOT_KEYS = {
-    "idf1": "idf1",
-    "idp": "idp",
-    "idr": "idr",
-    "mota": "mota",
-    "motp": "motp",
-    "num_switches": "id_switches",
-    "num_fragmentations": "fragmentations",
-    "num_false_positives": "false_positives",
-    "num_misses": "misses",
-    "mostly_tracked": "mostly_tracked",
-    "mostly_lost": "mostly_lost",
-}
+MOT_KEYS = MOT_FIELDS  # the motmetrics figures kept (their names), and under which key
 
 
 @dataclass(frozen=True)
@@ -237,11 +232,16 @@ def _hota(
     if not seqs:
         return {}
     agg = aggregate_hota_metrics(seqs)
-    return {k.lower(): round(float(agg[k]), 6) for k in ("HOTA", "DetA", "AssA")}
+    return {key: round(float(agg[name]), 6) for name, key in HOTA_FIELDS.items()}
 
 
 def _mean(values: Sequence[float]) -> float | None:
     return round(float(np.mean(values)), 4) if values else None
+
+
+def _mean_of(values: Sequence[float | None]) -> float | None:
+    """The mean of the values that are there (None when none is)."""
+    return _mean([v for v in values if v is not None])
 
 
 def _share(num: int, den: int, per: float = 1.0) -> float | None:
@@ -271,7 +271,7 @@ def _ros_latency(start: Mapping[str, Any] | None, end: Mapping[str, Any] | None,
 
 
 def _prompt_changes(dataset: Dataset, lines: Mapping[str, str], times: FrameTimes | None,
-                    events: PromptEvents | None) -> list[dict[str, Any]]:
+                    events: PromptEvents | None) -> list[PromptChange]:
     out = []
     for vid, video in dataset.videos.items():
         previous = set(dataset.label_space(video.image_ids[0]))
@@ -282,18 +282,17 @@ def _prompt_changes(dataset: Dataset, lines: Mapping[str, str], times: FrameTime
             for q in new:
                 line = lines.get(f"{vid}:{q}", "")
                 hit = next((k for k in range(ch.frame_index, len(line)) if line[k] == FOUND), None)
-                rec: dict[str, Any] = {"video_id": vid, "frame_index": ch.frame_index, "query_id": q,
-                                       "found_frame": hit,
-                                       "latency_frames": None if hit is None else hit - ch.frame_index,
-                                       "latency_ms_data": None, "latency_ms_ros": None,
-                                       "ack_ms": None if event is None else event.get("ack_ms")}
+                ms_data = ms_ros = None
                 if hit is not None and video.timestamps is not None:
-                    dt = video.timestamps[hit] - video.timestamps[ch.frame_index]
-                    rec["latency_ms_data"] = round(1000 * dt, 3)
+                    ms_data = round(1000 * (video.timestamps[hit] - video.timestamps[ch.frame_index]), 3)
                 if hit is not None and times is not None:
-                    rec["latency_ms_ros"] = _ros_latency(times.get(video.image_ids[ch.frame_index]),
-                                                         times.get(video.image_ids[hit]), event)
-                out.append(rec)
+                    ms_ros = _ros_latency(times.get(video.image_ids[ch.frame_index]),
+                                          times.get(video.image_ids[hit]), event)
+                out.append(PromptChange(
+                    video_id=vid, frame_index=ch.frame_index, query_id=q, found_frame=hit,
+                    latency_frames=None if hit is None else hit - ch.frame_index,
+                    latency_ms_data=ms_data, latency_ms_ros=ms_ros,
+                    ack_ms=None if event is None else event.get("ack_ms")))  # fmt: skip
     return out
 
 
@@ -303,7 +302,7 @@ def _formulation(
     records: Sequence[Mapping[str, Any]],
     times: FrameTimes | None,
     events: PromptEvents | None,
-) -> tuple[dict[str, Any], dict[str, str]]:
+) -> tuple[TemporalScores, dict[str, str]]:
     top1 = top1_by_pair(records)
     by_track = any(r.get("track_id") is not None for r in records)
     lines = {t.key: timeline(t, top1, len(dataset.videos[t.video_id])) for t in targets}
@@ -313,29 +312,26 @@ def _formulation(
     flicker = sum(flicker_count(line) for line in lines.values())
     mot = _mot(targets, top1, by_track) | _hota(targets, top1, by_track)
     changes = _prompt_changes(dataset, lines, times, events)
-    out: dict[str, Any] = {
-        "continuity": _share(found, visible),
-        "flicker_per_100_frames": _share(flicker, visible, 100.0),
-        "n_flicker": flicker,
-        "n_visible_frames": visible,
-        "n_found_frames": found,
-        "n_active_frames": active,
-        "identity": "track_id" if by_track else "query",
+    out = TemporalScores(
+        continuity=_share(found, visible),
+        flicker_per_100_frames=_share(flicker, visible, 100.0),
+        n_flicker=flicker,
+        n_visible_frames=visible,
+        n_found_frames=found,
+        n_active_frames=active,
+        identity="track_id" if by_track else "query",
         **mot,
-        "id_switches_per_100_frames": _share(mot.get("id_switches") or 0, active, 100.0) if mot else None,
-        "prompt_change": changes,
-        "prompt_change_latency_frames": _mean(
-            [c["latency_frames"] for c in changes if c["latency_frames"] is not None]
-        ),
-        "prompt_change_latency_ms_data": _mean(
-            [c["latency_ms_data"] for c in changes if c["latency_ms_data"] is not None]
-        ),
-        "prompt_change_latency_ms_ros": _mean(
-            [c["latency_ms_ros"] for c in changes if c["latency_ms_ros"] is not None]
-        ),
-        "prompt_change_ack_ms": _mean([c["ack_ms"] for c in changes if c["ack_ms"] is not None]),
-        "prompt_changes_never_found": sum(1 for c in changes if c["found_frame"] is None),
-    }
+        prompt_change=changes,
+        prompt_change_latency_frames=_mean_of([c.latency_frames for c in changes]),
+        prompt_change_latency_ms_data=_mean_of([c.latency_ms_data for c in changes]),
+        prompt_change_latency_ms_ros=_mean_of([c.latency_ms_ros for c in changes]),
+        prompt_change_ack_ms=_mean_of([c.ack_ms for c in changes]),
+        prompt_changes_never_found=sum(1 for c in changes if c.found_frame is None),
+    )
+    if mot:  # ID switches per 100 active target-frames (none without a target)
+        out = out.updated(id_switches_per_100_frames=_share(out.id_switches or 0, active, 100.0))
+    else:
+        out = out.updated(id_switches_per_100_frames=None)
     return out, lines
 
 
@@ -346,7 +342,8 @@ def _continuity(line: str) -> float | None:
 
 def _temporal_pcr(
     dataset: Dataset, targets: Sequence[Target], lines: Mapping[str, Mapping[str, str]]
-) -> dict[str, Any]:
+) -> tuple[float | None, str | None, int]:
+    """Temporal PCR, why it is null (None when it is not) and the targets it counts."""
     counted = [t for t in targets if any(t.gt)]  # with a visible frame
     need = sorted({k for t in counted for k in dataset.queries[t.query_id].coref})
     missing = [k for k in need if k not in lines]
@@ -356,23 +353,17 @@ def _temporal_pcr(
             if missing
             else "no target has a visible frame"
         )
-        return {
-            "temporal_pcr": None,
-            "temporal_pcr_null_reason": reason,
-            "n_temporal_pcr_targets": len(counted),
-        }
+        return None, reason, len(counted)
     ok = 0
     for t in counted:
         shares = [_continuity(lines[k][t.key]) for k in dataset.queries[t.query_id].coref]
         ok += all(s is not None and s >= TEMPORAL_PCR_SHARE for s in shares)
-    return {
-        "temporal_pcr": round(ok / len(counted), 6),
-        "temporal_pcr_null_reason": None,
-        "n_temporal_pcr_targets": len(counted),
-    }
+    return round(ok / len(counted), 6), None, len(counted)
 
 
-def _by_prompt_type(dataset: Dataset, targets: Sequence[Target], lines: Mapping[str, str]) -> dict[str, Any]:
+def _by_prompt_type(
+    dataset: Dataset, targets: Sequence[Target], lines: Mapping[str, str]
+) -> dict[str, TemporalGroup]:
     groups: dict[str, list[str]] = {}
     for t in targets:
         for p in dataset.queries[t.query_id].prompt_types:
@@ -380,7 +371,7 @@ def _by_prompt_type(dataset: Dataset, targets: Sequence[Target], lines: Mapping[
     out = {}
     for p, ls in sorted(groups.items()):
         visible = sum(len(x) - x.count(HIDDEN) - x.count(INACTIVE) for x in ls)
-        out[p] = {"continuity": _share(sum(x.count(FOUND) for x in ls), visible), "n_targets": len(ls)}
+        out[p] = TemporalGroup(continuity=_share(sum(x.count(FOUND) for x in ls), visible), n_targets=len(ls))
     return out
 
 
@@ -389,7 +380,7 @@ def temporal_metrics(
     predictions: Mapping[str, Sequence[Mapping[str, Any]]],
     frame_times: Mapping[str, FrameTimes] | None = None,
     prompt_events: Mapping[str, PromptEvents] | None = None,
-) -> dict[str, Any] | None:
+) -> Temporal | None:
     """The temporal metrics (module doc) of ``predictions`` (formulation -> COCO results,
     optionally with ``track_id``) on a sequence dataset; None for a dataset without videos.
     ``frame_times``: per formulation, each image's trace record of a ROS run, and
@@ -398,33 +389,35 @@ def temporal_metrics(
     if not dataset.videos:
         return None
     targets = _targets(dataset)
-    by_f: dict[str, Any] = {}
+    by_f: dict[str, TemporalScores] = {}
     lines: dict[str, dict[str, str]] = {}
     for f, records in predictions.items():
         by_f[f], lines[f] = _formulation(
             dataset, targets, records, (frame_times or {}).get(f), (prompt_events or {}).get(f)
         )
-    out: dict[str, Any] = {
-        "iou_threshold": IOU,
-        "temporal_pcr_share": TEMPORAL_PCR_SHARE,
-        "n_videos": len(dataset.videos),
-        "n_frames": sum(len(v) for v in dataset.videos.values()),
-        "n_targets": len(targets),
-        "n_prompt_changes": sum(len(v.prompt_changes) for v in dataset.videos.values()),
-        "by_formulation": by_f,
-        **_temporal_pcr(dataset, targets, lines),
-        "by_prompt_type": _by_prompt_type(dataset, targets, lines["orig"]) if "orig" in lines else {},
-        "timelines": lines,
-        "prompt_change_frames": {
+    temporal_pcr, null_reason, n_pcr_targets = _temporal_pcr(dataset, targets, lines)
+    return Temporal(
+        iou_threshold=IOU,
+        temporal_pcr_share=TEMPORAL_PCR_SHARE,
+        n_videos=len(dataset.videos),
+        n_frames=sum(len(v) for v in dataset.videos.values()),
+        n_targets=len(targets),
+        n_prompt_changes=sum(len(v.prompt_changes) for v in dataset.videos.values()),
+        by_formulation=by_f,
+        temporal_pcr=temporal_pcr,
+        temporal_pcr_null_reason=null_reason,
+        n_temporal_pcr_targets=n_pcr_targets,
+        by_prompt_type=_by_prompt_type(dataset, targets, lines["orig"]) if "orig" in lines else {},
+        timelines=lines,
+        prompt_change_frames={
             str(v.id): [c.frame_index for c in v.prompt_changes]
             for v in dataset.videos.values()
             if v.prompt_changes
         },
-    }
-    return out
+    )
 
 
-def run_temporal(dataset: Dataset, run_dir: Any, formulations: Sequence[str]) -> dict[str, Any] | None:
+def run_temporal(dataset: Dataset, run_dir: Any, formulations: Sequence[str]) -> Temporal | None:
     """:func:`temporal_metrics` of a run folder's complete formulations, with its trace
     (``realtime_frames.jsonl``, a ROS run) for the prompt-change latency through ROS 2."""
     from probench.cache.run import RunDir
@@ -450,31 +443,31 @@ def _fmt(v: object) -> str:
     return "-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
 
 
-def temporal_lines(m: Mapping[str, Any]) -> list[str]:
-    """metrics.json's ``temporal`` as printed (``probench score`` and ``probench eval``): one
-    row per formulation, then temporal PCR; [] when the run is not on a sequence dataset."""
-    t = m.get("temporal")
-    if not isinstance(t, Mapping):
+def temporal_lines(t: Temporal | None) -> list[str]:
+    """metrics.json's ``temporal`` as printed (``probench score``, ``probench eval`` and
+    ``ground``): one row per formulation, then temporal PCR; [] when the run is not on a
+    sequence dataset."""
+    if t is None:
         return []
     rows = [
         "",
-        f"temporal: {t['n_videos']} videos, {t['n_targets']} targets, {t['n_prompt_changes']} prompt "
-        f"change(s); found = top-1 IoU >= {t['iou_threshold']}",
+        f"temporal: {t.n_videos} videos, {t.n_targets} targets, {t.n_prompt_changes} prompt "
+        f"change(s); found = top-1 IoU >= {t.iou_threshold}",
         "formulation  continuity flicker/100 HOTA   IDF1   MOTA   IDsw/100 | prompt change: frames  "
         "ms (data)  ms (ROS 2)  ack ms",
     ]
-    for f, s in t["by_formulation"].items():
+    for f, s in t.by_formulation.items():
         rows.append(
-            f"{f:<12} {_fmt(s['continuity']):<10} {_fmt(s['flicker_per_100_frames']):<11} "
-            f"{_fmt(s.get('hota')):<6} {_fmt(s.get('idf1')):<6} {_fmt(s.get('mota')):<6} "
-            f"{_fmt(s['id_switches_per_100_frames']):<8} | {_fmt(s['prompt_change_latency_frames']):<21} "
-            f"{_fmt(s['prompt_change_latency_ms_data']):<10} {_fmt(s['prompt_change_latency_ms_ros']):<11} "
-            f"{_fmt(s.get('prompt_change_ack_ms'))}  (identity: {s['identity']})"
+            f"{f:<12} {_fmt(s.continuity):<10} {_fmt(s.flicker_per_100_frames):<11} "
+            f"{_fmt(s.hota):<6} {_fmt(s.idf1):<6} {_fmt(s.mota):<6} "
+            f"{_fmt(s.id_switches_per_100_frames):<8} | {_fmt(s.prompt_change_latency_frames):<21} "
+            f"{_fmt(s.prompt_change_latency_ms_data):<10} {_fmt(s.prompt_change_latency_ms_ros):<11} "
+            f"{_fmt(s.prompt_change_ack_ms)}  (identity: {s.identity})"
         )
-    share = t["temporal_pcr_share"]
-    null = t.get("temporal_pcr_null_reason")
+    share = t.temporal_pcr_share or 0.0
+    null = t.temporal_pcr_null_reason
     rows.append(
         f"temporal PCR (found on >= {share:g} of the visible frames under every coref formulation) "
-        f"{_fmt(t['temporal_pcr'])}" + (f"  null: {null}" if null else "")
+        f"{_fmt(t.temporal_pcr)}" + (f"  null: {null}" if null else "")
     )
     return rows
