@@ -189,7 +189,7 @@ def test_the_held_out_tracking_case_counts_no_confirmation_as_an_id_switch(tmp_p
     write_bag(ds, tmp_path / "bag", rate_hz=RATE, progress=False)  # raw frames: the colours exact
     clock = FakeClock()
     link = OperatorFakeLink(clock=clock, detector=colour_detector(), grounding={"tracking": True})
-    metrics = _run(_cfg(tmp_path / "bag", tmp_path / "run"), link, clock)
+    metrics = _run(_cfg(tmp_path / "bag", tmp_path / "run"), link, clock).to_json()
     t = metrics["temporal"]["by_formulation"]["orig"]
     assert t["identity"] == "track_id" and t["n_visible_frames"] == N_VIDEOS * 2 * N_FRAMES
     assert t["continuity"] == 0.8 and t["id_switches"] == 0

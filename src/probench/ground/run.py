@@ -102,8 +102,8 @@ class _Grounder:
         item.latency_ms = wait_s * 1000.0 + busy_ms
         s = self.summary
         if item.failed:  # as the node: reported (frame_errors), logged, and the run goes on
-            s.frames_failed += 1
-            s.first_error = s.first_error or f"{frame.where()}: {item.failed}"
+            s.failed += 1
+            s.first_failure = s.first_failure or f"{frame.where()}: {item.failed}"
             if item.failed not in self._said:
                 self._said.add(item.failed)
                 _warn(f"frame failed: {item.failed} ({frame.where()})")
@@ -327,7 +327,7 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any], policy: Promp
 def _describe(outputs: GroundOutputs, plan: GroundPlan, summary: GroundSummary) -> None:
     """What the run wrote, in the summary and in the bag's metadata."""
     depth = summary.depth_topic is not None
-    failed = summary.frames_failed > 0
+    failed = summary.failed > 0
     topics = ", ".join(output_topics(plan.prefix, plan.realtime, depth, outputs.masks, failed))
     summary.outputs = [f"{plan.out} (mcap: {topics}{'; input images kept' if plan.keep_images else ''})"]
     if outputs.video is not None:
