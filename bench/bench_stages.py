@@ -21,7 +21,11 @@ Per model and frame size (one synthetic frame, JPEG-encoded once):
 - ``floor``: upload + one ``interpolate`` to the model's input size;
 - ``pre/floor``: the device path's preprocessing over the floor, each the least of at least
   20 frames taken in turns (the target: 2 or less); ``post/fwd``: postprocess over forward
-  (medians, device path; the YOLOE target: 0.25 or less).
+  (medians, device path; the YOLOE target: 0.25 or less);
+- ``launches`` / ``syncs``: kernel launches and host syncs of one frame (``bench/op_count.py``:
+  counted on CUDA, a proxy on a CPU), and of its postprocess stage where the detector has
+  one (``post launches`` / ``post syncs``: the ultralytics models). On a GPU, where a frame
+  is bound by launches and syncs, these say where its time goes.
 
 Times are medians in ms. ``--json FILE`` also writes every number. Nothing is downloaded:
 tiny models and ``--real`` (``--random-weights``) builds come from code.
@@ -69,6 +73,15 @@ def synthetic_frame(h: int, w: int, seed: int = 0) -> Any:
     frame = cv2.resize(coarse, (w, h), interpolation=cv2.INTER_CUBIC).astype(np.int16)
     frame += rng.integers(-6, 7, (h, w, 3), dtype=np.int16)
     return np.clip(frame, 0, 255).astype(np.uint8)
+
+
+def noise_frame(h: int, w: int, seed: int = 0) -> Any:
+    """Uniform noise: random-weight real-size models keep hundreds of boxes on it (on the
+    smooth synthetic frame YOLOE-S keeps none), as trained weights do on a busy scene, so
+    the post-processing has its full work."""
+    import numpy as np
+
+    return np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
 
 
 def jpeg_message(frame: Any) -> Any:
@@ -145,9 +158,23 @@ def floor_ms(det: Any, frame: Any, runs: int, sync: Callable[[], None] | None) -
     return statistics.median(floor[1:]), min(pre[1:]) / min(floor[1:])
 
 
+def op_counts(det: Any, frame: Any, device: str) -> dict[str, float]:
+    """Kernel launches and host syncs of one ``detect`` (prompts already set), and of its
+    postprocess stage where the detector has one (``bench/op_count.py``)."""
+    from op_count import count_ops
+
+    stages = {"post": (det, "postprocess")} if callable(getattr(det, "postprocess", None)) else {}
+    counts = count_ops(lambda: det.detect(frame), device=device, stages=stages)
+    row = {"launches": counts["launches"], "syncs": counts["syncs"]}
+    if "post" in counts["stages"]:
+        row["post_launches"] = counts["stages"]["post"]["launches"]
+        row["post_syncs"] = counts["stages"]["post"]["syncs"]
+    return row
+
+
 def bench_model(
     name: str, size: tuple[int, int], *, device: str, precision: str, runtime: str, random_weights: bool,
-    runs: int, warmup: int, stream: int,
+    runs: int, warmup: int, stream: int, noise: bool = False,
 ) -> dict[str, Any]:
     import torch
 
@@ -156,7 +183,7 @@ def bench_model(
 
     sync = torch.cuda.synchronize if device.startswith("cuda") else None
     h, w = size
-    frame = synthetic_frame(h, w)
+    frame = noise_frame(h, w) if noise else synthetic_frame(h, w)
     msg = jpeg_message(frame)
     row: dict[str, Any] = {"model": name, "frame": f"{w}x{h}", "device": device, "precision": precision,
                            "runtime": runtime}
@@ -190,6 +217,7 @@ def bench_model(
     tag = "dev" if "forward_dev_ms" in row else "ref"
     fwd, post = row.get(f"forward_{tag}_ms"), row.get(f"postprocess_{tag}_ms")
     row["post_fwd"] = post / fwd if post is not None and fwd else None
+    row.update(op_counts(det, frame, device))
     row.update(text_stream(det, frame, stream))
     row["text_cache_stats"] = det.text_cache_stats()
     return row
@@ -211,6 +239,8 @@ COLUMNS = (
     ("post dev", "postprocess_dev_ms", 1), ("post ref", "postprocess_ref_ms", 1),
     ("total dev", "total_dev_ms", 1), ("total ref", "total_ref_ms", 1),
     ("pre/floor", "pre_floor_least", 2), ("post/fwd", "post_fwd", 2),
+    ("launches", "launches", 0), ("syncs", "syncs", 0), ("post launches", "post_launches", 0),
+    ("post syncs", "post_syncs", 0),
 )
 
 
@@ -240,6 +270,9 @@ def targets(rows: list[dict[str, Any]]) -> list[str]:
             if value is not None:
                 verdict = "met" if value <= target else "NOT met"
                 parts.append(f"{label} {value:.2f} (target <= {target:g}: {verdict})")
+        if r.get("post_launches") is not None:
+            parts.append(f"post {r['post_launches']:.0f} launches, {r['post_syncs']:.0f} syncs of "
+                         f"{r['launches']:.0f}, {r['syncs']:.0f} per frame")
         if parts:
             lines.append(f"{r['model']} {r['frame']}: " + "; ".join(parts))
     return lines
@@ -265,6 +298,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--stream", type=int, default=10, help="frames of the new-combination prompt stream")
     ap.add_argument("--json", default=None, help="also write the rows to this file")
+    ap.add_argument("--gpu-post-plan", action="store_true",
+                    help="ultralytics: the post-processing plan a GPU runs (one NMS call, one mask-filter "
+                    "group), here: the launches and syncs it makes, counted on this device")
+    ap.add_argument("--noise", action="store_true",
+                    help="a uniform-noise frame (random weights keep hundreds of boxes on it)")
     ap.add_argument("--threads", type=int, default=0,
                     help="torch CPU threads (default: torch's own; 1 is the steadiest on a shared machine)")
     args = ap.parse_args(argv)
@@ -272,6 +310,11 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    if args.gpu_post_plan:
+        from probench.models.ultra import postprocess
+
+        postprocess.NMS_CHUNK = 1 << 62  # what non_max_suppression and nonempty_masks take on a GPU
+        postprocess.MASK_GROUP = 1 << 62
     if args.models:
         names = [n.strip() for n in args.models.split(",") if n.strip()]
     else:
@@ -281,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         for size in parse_sizes(args.sizes):
             row = bench_model(name, size, device=args.device, precision=args.precision, runtime=args.runtime,
                               random_weights=args.real and not name.startswith("tiny-"), runs=args.runs,
-                              warmup=args.warmup, stream=args.stream)
+                              warmup=args.warmup, stream=args.stream, noise=args.noise)
             rows.append(row)
             print(table([row]).splitlines()[-1] if len(rows) > 1 else table([row]))
             sys.stdout.flush()

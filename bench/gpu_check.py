@@ -1,19 +1,40 @@
-"""The GPU check: every family's CUDA path in fp32 and fp16, TensorRT where the zoo lists it,
-the stage table on the GPU, and parity against boxes computed on the CPU beforehand.
+"""The GPU check: CPU-against-CUDA parity of every tiny model's network, the 15 real-size
+configurations under each runtime against the 30 Hz goals, YOLOE's post-processing, in one
+call of at most 8 minutes on a lent GPU.
 
-Two steps (``bench/gpu_check.sh`` wraps them):
+    python bench/gpu_check.py prepare DIR             # here, on the CPU: the frames and a frame dataset
+    python bench/gpu_check.py run DIR OUT             # on the CUDA machine (bench/gpu_check.sh run)
+    python bench/gpu_check.py run DIR OUT --dry-run   # CPU rehearsal: every section, CUDA calls skipped
 
-    python bench/gpu_check.py prepare DIR         # here, on the CPU: frames + CPU reference boxes
-    python bench/gpu_check.py run DIR OUT         # on the CUDA machine: measures only
-    python bench/gpu_check.py run DIR OUT --dry-run   # CPU rehearsal: everything but CUDA/TensorRT
+``run`` writes ``OUT/gpu_check.json`` and ``OUT/gpu_check.md`` after every item of every
+section, so a run killed by its time limit keeps what it measured. A failing item is
+recorded with its error and the next one runs. Sections run in order of priority, each with
+a share of ``--budget`` seconds (:data:`SECTIONS`; what a section leaves unused goes to the
+next); an item starts only while its section has budget left, the rest is recorded as cut.
 
-``prepare`` writes the frames (lossless ``.npy`` plus their JPEG bytes), a small
-Pro-Bench-format frame dataset for ``probench latency`` and, for every tiny model, the CPU
-boxes of both preprocessing paths. ``run`` never builds anything it could have prepared; it
-writes ``OUT/gpu_check.json`` and ``OUT/gpu_check.md`` (the tables), section by section, so
-a run stopped by its time limit keeps what it measured. Each section is guarded: a failure is
-recorded with its error and the next section runs. Sections are skipped once ``--budget``
-seconds have passed.
+Sections:
+
+1. **environment**: versions, the GPU, whether tensorrt imports.
+2. **ultralytics on the GPU**: YOLOE-S's stage row at 1280x720 on a noise frame (post/fwd
+   against its 0.25 target, launches and syncs per frame and of the postprocess), and
+   YOLO-World-S / YOLOE-S at fp16 in the channels-last layout the adapter uses against
+   NCHW (kernels, kernel time, wall per frame).
+3. **parity** (:mod:`gpu_parity`): every tiny model, fp32 (TF32 off) and fp16: the
+   preprocessed inputs and the raw outputs of its network, CPU against CUDA, max abs/rel
+   error, pass or fail against the stated tolerance.
+4. **real-size, fp16**: every real-size configuration (random weights; the hub is not
+   reachable) under the paper's latency protocol cut to fit (``probench latency``'s code:
+   per image its own prompt set, warm-up, timed passes over 1280x720 frames): mean, p95,
+   GPU kernel time per frame (``torch.profiler``: the summed CUDA kernel times of a
+   frame), kernel launches per frame, wall / kernel time. Eager first (in this process),
+   then ``compiled``, ``onnxruntime`` and ``tensorrt`` (each cell in a child process with
+   a time limit: a compile or an export that hangs or crashes costs its cell only); a
+   runtime this tree does not have is recorded as such, one a model refuses with its
+   one-line reason.
+5. **goals**: per configuration, pass or fail: p95 <= 33.3 ms, wall <= 1.5 x kernel time,
+   and >= 2x faster than eager where eager's wall / kernel time is >= 2.
+6. **real-size, fp32, eager**: for the paper's comparison.
+7. **decode** (nvJPEG against the CPU frame) and the **prompt policies**: leftover budget only.
 """
 
 from __future__ import annotations
@@ -23,9 +44,10 @@ import json
 import os
 import platform
 import sys
+import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +55,27 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("YOLO_OFFLINE", "1")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_* helpers
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))  # bench_* helpers
 
-SIZES = ((480, 640), (720, 1280))
+from gpu_cells import _fmt, goal_lines, goals, real_section  # noqa: E402 - after the path
+
 PROMPTS = ["a person", "the red fire extinguisher", "an open door", "a chair next to the table"]
-TRT_TINY = ("tiny-owlv2-b", "tiny-owlvit", "tiny-yolo-world-s", "tiny-yoloe-s")  # zoo: tensorrt=True
-REAL = ("owlvit", "owlv2-b", "omdet-turbo", "yolo-world-s", "yoloe-s")
+FRAME = (720, 1280)
+# (section, share of the budget): a section may use its share plus what earlier ones left
+SECTIONS = (
+    ("ultralytics", 0.08),
+    ("parity", 0.15),
+    ("real fp16 eager", 0.22),
+    ("real fp16 compiled", 0.30),
+    ("real fp16 onnxruntime/tensorrt", 0.08),
+    ("real fp32 eager", 0.17),
+    ("decode", 0.0),
+    ("prompt policies over as_typed", 0.0),
+)
+PROTOCOL = {"images": 10, "warmup": 3, "runs": 2, "profile_frames": 3}  # the paper's: 50, 3, 10
+DRY_PROTOCOL = {"images": 2, "warmup": 1, "runs": 1, "profile_frames": 1}
+OTHER_RUNTIMES = ("compiled", "onnxruntime", "tensorrt")
 
 
 def tiny_models() -> list[str]:
@@ -47,261 +84,344 @@ def tiny_models() -> list[str]:
     return names()
 
 
+# cheapest to build first (the H200 run: 0.3 s for YOLO to 18 s for SAM3), so a section cut
+# at its budget loses the fewest configurations
+BUILD_ORDER = (
+    "yolo-world-s",
+    "yoloe-s",
+    "yolo-world-x",
+    "yoloe-x",
+    "owlvit",
+    "owlv2-b",
+    "owlv2-l",
+    "omdet-turbo",
+    "grounding-dino-t",
+    "mm-grounding-dino-t",
+    "grounding-dino-s-t",
+    "llmdet-l",
+    "mm-grounding-dino-l",
+    "sam3-lite",
+    "sam3",
+)
+
+
+def real_models() -> list[str]:
+    """The 15 real-size configurations (the tiny variants' real architectures), cheapest
+    to build first; any the zoo adds later come last."""
+    names = [n.removeprefix("tiny-") for n in tiny_models()]
+    return [n for n in BUILD_ORDER if n in names] + [n for n in names if n not in BUILD_ORDER]
+
+
 # -- prepare (CPU) ---------------------------------------------------------------------------
-def boxes_record(dets: Any) -> dict[str, Any]:
-    return {"xyxy": dets.xyxy.round(4).tolist(), "scores": dets.scores.round(6).tolist(),
-            "prompt_index": dets.prompt_index.tolist()}
-
-
-def prepare(root: Path) -> dict[str, Any]:
+def prepare(root: Path) -> None:
+    """The frames the run reads (lossless .npy and JPEG) and a 20-image 1280x720 frame
+    dataset for the latency protocol; the wheels are bench/gpu_check.sh's part."""
     import numpy as np
 
     from bench_stages import jpeg_message, synthetic_frame
     from make_frames import make_frames
-    from probench.models.zoo import load_detector
 
     root.mkdir(parents=True, exist_ok=True)
-    frames = {}
-    for h, w in SIZES:
+    for h, w in ((480, 640), FRAME):
         frame = synthetic_frame(h, w, seed=1)
         np.save(root / f"frame_{w}x{h}.npy", frame)
         (root / f"frame_{w}x{h}.jpg").write_bytes(jpeg_message(frame).data)
-        frames[f"{w}x{h}"] = frame
-    make_frames(root / "frames720", size=(720, 1280), n_images=20)
-    reference: dict[str, Any] = {}
-    for name in tiny_models():
-        det = load_detector(name)
-        for key, frame in frames.items():
-            for path in ("device", "reference"):
-                det.preprocess = path
-                reference[f"{name}|{key}|{path}"] = boxes_record(det.detect(frame, PROMPTS))
-        print(f"prepared {name}", flush=True)
-    info = {"prompts": PROMPTS, "sizes": list(frames), "models": tiny_models(), "boxes": reference}
-    (root / "cpu_boxes.json").write_text(json.dumps(info))
-    return info
+    make_frames(root / "frames720", size=FRAME, n_images=20)
 
 
-# -- run (CUDA) ------------------------------------------------------------------------------
+# -- the report, with its budget -----------------------------------------------------------------
 class Report:
-    """Sections of results, written after each one (a killed run keeps what it measured)."""
+    """Sections of results, written after every item (a killed run keeps what it measured)."""
 
     def __init__(self, out: Path, budget_s: float) -> None:
         self.out, self.t0, self.budget_s = out, time.perf_counter(), budget_s
         self.data: dict[str, Any] = {}
-        self.markdown: list[str] = []
+        self.markdown: dict[str, str] = {}
+        self.spent: dict[str, float] = {}
         out.mkdir(parents=True, exist_ok=True)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
 
-    def section(self, name: str, fn: Callable[[], tuple[Any, str]]) -> None:
-        if self.elapsed() > self.budget_s:
-            self.data[name] = {"skipped": f"time budget ({self.budget_s:.0f} s) spent"}
-            self.markdown.append(f"## {name}\n\nskipped: time budget spent\n")
-        else:
-            t0 = time.perf_counter()
-            try:
-                result, text = fn()
-                self.data[name] = {"result": result, "seconds": round(time.perf_counter() - t0, 1)}
-                self.markdown.append(f"## {name} ({time.perf_counter() - t0:.0f} s)\n\n{text}\n")
-            except Exception as exc:  # noqa: BLE001 - recorded, the next section still runs
-                self.data[name] = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()}
-                self.markdown.append(f"## {name}\n\nFAILED: {type(exc).__name__}: {exc}\n")
+    def cap(self, name: str) -> float:
+        """The section's seconds: its share, plus what the sections before it left unused."""
+        total, used = 0.0, 0.0
+        for section, share in SECTIONS:
+            total += share * self.budget_s
+            if section == name:
+                return max(0.0, total - used)
+            used += self.spent.get(section, 0.0)
+        return max(0.0, self.budget_s - self.elapsed())
+
+    def write(self) -> None:
         (self.out / "gpu_check.json").write_text(json.dumps(self.data, indent=1, default=str))
-        (self.out / "gpu_check.md").write_text("\n".join(self.markdown))
-        print(self.markdown[-1], flush=True)
+        (self.out / "gpu_check.md").write_text("\n".join(self.markdown.values()))
+
+    def section(self, name: str, fn: Callable[[Section], str]) -> None:
+        sec = Section(self, name, min(self.cap(name), max(0.0, self.budget_s - self.elapsed())))
+        self.data[name] = sec.record
+        try:
+            text = fn(sec)
+            sec.record["status"] = "done" if not sec.record["cut"] else "cut"
+        except Exception as exc:  # noqa: BLE001 - recorded; the next section still runs
+            sec.record.update(
+                status="failed", error=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc()
+            )
+            text = f"FAILED: {type(exc).__name__}: {exc}"
+        sec.record["seconds"] = round(time.perf_counter() - sec.t0, 1)
+        self.spent[name] = sec.record["seconds"]
+        cut = (
+            f"\n\ncut ({sec.cap:.0f} s budget spent): {', '.join(sec.record['cut'])}"
+            if sec.record["cut"]
+            else ""
+        )
+        self.markdown[name] = f"## {name} ({sec.record['seconds']:.0f} s of {sec.cap:.0f} s)\n\n{text}{cut}\n"
+        self.write()
+        print(self.markdown[name], flush=True)
 
 
-def environment(device: str) -> tuple[dict[str, Any], str]:
+class Section:
+    """One section's items: each runs only while the section has budget left."""
+
+    def __init__(self, report: Report, name: str, cap: float) -> None:
+        self.report, self.name, self.cap, self.t0 = report, name, cap, time.perf_counter()
+        self.record: dict[str, Any] = {"status": "running", "budget_s": round(cap, 1), "rows": [], "cut": []}
+
+    def left(self) -> float:
+        return self.cap - (time.perf_counter() - self.t0)
+
+    def items(self, labels: list[Any]) -> Iterator[Any]:
+        """The labels whose turn comes while budget is left; the others are recorded as cut."""
+        for i, label in enumerate(labels):
+            if self.left() <= 0:
+                self.record["cut"] += [str(x) for x in labels[i:]]
+                return
+            yield label
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.record["rows"].append(row)
+        self.report.write()
+
+    def guarded(self, label: str, fn: Callable[[], dict[str, Any]]) -> None:
+        """One item: its row, or its error as the row (the next item still runs)."""
+        try:
+            row = fn()
+        except Exception as exc:  # noqa: BLE001 - recorded per item
+            row = {"item": label, "error": f"{type(exc).__name__}: {exc}"}
+        self.add(row)
+
+
+def environment(device: str) -> dict[str, Any]:
     import torch
     import torchvision
 
     info: dict[str, Any] = {
-        "python": platform.python_version(), "torch": torch.__version__,
-        "torchvision": torchvision.__version__, "cuda_available": torch.cuda.is_available(), "device": device,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "cuda_available": torch.cuda.is_available(),
+        "device": device,
+        "cpus": os.cpu_count(),
     }
     if device.startswith("cuda"):
-        info["gpu"] = torch.cuda.get_device_name(torch.device(device))
-        info["cuda"] = torch.version.cuda
-    try:
-        import tensorrt
+        info["gpu"], info["cuda"] = torch.cuda.get_device_name(torch.device(device)), torch.version.cuda
+    for mod in ("transformers", "ultralytics", "onnxruntime", "tensorrt"):
+        try:
+            info[mod] = __import__(mod).__version__
+        except ImportError:
+            info[mod] = None
+    from probench.models.spec import RUNTIMES
 
-        info["tensorrt"] = tensorrt.__version__
-    except ImportError:
-        info["tensorrt"] = None
-    return info, "\n".join(f"- {k}: {v}" for k, v in info.items())
+    info["runtimes_in_tree"] = list(RUNTIMES)
+    return info
 
 
-def match_fraction(a: dict[str, Any], b: Any, px: float = 0.5, score: float = 1e-3) -> tuple[int, int, int]:
-    """(matched, len a, len b): boxes of ``a`` (a stored record) with a partner in ``b``."""
+# -- the sections ----------------------------------------------------------------------------
+def ultralytics_section(sec: Section, device: str, precision: str, models: list[str], dry_run: bool) -> str:
+    """The YOLOE model's stage row on a noise frame (post/fwd, launches, syncs), and each
+    model's per-frame cost in the adapter's layout against NCHW."""
+    from bench_stages import bench_model, targets
+    from bench_stages import table as stage_table
+
+    lines = []
+    for name in sec.items([m for m in models if "yoloe" in m][:1]):
+        sec.guarded(
+            name,
+            lambda n=name: bench_model(
+                n,
+                (FRAME[0] // 2, FRAME[1] // 2) if dry_run else FRAME,  # the dry run: the code path, cheaper
+                device=device,
+                precision=precision,
+                runtime="torch",
+                random_weights=not n.startswith("tiny-"),
+                runs=1 if dry_run else 10,
+                warmup=1,
+                stream=1 if dry_run else 3,
+                noise=True,
+            ),
+        )
+        rows = [r for r in sec.record["rows"] if "model" in r]
+        lines += [stage_table(rows), "", *targets(rows)]
+    layout_rows = []
+    for model in sec.items(models[:1] if dry_run else models):  # the dry run: the code path once
+        sec.guarded(model, lambda m=model: layouts(m, device, precision, not m.startswith("tiny-"), dry_run))
+        layout_rows.append(sec.record["rows"][-1])
+    lines += [
+        "",
+        "| model | layout | launches/frame | kernel ms/frame | wall ms/frame |",
+        "|---|---|---|---|---|",
+    ]
+    for r in layout_rows:
+        for lay in r.get("layouts", []):
+            lines.append(
+                f"| {r['model']} | {lay['layout']} | {lay['launches']:.0f} | {_fmt(lay['kernel_ms'])} | "
+                f"{lay['wall_ms']:.2f} |"
+            )
+        if "error" in r:
+            lines.append(f"| {r['item']} | FAILED: {r['error']} | | | |")
+    return "\n".join(lines)
+
+
+def layouts(name: str, device: str, precision: str, random_weights: bool, dry_run: bool) -> dict[str, Any]:
+    """The adapter's layout (channels-last where it uses it) against NCHW: per frame
+    launches, kernel time and wall time of ``detect``."""
     import numpy as np
+    import torch
 
-    ax, asc, ap = np.asarray(a["xyxy"]).reshape(-1, 4), np.asarray(a["scores"]), np.asarray(a["prompt_index"])
-    used = np.zeros(len(b), dtype=bool)
-    hits = 0
-    for i in np.argsort(-asc, kind="stable"):
-        ok = (~used & (b.prompt_index == ap[i]) & (np.abs(b.scores - asc[i]) <= score)
-              & (np.abs(b.xyxy - ax[i]).max(axis=1) <= px))
-        if ok.any():
-            used[np.argmax(ok)] = True
-            hits += 1
-    return hits, len(asc), len(b)
-
-
-def parity(root: Path, device: str, precisions: list[str]) -> tuple[Any, str]:
-    """Each tiny model on ``device``: both paths, each precision, against the CPU boxes."""
-    import numpy as np
-
+    from bench_stages import noise_frame
+    from op_count import count_ops
     from probench.models.zoo import load_detector
 
-    cpu = json.loads((root / "cpu_boxes.json").read_text())
-    frames = {k: np.load(root / f"frame_{k}.npy") for k in cpu["sizes"]}
-    rows, lines = [], ["| model | precision | frame | path | boxes (gpu/cpu) | matched within 0.5 px |",
-                       "|---|---|---|---|---|---|"]
-    for name in cpu["models"]:
-        for precision in precisions:
-            det = load_detector(name, device=device, precision=precision)
-            for key, frame in frames.items():
-                for path in ("device", "reference"):
-                    det.preprocess = path
-                    got = det.detect(frame, cpu["prompts"])
-                    hits, n_cpu, n_gpu = match_fraction(cpu["boxes"][f"{name}|{key}|{path}"], got)
-                    rows.append({"model": name, "precision": precision, "frame": key, "path": path,
-                                 "n_gpu": n_gpu, "n_cpu": n_cpu, "matched": hits})
-                    lines.append(f"| {name} | {precision} | {key} | {path} | {n_gpu}/{n_cpu} | "
-                                 f"{hits / max(n_cpu, 1):.3f} |")
-    return rows, "\n".join(lines)
+    det = load_detector(name, device=device, precision=precision, random_weights=random_weights)
+    frame = noise_frame(*FRAME)
+    det.set_prompts(PROMPTS)
+    out = []
+    for layout in ("adapter", "nchw"):
+        if layout == "nchw":
+            det.net.to(memory_format=torch.contiguous_format)
+        for _ in range(1 if dry_run else 3):
+            det.detect(frame)
+        counts = count_ops(lambda: det.detect(frame), device=device, calls=1 if dry_run else 3)
+        walls = [_wall(lambda: det.detect(frame), device) for _ in range(2 if dry_run else 10)]
+        channels_last = next(det.net.parameters()).is_contiguous(memory_format=torch.channels_last)
+        out.append(
+            {
+                "layout": f"{layout} ({'channels-last' if channels_last else 'NCHW'})",
+                "launches": counts["launches"],
+                "kernel_ms": counts["kernel_ms"],
+                "wall_ms": float(np.median(walls)),
+            }
+        )
+    return {"model": name, "precision": precision, "layouts": out}
 
 
-def tensorrt_check(root: Path, device: str, dry_run: bool) -> tuple[Any, str]:
-    """runtime="tensorrt" for the zoo's TensorRT models (tiny), against the torch CUDA boxes."""
+def _wall(fn: Callable[[], Any], device: str) -> float:
+    import torch
+
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    if cuda:
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1000.0
+
+
+def parity_section(sec: Section, root: Path, device: str, precisions: list[str], models: list[str]) -> str:
     import numpy as np
 
+    from gpu_parity import check_model, strict_fp32
     from probench.models.zoo import load_detector
 
-    if dry_run:
-        return {"skipped": "dry run: no TensorRT calls"}, "dry run: TensorRT calls skipped"
-    try:
-        import tensorrt  # noqa: F401
-    except ImportError:
-        return {"skipped": "tensorrt is not installed on this machine"}, "skipped: tensorrt not installed"
-    frame = np.load(root / "frame_1280x720.npy")
-    cache = root / "engines"
-    rows, lines = [], ["| model | build s | torch ms | tensorrt ms | boxes (trt/torch) | matched |",
-                       "|---|---|---|---|---|---|"]
-    for name in TRT_TINY:
-        import torch
-
-        base = load_detector(name, device=device, precision="fp16")
-        t0 = time.perf_counter()
-        trt = load_detector(name, device=device, precision="fp16", runtime="tensorrt",
-                            engine_cache=str(cache))
-        trt.set_prompts(PROMPTS)  # ultralytics: the engine is built for the vocabulary here
-        build_s = time.perf_counter() - t0
-        a, b = base.detect(frame, PROMPTS), trt.detect(frame, PROMPTS)
-        times = {}
-        for tag, det in (("torch", base), ("trt", trt)):
-            samples = []
-            for _ in range(10):
-                torch.cuda.synchronize()
-                s = time.perf_counter()
-                det.detect(frame)
-                torch.cuda.synchronize()
-                samples.append((time.perf_counter() - s) * 1e3)
-            times[tag] = float(np.median(samples))
-        hits, n_a, n_b = match_fraction(boxes_record(a), b, px=2.0, score=2e-2)  # fp16 engine vs fp16 torch
-        rows.append({"model": name, "build_s": build_s, **times, "n_trt": n_b, "n_torch": n_a,
-                     "matched": hits})
-        lines.append(f"| {name} | {build_s:.0f} | {times['torch']:.2f} | {times['trt']:.2f} | {n_b}/{n_a} | "
-                     f"{hits / max(n_a, 1):.3f} |")
-    return rows, "\n".join(lines)
-
-
-def stage_table(
-    models: list[str], device: str, precision: str, *, runs: int, warmup: int, stream: int, real: bool
-) -> tuple[Any, str]:
-    from bench_stages import bench_model, table
-
-    rows = []
-    for name in models:
-        for size in SIZES:
-            rows.append(bench_model(name, size, device=device, precision=precision, runtime="torch",
-                                    random_weights=real, runs=runs, warmup=warmup, stream=stream))
-    return rows, table(rows)
+    if device.startswith("cuda"):
+        strict_fp32()  # fp32 is compared without TF32 (fp16 is unaffected)
+    frame = np.load(root / "frame_640x480.npy")
+    for name in sec.items(models):
+        try:
+            rows = check_model(
+                lambda d, q, n=name: load_detector(n, device=d, precision=q),
+                name,
+                device,
+                precisions,
+                frame,
+                PROMPTS,
+            )
+        except Exception as exc:  # noqa: BLE001 - recorded per model
+            rows = [{"item": name, "error": f"{type(exc).__name__}: {exc}"}]
+        for row in rows:
+            sec.add(row)
+    lines = [
+        "| model | precision | network calls | preprocessed max abs / rel | raw outputs max abs / rel "
+        "(worst tensor) | tolerance (rel) | CPU's own fp16 rel | result |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in sec.record["rows"]:
+        if "error" in r:
+            lines.append(f"| {r['item']} | | | | FAILED: {r['error']} | | | FAIL |")
+            continue
+        verdict = "pass" if r["passed"] else "FAIL"
+        if r.get("fp16_limited"):
+            verdict = "pass (fp16-limited: within 4x the CPU's fp16)"
+        own = r.get("cpu_fp16_max_rel")
+        lines.append(
+            f"| {r['model']} | {r['precision']} | {', '.join(r['calls'])} | {r['pre_max_abs']:.2e} / "
+            f"{r['pre_max_rel']:.2e} | {r['raw_max_abs']:.2e} / {r['raw_max_rel']:.2e} ({r['raw_worst']}) | "
+            f"{r['tolerance']:g} | {'-' if own is None else f'{own:.2e}'} | {verdict} |"
+        )
+    return "\n".join(lines)
 
 
-def decode_check(root: Path, device: str) -> tuple[Any, str]:
+def decode_section(sec: Section, root: Path, device: str, repeats: int) -> str:
     from types import SimpleNamespace
 
     import numpy as np
 
     from probench.msgs.images import compressed_to_device
 
-    rows, lines = [], ["| frame | decode ms | max diff to the CPU frame |", "|---|---|---|"]
-    for jpg in sorted(root.glob("frame_*.jpg")):
+    lines = ["| frame | decode ms | max diff to the CPU frame |", "|---|---|---|"]
+    for jpg in sec.items(sorted(root.glob("frame_*.jpg"))):
         msg = SimpleNamespace(format="jpeg", data=jpg.read_bytes())
         ref = compressed_to_device(msg, "cpu")
         out = compressed_to_device(msg, device)
-        times = []
-        for _ in range(20):
-            s = time.perf_counter()
-            out = compressed_to_device(msg, device)
-            if hasattr(out, "device") and str(out.device).startswith("cuda"):
-                import torch
-
-                torch.cuda.synchronize()
-            times.append((time.perf_counter() - s) * 1e3)
+        ms = float(
+            np.median([_wall(lambda m=msg: compressed_to_device(m, device), device) for _ in range(repeats)])
+        )
         got = out.cpu().numpy() if hasattr(out, "cpu") else out
         diff = int(np.abs(got.astype(int) - ref).max())
-        rows.append({"frame": jpg.stem, "ms": float(np.median(times)), "max_diff": diff})
-        lines.append(f"| {jpg.stem} | {np.median(times):.2f} | {diff} |")
-    return rows, "\n".join(lines)
+        sec.add({"frame": jpg.stem, "ms": ms, "max_diff": diff})
+        lines.append(f"| {jpg.stem} | {ms:.2f} | {diff} |")
+    return "\n".join(lines)
 
 
-def latency_check(
-    root: Path, out: Path, device: str, precision: str, models: list[tuple[str, bool]], runs: int
-) -> tuple[Any, str]:
-    from probench.cli import main as probench
-
-    rows, lines = [], []
-    for name, random_weights in models:
-        run_dir = out / f"latency-{name}-{precision}"
-        argv = ["latency", "--model", name, "--dataset", str(root / "frames720"), "--out", str(run_dir),
-                "--device", device, "--precision", precision, "--images", "20", "--runs", str(runs),
-                "--no-progress", "--overwrite", *(["--random-weights"] if random_weights else [])]
-        rc = probench(argv)
-        result = json.loads((run_dir / "latency.json").read_text()) if rc == 0 else None
-        rows.append({"model": name, "rc": rc, "latency": result})
-        if result:
-            from probench.cache.records import LatencyRecord
-            from probench.models.latency import format_summary
-
-            summary = format_summary(LatencyRecord.model_validate(result))
-            lines.append(f"- `probench {' '.join(argv)}`\n  {summary}")
-        else:
-            lines.append(f"- {name}: probench latency exited {rc}")
-    failed = [r["model"] for r in rows if r["rc"] != 0]
-    if failed:
-        raise RuntimeError(f"probench latency failed for {', '.join(failed)}: " + "; ".join(lines))
-    return rows, "\n".join(lines)
-
-
-def policy_table(
-    models: list[tuple[str, bool]], device: str, rounds: int, frames: int, frame: Path
-) -> tuple[Any, str]:
+def policy_section(sec: Section, root: Path, device: str, tiny: list[str], dry_run: bool) -> str:
     """Per model, each prompt policy's per-frame latency over as_typed (bench_prompt_policy.py)."""
     import numpy as np
 
     from bench_prompt_policy import bench_one, table
 
-    image = np.load(frame)
-    rows = [bench_one(name, rw, image, rounds, frames, device) for name, rw in models]
-    return rows, table(rows)
+    image = np.load(root / "frame_640x480.npy")
+    for name, rw in sec.items([(n, False) for n in tiny]):
+        sec.guarded(
+            name,
+            lambda n=name, r=rw: bench_one(n, r, image, 1 if dry_run else 3, 1 if dry_run else 5, device),
+        )
+    return table([r for r in sec.record["rows"] if "error" not in r])
 
 
-def run(root: Path, out: Path, *, dry_run: bool, budget_s: float) -> int:
-    if not (root / "cpu_boxes.json").is_file():
-        print(f"{root}: no cpu_boxes.json; run `bench/gpu_check.sh prepare {root}` first", file=sys.stderr)
+def run(
+    root: Path,
+    out: Path,
+    *,
+    dry_run: bool,
+    budget_s: float,
+    models: list[str] | None = None,
+    runtimes: tuple[str, ...] = OTHER_RUNTIMES,
+) -> int:
+    """Every section; ``models`` (tiny names) and ``runtimes`` (besides eager) narrow a dry
+    run further (the test's)."""
+    if not (root / "frames720").is_dir():
+        print(f"{root}: no frames720; run `bench/gpu_check.sh prepare` first", file=sys.stderr)
         return 2
     import torch
 
@@ -309,50 +429,127 @@ def run(root: Path, out: Path, *, dry_run: bool, budget_s: float) -> int:
     if not dry_run and not torch.cuda.is_available():
         print("no CUDA device here; use --dry-run for the CPU rehearsal", file=sys.stderr)
         return 2
-    precisions = ["fp32"] if dry_run else ["fp32", "fp16"]  # fp16 needs CUDA
-    tiny_runs = (2, 1, 3) if dry_run else (10, 2, 10)  # runs, warm-up, stream frames
-    real_runs = (1, 0, 2) if dry_run else (5, 2, 10)
+    # the dry run: CUDA's fp16 cells run as fp32 (fp16 needs CUDA), tiny models stand in for real ones
+    fast, precisions = ("fp32", ["fp32"]) if dry_run else ("fp16", ["fp32", "fp16"])
+    t = "tiny-" if dry_run else ""  # the dry run's stand-ins for real-size models
+    tiny = models or (["tiny-yolo-world-s", "tiny-owlvit"] if dry_run else tiny_models())
+    real = models or (["tiny-yoloe-s", "tiny-owlvit"] if dry_run else real_models())
+    protocol = DRY_PROTOCOL if dry_run else PROTOCOL
     report = Report(out, budget_s)
-    report.section("environment", lambda: environment(device))
-    report.section("parity against the CPU boxes (tiny models)", lambda: parity(root, device, precisions))
-    report.section("TensorRT (tiny OWL and YOLO models)", lambda: tensorrt_check(root, device, dry_run))
-    report.section("decode", lambda: decode_check(root, device))
-    for precision in precisions:
-        report.section(f"stage table, tiny models, {precision}", lambda p=precision: stage_table(
-            tiny_models(), device, p, runs=tiny_runs[0], warmup=tiny_runs[1], stream=tiny_runs[2],
-            real=False))
-    real_models = ["owlvit", "yoloe-s"] if dry_run else list(REAL)  # dry run: one per adapter kind, cheap
-    for precision in precisions:
-        report.section(f"stage table, real-size random weights, {precision}", lambda p=precision: stage_table(
-            real_models, device, p, runs=real_runs[0], warmup=real_runs[1], stream=real_runs[2], real=True))
-    # the cost of the prompt policies (docs/PROMPTING.md); written without a GPU to try it on
-    policy_models = [(n, False) for n in tiny_models()] + [(n, True) for n in REAL]
-    report.section("prompt policies over as_typed (tiny + real-size random weights)", lambda: policy_table(
-        policy_models[:2] if dry_run else policy_models, device, 1 if dry_run else 3, 1 if dry_run else 5,
-        root / "frame_640x480.npy"))
-    report.section("probench latency (1280x720 frames)", lambda: latency_check(
-        root, out, device, precisions[-1], [("tiny-owlv2", False), ("yoloe-s", True)], 1 if dry_run else 3))
-    failed = [k for k, v in report.data.items() if "error" in v]
-    print(f"gpu check done in {report.elapsed():.0f} s; {len(failed)} section(s) failed: {failed}")
+    # the cells' children's results and TensorRT's engines: not in OUT, whose files all come back
+    work = Path(tempfile.mkdtemp(prefix="gpu_check-"))
+    report.data["plan"] = {
+        "dry_run": dry_run,
+        "budget_s": budget_s,
+        "protocol": protocol,
+        "sections": SECTIONS,
+    }
+    env = environment(device)
+    report.data["environment"] = env
+    report.markdown["environment"] = (
+        "## environment\n\n" + "\n".join(f"- {k}: {v}" for k, v in env.items()) + "\n"
+    )
+    report.write()
+    ultra = [m for m in models if "yolo" in m] if models else [f"{t}yolo-world-s", f"{t}yoloe-s"]
+    report.section("ultralytics", lambda s: ultralytics_section(s, device, fast, ultra, dry_run))
+    report.section("parity", lambda s: parity_section(s, root, device, precisions, tiny))
+    report.section(
+        "real fp16 eager",
+        lambda s: real_section(s, root, work, device, fast, ("torch",), real, protocol, dry_run),
+    )
+    eager = report.data["real fp16 eager"]["rows"]
+    # the slowest first: they decide whether every configuration makes 30 Hz
+    slowest = sorted(
+        real,
+        key=lambda m: (
+            -next((r["p95_ms"] for r in eager if r.get("model") == m and r.get("p95_ms") is not None), 0.0)
+        ),
+    )
+    report.section(
+        "real fp16 compiled",
+        lambda s: real_section(
+            s,
+            root,
+            out,
+            device,
+            fast,
+            tuple(r for r in runtimes if r == "compiled"),
+            slowest[:1] if dry_run and not models else slowest,
+            protocol,
+            dry_run,
+        ),
+    )
+    report.section(
+        "real fp16 onnxruntime/tensorrt",
+        lambda s: real_section(
+            s,
+            root,
+            work,
+            device,
+            fast,
+            tuple(r for r in runtimes if r != "compiled"),
+            real,
+            protocol,
+            dry_run,
+        ),
+    )
+    rows = [
+        r
+        for k in ("real fp16 eager", "real fp16 compiled", "real fp16 onnxruntime/tensorrt")
+        for r in report.data[k]["rows"]
+    ]
+    goal_rows = goals(rows, real, fast)
+    report.data["goals"] = goal_rows
+    report.markdown["goals"] = f"## goals (compiled, {fast})\n\n{goal_lines(goal_rows)}\n"
+    report.write()
+    report.section(
+        "real fp32 eager",
+        lambda s: real_section(s, root, work, device, "fp32", ("torch",), real, protocol, dry_run),
+    )
+    report.section("decode", lambda s: decode_section(s, root, device, 3 if dry_run else 20))
+    report.section("prompt policies over as_typed", lambda s: policy_section(s, root, device, tiny, dry_run))
+    failed = [k for k, v in report.data.items() if isinstance(v, dict) and v.get("status") == "failed"]
+    cut = [k for k, v in report.data.items() if isinstance(v, dict) and v.get("cut")]
+    print(
+        f"gpu check done in {report.elapsed():.0f} s; failed sections: {failed or 'none'}; "
+        f"sections with cut items: {cut or 'none'}"
+    )
     return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="step", required=True)
-    p = sub.add_parser("prepare", help="frames and CPU reference boxes (run here, on the CPU)")
+    p = sub.add_parser("prepare", help="the frames and the frame dataset (here, on the CPU)")
     p.add_argument("dir")
     r = sub.add_parser("run", help="the measurements (on the CUDA machine)")
     r.add_argument("dir")
     r.add_argument("out")
-    r.add_argument("--dry-run", action="store_true", help="CPU rehearsal: every path but CUDA/TensorRT")
-    r.add_argument("--budget", type=float, default=420.0, help="seconds after which sections are skipped")
+    r.add_argument("--dry-run", action="store_true", help="CPU rehearsal: every section, CUDA calls skipped")
+    r.add_argument("--budget", type=float, default=420.0, help="seconds the sections may take together")
+    r.add_argument(
+        "--models", default=None, help="comma-separated tiny models for every section (a dry run's)"
+    )
+    r.add_argument(
+        "--runtimes",
+        default=",".join(OTHER_RUNTIMES),
+        help="runtimes measured besides eager (default: %(default)s)",
+    )
     args = ap.parse_args(argv)
     if args.step == "prepare":
         prepare(Path(args.dir))
         print(f"prepared {args.dir}")
         return 0
-    return run(Path(args.dir), Path(args.out), dry_run=args.dry_run, budget_s=args.budget)
+    models = [m.strip() for m in args.models.split(",")] if args.models else None
+    runtimes = tuple(r.strip() for r in args.runtimes.split(",") if r.strip())
+    return run(
+        Path(args.dir),
+        Path(args.out),
+        dry_run=args.dry_run,
+        budget_s=args.budget,
+        models=models,
+        runtimes=runtimes,
+    )
 
 
 if __name__ == "__main__":

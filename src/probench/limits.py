@@ -1,5 +1,5 @@
 """The documented ranges of probench's numeric settings (docs/SECURITY.md): rates, periods,
-timeouts. The node parameter tables (:mod:`probench.realtime.node_spec`) take their bounds
+timeouts, threads. The node parameter tables (:mod:`probench.realtime.node_spec`) take their bounds
 from here and every command's numeric flags are checked with :func:`check_flag`, so a flag
 and the parameter it sets accept the same values, at start-up and live alike.
 
@@ -12,13 +12,16 @@ import math
 
 from probench.errors import UsageError
 
-__all__ = ["MAX_PERIOD_S", "MAX_RATE_HZ", "MAX_TIMEOUT_S", "MIN_PERIOD_S", "MIN_RATE_HZ", "check_flag"]
+__all__ = ["MAX_PERIOD_S", "MAX_RATE_HZ", "MAX_THREADS", "MAX_TIMEOUT_S", "MIN_PERIOD_S", "MIN_RATE_HZ",
+           "THREADS_DEFAULT", "check_flag"]
 
 MIN_RATE_HZ = 0.1  # a camera or replay rate: one frame every 10 s at the slowest
 MAX_RATE_HZ = 1000.0  # ... and a frame every millisecond at the fastest
 MIN_PERIOD_S = 0.01  # a timer period (diagnostics): at most 100 messages a second
 MAX_PERIOD_S = 3600.0
 MAX_TIMEOUT_S = 86_400.0  # a timeout or wait: a day at most (a typo of units, not a wish)
+MAX_THREADS = 256  # CPU threads of the model work (the `threads` setting) ...
+THREADS_DEFAULT = 0  # ... whose default, 0, is half the usable CPUs (probench.models.threads)
 
 
 def check_flag(flag: str, value: float | int | None, *, low: float | None = None, high: float | None = None,

@@ -62,6 +62,21 @@ def test_nms_keeps_ultralytics_boxes_scores_classes(seed: int, agnostic: bool, m
             assert len(b) < n  # NMS suppressed boxes
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("agnostic", [False, True], ids=["per-class", "agnostic"])
+def test_nms_gpu_plan_keeps_ultralytics_boxes(seed: int, agnostic: bool) -> None:
+    """A GPU's plan (one chunk: torchvision's kernel once over every candidate, no early
+    stop), run here on the CPU: the same rows as ultralytics'."""
+    nc, extra = (3, 32) if seed % 2 else (5, 0)
+    pred = _prediction(seed, 2600 + 700 * seed, nc, extra)
+    mask_nc = nc if extra else 0
+    want = _reference(pred, agnostic=agnostic, max_det=300, nc=mask_nc)
+    got = pp.non_max_suppression(pred.clone(), CONF, IOU, agnostic=agnostic, max_det=300, nc=mask_nc,
+                                 end2end=False, chunk=1 << 62)
+    for a, b in zip(got, want, strict=True):
+        assert len(b) > 0 and torch.equal(a, b)
+
+
 def test_nms_agnostic_and_per_class_differ() -> None:
     """The inputs make the class handling matter: per-class NMS keeps more boxes than
     class-agnostic NMS on the same output (and each still equals ultralytics')."""

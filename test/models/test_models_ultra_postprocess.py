@@ -27,8 +27,11 @@ def _smooth_protos(seed: int, c: int = 32, mh: int = 96, mw: int = 160) -> torch
     return smooth + 0.3 * torch.randn(c, mh, mw, generator=g)
 
 
+@pytest.mark.parametrize("group_size", [None, 1_000_000], ids=["cpu-groups", "gpu-one-group"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_nonempty_masks_is_the_predictors_filter(seed: int) -> None:
+def test_nonempty_masks_is_the_predictors_filter(seed: int, group_size: int | None) -> None:
+    """Both plans (the CPU's groups of 32 boxes; a GPU's one group of all boxes, run here on
+    the CPU) give the predictor's filter."""
     g = torch.Generator().manual_seed(100 + seed)
     shape = (384, 640)
     n = 300  # n x H x W above DIRECT_MASK_PIXELS: what the screening leaves is sampled or windowed (seed 2)
@@ -43,7 +46,7 @@ def test_nonempty_masks_is_the_predictors_filter(seed: int) -> None:
     coeffs = torch.randn(n, 32, generator=g) * 0.2
     coeffs[30:40] = 0.0  # all-zero masks: empty (0 is not > 0)
     protos = _smooth_protos(seed)
-    got = pp.nonempty_masks(protos, coeffs, boxes.clone(), shape)
+    got = pp.nonempty_masks(protos, coeffs, boxes.clone(), shape, group_size=group_size)
     want = _reference_keep(protos, coeffs, boxes, shape)
     assert 0 < int(want.sum()) < n
     assert torch.equal(got, want)

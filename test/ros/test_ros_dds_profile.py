@@ -18,8 +18,8 @@ import pytest
 from helpers.grounding_harness import fresh_domain
 from helpers.launch_fakes import run_launch
 from probench.ros import dds_profile
-from probench.ros.cli_eval import child_environment
 from probench.ros.dds_profile import PROFILE_VAR, apply_profile, profile_environment, profile_path
+from probench.ros.eval_command import child_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = {"f": "http://www.eprosima.com"}

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers.exited_node import ExitedNode
 from helpers.grounding_harness import fresh_domain
-from probench.ros.cli_eval import child_environment
+from probench.ros.eval_command import child_environment
 
 
 def _run(cmd: list[str], env: dict) -> subprocess.CompletedProcess:
@@ -146,32 +147,19 @@ def test_an_unreadable_run_json_after_the_run_is_one_line_naming_it(
         repo_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from probench.cli import main
-    from probench.ros import cli_eval
+    from probench.ros import node_processes
 
     out = tmp_path / "run"
 
-    class FinishedNode:
-        """A node process that exited 0 at once; the evaluator's result record says complete,
-        but it left a torn run.json."""
+    class FinishedNode(ExitedNode):
+        """The evaluator's result record says complete, but it left a torn run.json."""
 
-        def __init__(self, cmd: list[str], **_: object) -> None:
-            self.returncode = 0
-            if Path(cmd[0]).name == "evaluator_node":
-                out.mkdir(parents=True, exist_ok=True)
-                (out / "run.json").write_text('{"status": "compl')
-                result = next(a for a in cmd if a.startswith("result_file:="))
-                Path(json.loads(result.split(":=", 1)[1])).write_text('{"status": "complete"}')
+        def evaluate(self, result_file: Path) -> None:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "run.json").write_text('{"status": "compl')
+            result_file.write_text('{"status": "complete"}')
 
-        def poll(self) -> int:
-            return self.returncode
-
-        def wait(self, timeout: float | None = None) -> int:
-            return self.returncode
-
-        def send_signal(self, sig: int) -> None:
-            raise AssertionError("an exited node is not signalled")
-
-    monkeypatch.setattr(cli_eval.subprocess, "Popen", FinishedNode)  # no ROS graph: the nodes are fakes
+    monkeypatch.setattr(node_processes.subprocess, "Popen", FinishedNode)  # no ROS graph: the nodes are fakes
     bag = str(repo_root / "bags" / "probench-sample")
     rc = main(["eval", "--model", "test-instant", "--bag", bag, "--out", str(out), "--domain-id", "7"])
     err = capsys.readouterr().err.strip().splitlines()

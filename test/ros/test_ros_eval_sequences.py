@@ -21,7 +21,7 @@ from probench.data.synthetic_sequences import write_sequence_dataset
 
 def test_a_sequence_bag_is_replayed_at_its_own_rate(repo_root: Path) -> None:
     from probench.bags.reader import ProbenchBag
-    from probench.ros.cli_eval import bag_rate_hz
+    from probench.ros.eval_command import bag_rate_hz
 
     with ProbenchBag(repo_root / "bags" / "probench-sequences") as bag:
         assert bag_rate_hz(bag) == 10.0

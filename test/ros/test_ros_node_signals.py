@@ -160,7 +160,7 @@ def _streaming(run: Path, lines: int, proc: subprocess.Popen) -> bool:
 
 def test_evaluator_stops_cleanly_and_the_run_resumes(rng: random.Random, tmp_path: Path,
                                                      ros_env: dict[str, str]) -> None:
-    from probench.ros.cli_eval import child_environment
+    from probench.ros.eval_command import child_environment
 
     bag = tiny_eval_bag(tmp_path, ros_env, n=40)
     run = tmp_path / "run"

@@ -176,7 +176,7 @@ def _is_number(v: object) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _record_problem(rec: Any, done: set[int]) -> str | None:
+def _record_problem(rec: object, done: set[int]) -> str | None:
     if not (isinstance(rec, dict) and _is_int(rec.get("image_id")) and isinstance(rec.get("results"), list)):
         return "not a record of one image (an object with an integer image_id and a results list)"
     image_id = rec["image_id"]

@@ -88,6 +88,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_policy_arguments(md, default="as_typed")  # what the model gets, as the node's prompt_policy
 
+    from probench.models.threads import add_threads_argument
+
+    add_threads_argument(md)
     md.add_argument("--max-pixels", type=int, metavar="N",
                     default=int(PARAMETER_DEFAULTS["max_image_pixels"]),
                     help="refuse a compressed frame whose header gives more pixels (width x height), "
@@ -185,6 +188,9 @@ def remove_leftovers(plan: GroundPlan) -> list[Path]:
 def run(args: argparse.Namespace) -> int:
     import sys
 
+    from probench.models.threads import apply_threads, check_threads
+
+    check_threads(args.threads)  # a bad value fails before anything is read or written
     plan = plan_from_args(args)
     removed = remove_leftovers(plan)
     if removed:
@@ -199,8 +205,10 @@ def run(args: argparse.Namespace) -> int:
     def load() -> object:
         from probench.models.zoo import load_detector
 
-        return load_detector(args.model, device=args.device, precision=args.precision,
-                             score_threshold=args.score_threshold, weights=args.weights)
+        detector = load_detector(args.model, device=args.device, precision=args.precision,
+                                 score_threshold=args.score_threshold, weights=args.weights)
+        apply_threads(args.threads)  # the model is built, it has not run
+        return detector
 
     summary = ground_bag(plan, load, policy)
     print("probench ground: " + "\n".join(summary.lines()))

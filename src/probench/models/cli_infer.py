@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def add_common_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """The model/dataset/run flags ``infer`` and ``latency`` share."""
+    """The model/dataset/run flags ``infer`` and ``latency`` share (``--threads`` among them)."""
     parser.add_argument("--model", required=True, help="zoo name (`probench models`), e.g. tiny-owlv2")
     parser.add_argument("--dataset", required=True, help="dataset folder (with annotations.json)")
     parser.add_argument("--out", required=True, help="run folder (created if missing)")
@@ -50,7 +50,9 @@ def add_common_model_arguments(parser: argparse.ArgumentParser) -> None:
         help="replace a run folder that holds another model/dataset/settings instead of refusing",
     )
     from probench.models.progress import add_progress_arguments
+    from probench.models.threads import add_threads_argument
 
+    add_threads_argument(parser)
     add_progress_arguments(parser)
 
 
@@ -77,7 +79,9 @@ def check_paths(args: argparse.Namespace) -> Path:
     """Usage errors about paths, before any model is built: also a run folder that cannot
     be created, or that another process is writing (its PID named)."""
     from probench.cache.lock import check_out_folder
+    from probench.models.threads import check_threads
 
+    check_threads(args.threads)
     dataset = Path(args.dataset)
     if not dataset.exists():
         raise UsageError(f"--dataset {dataset}: no such folder")
@@ -97,7 +101,9 @@ def requested_model(args: argparse.Namespace) -> dict[str, object]:
 
 
 def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[Detector, float]:
-    """The detector the flags name, and the seconds it took to build."""
+    """The detector the flags name, and the seconds it took to build (this process's
+    ``--threads`` applied once it is built)."""
+    from probench.models.threads import apply_threads
     from probench.models.zoo import load_detector
 
     t0 = time.perf_counter()
@@ -106,7 +112,9 @@ def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[
         weights=args.weights, random_weights=args.random_weights, runtime=args.runtime,
         preprocess=args.preprocess,
     )
-    return detector, time.perf_counter() - t0
+    load_s = time.perf_counter() - t0
+    apply_threads(args.threads)  # the model is built, it has not run
+    return detector, load_s
 
 
 def run(args: argparse.Namespace) -> int:

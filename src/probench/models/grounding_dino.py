@@ -62,7 +62,9 @@ _BACKBONES = {
     "mm-grounding-dino-l": _SWIN_L, "llmdet-l": _SWIN_L,
 }
 _REAL_IMAGE = {"shortest_edge": 800, "longest_edge": 1333}
-TINY_IMAGE = {"shortest_edge": 64, "longest_edge": 128}
+# the tiny size: a long side of up to 256 px keeps at least 56 encoder tokens (> num_queries) at any
+# aspect ratio; with three feature levels (_tiny_config) no map is 1x1 at any size
+TINY_IMAGE = {"shortest_edge": 64, "longest_edge": 256}
 TINY_MAX_TEXT = 24  # small on purpose: a handful of prompts already exercises chunking
 
 
@@ -87,6 +89,10 @@ def _tiny_config() -> dict[str, Any]:
         "encoder_layers": 1, "decoder_layers": 2, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32,
         "encoder_attention_heads": 2, "decoder_attention_heads": 2, "encoder_n_points": 2,
         "decoder_n_points": 2, "max_text_len": TINY_MAX_TEXT,
+        # the backbone's three stages only, no extra stride-64 level: at 64 px (a square image's
+        # tiny size) that level is 1x1, and its GroupNorm of one value per channel raised
+        # ("Expected more than 1 value per channel") on every square image
+        "num_feature_levels": 3,
     }
 
 

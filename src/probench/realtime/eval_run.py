@@ -53,7 +53,7 @@ class EvaluatorLink(Link, Protocol):
     def wait_ready(self, compressed: bool, timeout: float) -> None:
         """Until the grounding node subscribes to the image and frame_prompts topics."""
 
-    def image_from_bag(self, raw: bytes) -> Any:
+    def image_from_bag(self, raw: bytes) -> object:
         """The image message to publish, from its serialized bytes in the bag."""
 
     def set_answer_handler(self, handler: Callable[[Answer], object]) -> None: ...

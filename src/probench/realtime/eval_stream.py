@@ -177,7 +177,7 @@ class Link(Protocol):
     def announce(self, stamp_ns: int, texts: Sequence[str]) -> None:
         """Publish the prompt set of the frame that will carry ``stamp_ns``."""
 
-    def send(self, image: Any, stamp_ns: int) -> None:
+    def send(self, image: object, stamp_ns: int) -> None:
         """Publish the frame's image with header.stamp = ``stamp_ns``."""
 
     def ok(self) -> bool:

@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probench.limits import MAX_PERIOD_S, MAX_RATE_HZ, MAX_TIMEOUT_S, MIN_PERIOD_S, MIN_RATE_HZ
+from probench.limits import (
+    MAX_PERIOD_S,
+    MAX_RATE_HZ,
+    MAX_THREADS,
+    MAX_TIMEOUT_S,
+    MIN_PERIOD_S,
+    MIN_RATE_HZ,
+    THREADS_DEFAULT,
+)
 from probench.msgs.images import DEFAULT_MAX_PIXELS
 from probench.prompting.messages import check_prompt_specs, split_prompts
 from probench.prompting.messages import prompt_message_limit as prompt_message_limit  # re-exported
@@ -60,6 +68,10 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
     Param("preprocess", "string", "device",
           "image preprocessing: torch ops on the model's device, or the library's reference processor",
           "configure", choices=PREPROCESS_PATHS, identity=True),
+    Param("threads", "integer", THREADS_DEFAULT,
+          "CPU threads of the model work (torch intra- and inter-op, OpenCV), set at configure; 0: half the "
+          "CPUs the node may use, at least 1 (more oversubscribes a CPU that other work shares)", "configure",
+          low=0, high=MAX_THREADS),
     Param("score_threshold", "double", 0.3,
           "minimum score kept (0.3 for display; the evaluator uses 0.0)", "configure", low=0.0, high=1.0,
           identity=True),
@@ -147,6 +159,7 @@ class GroundingConfig:
     trace_file: str = ""
     prompt_policy: str = DEFAULT_POLICY
     prompt_profile: str = ""
+    threads: int = THREADS_DEFAULT  # probench.models.threads.apply_threads at configure
 
 
 EVALUATOR_NAME = "evaluator_node"

@@ -17,7 +17,7 @@ every target of the query, and not on another query's target) and *wrong target*
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -216,7 +216,8 @@ def failures(entry: Entry, dataset: Dataset, formulation: str = "orig") -> dict[
     return out
 
 
-def _best_iou(iou_fn: Any, box: Sequence[float], boxes: Sequence[Sequence[float]]) -> float:
+def _best_iou(iou_fn: Callable[[np.ndarray, np.ndarray], np.ndarray], box: Sequence[float],
+              boxes: Sequence[Sequence[float]]) -> float:
     d = np.array([box] * len(boxes), dtype=np.float64).reshape(-1, 4)
     return float(iou_fn(d, np.array(boxes, dtype=np.float64).reshape(-1, 4)).max()) if len(boxes) else 0.0
 

@@ -64,7 +64,7 @@ def temporal_rows(entries: Sequence[Entry]) -> list[dict[str, Any]]:
     return rows
 
 
-def _cell(v: Any) -> str:
+def _cell(v: object) -> str:
     if v is None:
         return ""
     return f"{v:.3f}" if isinstance(v, float) else str(v)

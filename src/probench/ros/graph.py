@@ -83,6 +83,14 @@ def _flag(name: str, text: str) -> bool:
     return value == "true"
 
 
+NodeDescription = dict[str, Any]  # a launch_ros Node's keyword arguments
+
+
+def _given(**values: object) -> dict[str, object]:
+    """The parameters given (None: the parameter file's value)."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
 def eval_graph(
     *,
     bag: str | Path,
@@ -101,11 +109,12 @@ def eval_graph(
     prompt_profile: str | None = None,
     weights: str | Path | None = None,
     tracking: bool | None = None,
-) -> list[dict[str, Any]]:
+    grounding_extra: Mapping[str, object] | None = None,
+) -> list[NodeDescription]:
     """``launch_ros.actions.Node`` keyword arguments of the two nodes (grounding first).
-    ``evaluator_extra``: more evaluator parameters, by name (e.g. ``find_max_rate``);
-    ``tracking``: the grounding node's ``tracking`` (``probench eval`` turns it on for a
-    sequence bag; None: the params file's value)."""
+    ``evaluator_extra`` / ``grounding_extra``: more parameters of either node, by name (e.g.
+    ``find_max_rate``); ``tracking``: the grounding node's ``tracking`` (``probench eval`` turns
+    it on for a sequence bag; None: the params file's value)."""
     if not str(bag):
         raise UsageError("a bag is required")
     if not str(out):
@@ -113,18 +122,12 @@ def eval_graph(
     if mode is not None and mode not in MODES:
         raise UsageError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     params_file = str(params_file or default_params_file())
-    grounding: dict[str, Any] = {}
-    if model:
-        grounding["model"] = model
-    if device:
-        grounding["device"] = device
-    if weights:
-        grounding["weights"] = str(Path(weights).resolve())
-    if tracking is not None:
-        grounding["tracking"] = bool(tracking)
-    if mode == "as-fast-as-answered":
-        # No frame may be lost in transport when accuracy is what is measured.
-        grounding["image_reliability"] = "reliable"
+    grounding = _given(model=model or None, device=device or None,
+                       weights=str(Path(weights).resolve()) if weights else None,
+                       tracking=None if tracking is None else bool(tracking),
+                       # no frame may be lost in transport when accuracy is what is measured
+                       image_reliability="reliable" if mode == "as-fast-as-answered" else None)
+    grounding.update(grounding_extra or {})
     g = grounding_node_description(
         params_file=params_file,
         overrides=grounding,
@@ -136,19 +139,12 @@ def eval_graph(
         "bag": str(Path(bag).resolve()),
         "out": str(Path(out).resolve()),
         "grounding_node": "/" + GROUNDING_NAME,
+        **_given(mode=mode or None, rate_hz=None if rate is None else float(rate),
+                 formulations=list(formulations) if formulations else None,
+                 answer_timeout=None if answer_timeout is None else float(answer_timeout),
+                 warmup_frames=None if warmup_frames is None else int(warmup_frames),
+                 overwrite=True if overwrite else None),
     }
-    if mode:
-        evaluator["mode"] = mode
-    if rate is not None:
-        evaluator["rate_hz"] = float(rate)
-    if formulations:
-        evaluator["formulations"] = list(formulations)
-    if answer_timeout is not None:
-        evaluator["answer_timeout"] = float(answer_timeout)
-    if warmup_frames is not None:
-        evaluator["warmup_frames"] = int(warmup_frames)
-    if overwrite:
-        evaluator["overwrite"] = True
     evaluator.update(evaluator_extra or {})
     if prompt_policy:  # the evaluator sets it on the grounding node for the policy's frames
         evaluator["prompt_policy"] = prompt_policy
@@ -190,7 +186,7 @@ def eval_graph_from_arguments(values: Mapping[str, str]) -> list[dict[str, Any]]
 
 
 # -- the same graph as subprocesses (probench eval) -------------------------------------------
-def _yaml_value(value: Any) -> str:
+def _yaml_value(value: object) -> str:
     """A parameter value as ``-p name:=VALUE`` text. JSON is valid YAML and keeps types
     exact: a string stays a string even when it looks like a number, a float keeps its dot."""
     if isinstance(value, bool):

@@ -255,6 +255,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
     # -- lifecycle ----------------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         from probench.models import load_detector
+        from probench.models.threads import apply_threads
 
         values = {spec.name: self.param(spec.name) for spec in GROUNDING_PARAMS if spec.name != "prompts"}
         cfg = self._cfg = GROUNDING_PARAMS.to_config(GroundingConfig, values)
@@ -270,6 +271,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             return self._fail(f"cannot load model {cfg.model!r}: {exc}")
         except Exception as exc:  # noqa: BLE001 - e.g. a torch/CUDA error; reported, node stays up
             return self._fail(f"cannot load model {cfg.model!r}: {type(exc).__name__}: {exc}")
+        apply_threads(cfg.threads, "threads")  # once per process: the model is built, it has not run
         try:  # the model may have changed since: best reads its profile entry again
             self.worker.policy = self._resolve_policy()
         except ProbenchError as exc:

@@ -58,6 +58,9 @@ from probench.cache.records import (
 from probench.scoring.constants import PCR_IOU
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from probench.cache.run import RunDir
     from probench.data.dataset import Dataset
 
 __all__ = ["IOU", "TEMPORAL_PCR_SHARE", "Target", "TrackedTop1", "temporal_metrics", "top1_by_pair"]
@@ -417,7 +420,9 @@ def temporal_metrics(
     )
 
 
-def run_temporal(dataset: Dataset, run_dir: Any, formulations: Sequence[str]) -> Temporal | None:
+def run_temporal(
+    dataset: Dataset, run_dir: RunDir | str | Path, formulations: Sequence[str]
+) -> Temporal | None:
     """:func:`temporal_metrics` of a run folder's complete formulations, with its trace
     (``realtime_frames.jsonl``, a ROS run) for the prompt-change latency through ROS 2."""
     from probench.cache.run import RunDir

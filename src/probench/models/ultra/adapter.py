@@ -77,9 +77,9 @@ class UltralyticsDetector(BaseDetector):
         self.net.to(self._torch_device).eval()
         if self.half:
             self.net.half()
-        if _channels_last_cpu(self._torch_device):
-            # ultralytics' AutoBackend does this for PyTorch models on x86 CPUs (faster oneDNN
-            # convolutions); the same layout keeps both paths' numbers identical
+        if _channels_last(self._torch_device, self.half):
+            # the layout the convolution kernels read natively (see _channels_last); both
+            # paths run this network, so their numbers stay identical
             self.net.to(memory_format=torch.channels_last)
         self._param = next(self.net.parameters())
         self.segment = "Segment" in type(self.net.model[-1]).__name__
@@ -91,15 +91,17 @@ class UltralyticsDetector(BaseDetector):
         import torch
 
         with torch.inference_mode():
-            feats = self.text_encoder(prompts).to(self._torch_device)  # (1, n, D)
+            # cached on the device in the network's dtype: a prompt set is then joined with
+            # no cast (fp16: YOLO-World's embeddings were cast at every prompt change)
+            feats = self.text_encoder(prompts).to(self._torch_device, self._param.dtype)  # (1, n, D)
             if self.kind == "yoloe":  # the RepRTA adapter + L2 norm, row-wise
-                feats = self.net.model[-1].get_tpe(feats.to(self._param.dtype))
+                feats = self.net.model[-1].get_tpe(feats)
         return list(feats[0].clone())
 
     def _join_texts(self, items: list[object], prompts: tuple[str, ...]) -> Tensor:
         import torch
 
-        feats = torch.stack(items)[None].to(self._param.dtype)  # (1, n, D)
+        feats = torch.stack(items)[None]  # (1, n, D), in the network's dtype already
         self._apply_vocabulary(feats, prompts)
         return feats
 
@@ -205,12 +207,17 @@ class UltralyticsDetector(BaseDetector):
 
 
 
-def _channels_last_cpu(dev: TorchDevice) -> bool:
-    """AutoBackend's rule: channels-last weights on an x86 CPU with oneDNN (Linux/Windows)."""
+def _channels_last(dev: TorchDevice, half: bool) -> bool:
+    """Channels-last weights where the convolutions read that layout natively: on an x86 CPU
+    with oneDNN (Linux/Windows; ultralytics' AutoBackend's rule), and for fp16 on CUDA
+    (tensor-core convolutions read NHWC; on NCHW tensors cuDNN adds a layout transpose
+    around each convolution: launches, in a forward that is launch-bound on a fast GPU)."""
     import platform
 
     import torch
 
+    if dev.type == "cuda":
+        return half
     return (
         dev.type == "cpu" and platform.machine() in {"AMD64", "x86_64"} and platform.system() != "Darwin"
         and torch.backends.mkldnn.is_available() and bool(torch.backends.mkldnn.enabled)

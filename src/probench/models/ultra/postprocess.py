@@ -25,8 +25,13 @@ if TYPE_CHECKING:  # names for the checker only: mypy skips torch and ultralytic
     RawOutput: TypeAlias = Tensor | tuple[Tensor, ...] | list[Tensor]
 
 NMS_IOU = 0.7  # ultralytics' predictor default (class-agnostic for YOLOE, as YOLOE.predict sets it)
-NMS_CHUNK = 1024  # candidates per step of non_max_suppression's early-stopping greedy NMS
-MASK_GROUP = 32  # boxes evaluated together (sorted by size, padded to the group's largest)
+NMS_CHUNK = 1024  # CPU: candidates per step of non_max_suppression's early-stopping greedy NMS
+MASK_GROUP = 32  # CPU: boxes evaluated together (sorted by size, padded to the group's largest)
+# On a GPU the post-processing is bound by kernel launches and host syncs, not arithmetic:
+# NMS runs torchvision's kernel once over all candidates (as ultralytics does), and the
+# empty-mask filter takes as many boxes per group as fit this many window cells (one group
+# for a frame's few hundred boxes).
+GPU_MASK_GROUP_CELLS = 1 << 24
 MASK_RTOL = 1e-5  # |peak| below this x (sum of |terms|) goes to the exact step (float32: ~1e-6)
 DIRECT_MASK_PIXELS = 1 << 22  # up to this many mask pixels (undecided boxes x H x W): sampled, then built
 
@@ -47,6 +52,7 @@ def postprocess(
     """Raw network output -> per image (boxes in original pixels, scores, prompt index,
     masks or None): ultralytics' predictor's NMS, empty-mask filter and box scaling, with
     no mask built unless ``return_masks`` (:mod:`probench.models.ultra` doc)."""
+    import torch
     from ultralytics.utils import ops
 
     raw = preds[0] if segment else preds
@@ -60,6 +66,7 @@ def postprocess(
     out = []
     for i, (pred, hw) in enumerate(zip(kept, sizes, strict=True)):
         masks = None
+        nonempty = None
         if protos is not None and len(pred):
             if return_masks:
                 pred[:, :4] = ops.scale_boxes(input_hw, pred[:, :4], hw)
@@ -67,11 +74,15 @@ def postprocess(
                 keep = full.amax((-2, -1)) > 0
                 pred, masks = pred[keep], full[keep]
             else:
-                pred = pred[nonempty_masks(protos[i], pred[:, 6:], pred[:, :4], input_hw)]
+                nonempty = nonempty_masks(protos[i], pred[:, 6:], pred[:, :4], input_hw)
                 pred[:, :4] = ops.scale_boxes(input_hw, pred[:, :4], hw)
         else:
             pred[:, :4] = ops.scale_boxes(input_hw, pred[:, :4], hw)
-        det = pred[:, :6].float().cpu().numpy()
+        if nonempty is None:
+            det = pred[:, :6].float().cpu().numpy()
+        else:  # the filter applied on the host: one copy, no boolean index (a sync) on the device
+            rows = torch.cat((pred[:, :6].float(), nonempty[:, None].float()), 1).cpu().numpy()
+            det = rows[rows[:, 6] > 0, :6]
         cls = det[:, 5].astype(np.int64)
         keep_idx = cap_per_prompt(det[:, 4], cls, MAX_PER_PROMPT)
         mask_arr = None
@@ -85,12 +96,15 @@ def postprocess(
 
 def non_max_suppression(
     prediction: RawOutput, conf: float, iou: float, *, agnostic: bool, max_det: int, nc: int, end2end: bool,
+    chunk: int | None = None,
 ) -> list[Tensor]:
     """ultralytics' ``non_max_suppression`` (no class filter, best class only, not rotated),
-    with the same result, but the greedy NMS stops once ``max_det`` boxes are kept instead of
-    running over every candidate (at 0.001 confidence, thousands). ``torchvision.ops.nms``
-    does the work on chunks of the candidates in score order; a later chunk's candidates are
-    first suppressed by the boxes kept so far, with torchvision's IoU arithmetic."""
+    with the same result. On a CPU the greedy NMS stops once ``max_det`` boxes are kept
+    instead of running over every candidate (at 0.001 confidence, thousands):
+    ``torchvision.ops.nms`` does the work on chunks of ``chunk`` candidates (default
+    :data:`NMS_CHUNK`) in score order; a later chunk's candidates are first suppressed by
+    the boxes kept so far, with torchvision's IoU arithmetic. On a GPU (default there: one
+    chunk) each chunk costs host syncs that cost more than the arithmetic they save."""
     import torch
     import torchvision
     from ultralytics.utils import nms, ops
@@ -104,6 +118,8 @@ def non_max_suppression(
         return kept
     nc = nc or (prediction.shape[1] - 4)
     extra = prediction.shape[1] - nc - 4
+    if chunk is None:
+        chunk = NMS_CHUNK if prediction.device.type == "cpu" else 1 << 62
     candidates = prediction[:, 4 : 4 + nc].amax(1) > conf
     out = []
     for x, cand in zip(prediction.transpose(-1, -2), candidates, strict=True):
@@ -111,29 +127,34 @@ def non_max_suppression(
         x[:, :4] = ops.xywh2xyxy(x[:, :4])
         box, cls, mask = x.split((4, nc, extra), 1)
         best, j = cls.max(1, keepdim=True)
-        x = torch.cat((box, best, j.float(), mask), 1)[best.view(-1) > conf]
+        # ultralytics filters ``best > conf`` again here: every candidate passes (``best`` is
+        # the ``amax`` above), so that boolean index (a host sync) is left out
+        x = torch.cat((box, best, j.float(), mask), 1)
         if not x.shape[0]:
             out.append(torch.zeros((0, 6 + extra), device=prediction.device))
             continue
         if x.shape[0] > 30000:  # ultralytics' max_nms
             x = x[x[:, 4].argsort(descending=True)[:30000]]
         offset = x[:, 5:6] * (0 if agnostic else 7680)  # ultralytics' max_wh: classes apart
-        keep = _greedy_nms(x[:, :4] + offset, x[:, 4], iou, max_det, torchvision.ops.nms)
+        keep = _greedy_nms(x[:, :4] + offset, x[:, 4], iou, max_det, torchvision.ops.nms, chunk)
         out.append(x[keep])
     return out
 
 
 def _greedy_nms(
-    boxes: Tensor, scores: Tensor, iou: float, limit: int, nms_op: Callable[[Tensor, Tensor, float], Tensor]
+    boxes: Tensor, scores: Tensor, iou: float, limit: int, nms_op: Callable[[Tensor, Tensor, float], Tensor],
+    chunk_size: int = NMS_CHUNK,
 ) -> Tensor:
     """The first ``limit`` indices ``nms_op(boxes, scores, iou)`` keeps, computed chunk by chunk."""
     import torch
 
+    if len(scores) <= chunk_size:  # one chunk: the kernel's own order, ultralytics' call
+        return nms_op(boxes, scores, iou)[:limit]
     order = scores.sort(stable=True, descending=True).indices
     area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
     kept: list[Tensor] = []
     n_kept = 0
-    for chunk in order.split(NMS_CHUNK):
+    for chunk in order.split(chunk_size):
         if kept:  # suppressed by a box kept in an earlier chunk (torchvision's IoU, ">" suppresses)
             prev = torch.cat(kept)
             b, p = boxes[chunk], boxes[prev]
@@ -156,7 +177,9 @@ def _greedy_nms(
 
 
 
-def nonempty_masks(protos: Tensor, coeffs: Tensor, boxes: Tensor, shape: tuple[int, int]) -> Tensor:
+def nonempty_masks(
+    protos: Tensor, coeffs: Tensor, boxes: Tensor, shape: tuple[int, int], group_size: int | None = None
+) -> Tensor:
     """``process_mask(protos, coeffs, boxes, shape, upsample=True).amax((-2, -1)) > 0`` —
     whether each box's mask has a pixel inside the box (ultralytics' segment predictor keeps
     only those boxes) — without building the upsampled masks.
@@ -234,10 +257,12 @@ def nonempty_masks(protos: Tensor, coeffs: Tensor, boxes: Tensor, shape: tuple[i
     live = live.nonzero()[:, 0]
     win_h, win_w = k_hi - k_lo + 1, l_hi - l_lo + 1
     live = live[torch.argsort(win_h[live] * win_w[live])]
-    for group in live.split(MASK_GROUP):
+    if group_size is None:
+        group_size = MASK_GROUP if dev.type == "cpu" else max(MASK_GROUP, GPU_MASK_GROUP_CELLS // (mh * mw))
+    for group in live.split(group_size):
         if not len(group):  # split() of an empty index gives one empty group
             continue
-        hh, ww = int(win_h[group].max()), int(win_w[group].max())
+        hh, ww = (int(v) for v in torch.stack((win_h[group].max(), win_w[group].max())).tolist())  # one sync
         ar_h, ar_w = torch.arange(hh, device=dev), torch.arange(ww, device=dev)
         rows, cols = k_lo[group, None] + ar_h, l_lo[group, None] + ar_w
         in_h, in_w = rows <= k_hi[group, None], cols <= l_hi[group, None]  # the group pads windows
@@ -259,8 +284,8 @@ def nonempty_masks(protos: Tensor, coeffs: Tensor, boxes: Tensor, shape: tuple[i
             peak = _window_peak(win[todo], group[todo], (y0, y1, k_lo), (x0, x1, l_lo), s, (mh, mw))
             result[group[todo]] = peak > 0
             unsure[group[todo]] = peak.abs() <= MASK_RTOL * scale[group[todo]]
-    if bool(unsure.any()):
-        idx = unsure.nonzero()[:, 0]
+    idx = unsure.nonzero()[:, 0]
+    if len(idx):
         exact = ops.process_mask(protos, coeffs[idx], boxes[idx], shape, upsample=True)
         result[idx] = exact.amax((-2, -1)) > 0
     return result
@@ -325,9 +350,13 @@ def _window_peak(
 ) -> Tensor:
     """The largest upsampled mask value inside each box, from its prototype window ``win``:
     evaluated on the candidate lines of :func:`_corner_lines` only."""
+    import torch
+
     (y0, y1, k_lo), (x0, x1, l_lo) = ys, xs
-    ok_y, ky0, ky1, ly = _corner_lines(y0[boxes], y1[boxes], s, grid[0])
-    ok_x, kx0, kx1, lx = _corner_lines(x0[boxes], x1[boxes], s, grid[1])
+    lo_y, hi_y, lo_x, hi_x = y0[boxes], y1[boxes], x0[boxes], x1[boxes]
+    spans = torch.stack((((hi_y - lo_y) // s).max(), ((hi_x - lo_x) // s).max())).tolist()  # one sync
+    ok_y, ky0, ky1, ly = _corner_lines(lo_y, hi_y, s, grid[0], int(spans[0]) + 3)
+    ok_x, kx0, kx1, lx = _corner_lines(lo_x, hi_x, s, grid[1], int(spans[1]) + 3)
     ky0, ky1 = ky0 - k_lo[boxes, None], ky1 - k_lo[boxes, None]  # window coordinates
     kx0, kx1 = kx0 - l_lo[boxes, None], kx1 - l_lo[boxes, None]
     ww = win.shape[2]
@@ -340,8 +369,11 @@ def _window_peak(
     return values.amax((1, 2))
 
 
-def _corner_lines(lo: Tensor, hi: Tensor, s: int, size: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Per box (output range [lo, hi] along one axis): the candidate output lines (the
+def _corner_lines(
+    lo: Tensor, hi: Tensor, s: int, size: int, cells: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Per box (output range [lo, hi] along one axis; ``cells``: at least the largest
+    ``(hi - lo) // s`` + 3): the candidate output lines (the
     first and last line of every bilinear cell in range, and the two ends): whether each is
     in range, and its two source indices and weight, as ``interpolate`` computes them
     (align_corners=False: source = (y + 0.5) / s - 0.5, clamped at 0; the far neighbour
@@ -350,7 +382,6 @@ def _corner_lines(lo: Tensor, hi: Tensor, s: int, size: int) -> tuple[Tensor, Te
 
     first = (s + 1) // 2  # phase of a cell's first output line (source offset >= 0)
     last = (s - 1) // 2  # phase of a cell's last line (in the next prototype line's block)
-    cells = int(((hi - lo) // s).max()) + 3
     k = (lo[:, None] // s) - 1 + torch.arange(cells, device=lo.device)[None]
     lines = torch.cat([s * k + first, s * (k + 1) + last, lo[:, None], hi[:, None]], dim=1)
     ok = (lines >= lo[:, None]) & (lines <= hi[:, None])
