@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         ids = trackers.update(dets, prompts, t_s=stamp * 1e-9)
         t3 = time.perf_counter()
         image = depth_from_bytes(paired.data, paired.height, paired.width, paired.step, paired.encoding)
-        est = estimate_3d(dets, image, k, 50, track_ids=ids)
+        est = estimate_3d(dets.with_tracker_id(ids), image, k, 50)
         t4 = time.perf_counter()
         one_prompt.update(Detections(dets.xyxy, scores, np.zeros(n, np.int64)), prompts[:1], t_s=stamp * 1e-9)
         t5 = time.perf_counter()

@@ -1,4 +1,5 @@
-"""Detections.from_arrays: clipping to the image drops boxes left with no area."""
+"""Detections.from_arrays: clipping to the image drops boxes left with no area; track ids
+(``tracker_id``) are validated with the rest and carried by every view."""
 
 from __future__ import annotations
 
@@ -61,3 +62,27 @@ def test_with_timing_equals_a_full_rebuild() -> None:
     # a stage set again replaces its time; total follows
     assert dets.with_timing("text", 3).with_timing("text", 1).timings_ms["total"] == 4.75
     assert Detections.empty().with_timing("text", 0.5).timings_ms == {"text": 0.5, "total": 0.5}
+
+
+def test_track_ids_ride_on_the_detections_through_every_view() -> None:
+    dets = Detections.from_arrays([[1.0, 1.0, 5.0, 5.0], [2.0, 2.0, 9.0, 8.0], [0.0, 0.0, 3.0, 3.0]],
+                                  [0.9, 0.4, 0.7], [1, 0, 0]).with_tracker_id([7, -1, 3])
+    assert dets.tracker_id is not None and dets.tracker_id.dtype == np.int64
+    assert dets.filter(np.array([True, False, True])).tracker_id.tolist() == [7, 3]  # type: ignore[union-attr]
+    assert dets.above(0.5).tracker_id.tolist() == [7, 3]  # type: ignore[union-attr]
+    assert dets.with_timing("track", 0.2).tracker_id.tolist() == [7, -1, 3]  # type: ignore[union-attr]
+    assert dets.with_tracker_id(None).tracker_id is None and Detections.empty().tracker_id is None
+    # the results carry the id of a tracked box; a box without one (-1) has no identity
+    recs = dets.to_coco(5, [10, 11])
+    assert [r.get("track_id") for r in recs] == [7, None, 3]
+    assert "track_id" not in Detections.from_arrays([[1.0, 1.0, 2.0, 2.0]], [0.5], [0]).to_coco(5, [10])[0]
+
+
+@pytest.mark.parametrize(("ids", "match"), [([1, 2], "2 track ids"), ([1.5, 2, 3], "integers"),
+                                            ([1, -2, 3], ">= 0, or -1")])
+def test_bad_track_ids_are_named(ids: list[float], match: str) -> None:
+    xyxy = [[1.0, 1.0, 5.0, 5.0]] * 3
+    with pytest.raises(DetectionsError, match=match):
+        Detections(np.asarray(xyxy), np.full(3, 0.5), np.zeros(3, np.int64), tracker_id=np.asarray(ids))
+    with pytest.raises(DetectionsError, match=match):
+        Detections.from_arrays(xyxy, [0.5] * 3, [0] * 3).with_tracker_id(ids)

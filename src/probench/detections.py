@@ -11,6 +11,10 @@ Conventions (documented once, used everywhere):
 - ``scores``: float64 ``(N,)`` in ``[0, 1]``.
 - ``prompt_index``: int64 ``(N,)``: index into the prompt list the detector was called with.
 - ``masks``: optional bool ``(N, H, W)`` for segmentation-capable models.
+- ``tracker_id``: optional int64 ``(N,)``, as supervision's: each detection's track id
+  (the grounding node's tracker), ``-1`` for a detection without one (a track the tracker
+  has not confirmed yet); None when nothing was tracked. Every hand-off carries it here,
+  never beside the detections.
 - ``timings_ms``: per-stage wall time of the call that produced it
   (``text`` when the prompt set had to be made ready, ``preprocess``, ``forward``,
   ``postprocess``; ``total`` is their sum).
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +40,7 @@ class CocoResult(TypedDict):
     category_id: int
     bbox: list[float]  # x, y, w, h in pixels
     score: float
+    track_id: NotRequired[int]  # a tracked detection's track id (sequence runs: the temporal metrics)
 
 
 def top_per_prompt(scores: npt.ArrayLike, labels: npt.ArrayLike, k: int = MAX_PER_PROMPT) -> np.ndarray:
@@ -77,6 +82,21 @@ def _check_raw(xyxy: np.ndarray, scores: np.ndarray, prompt_index: np.ndarray) -
             raise DetectionsError(f"prompt indices must be integers, got {odd:g}")
 
 
+def _tracker_ids(values: npt.ArrayLike, n: int) -> np.ndarray:
+    """``values`` as the int64 ``(n,)`` track ids, or a :class:`DetectionsError`."""
+    raw = np.asarray(values).reshape(-1)
+    if len(raw) != n:
+        raise DetectionsError(f"length mismatch: {n} boxes, {len(raw)} track ids")
+    if n and raw.dtype.kind not in "iub":
+        as_float = raw.astype(np.float64)
+        if not np.isfinite(as_float).all() or not (as_float == np.round(as_float)).all():
+            raise DetectionsError("track ids must be integers")
+    ids = raw.astype(np.int64)
+    if n and ids.min() < -1:
+        raise DetectionsError(f"track ids must be >= 0, or -1 for none; got {int(ids.min())}")
+    return ids
+
+
 @dataclass(frozen=True)
 class Detections:
     xyxy: np.ndarray
@@ -84,6 +104,7 @@ class Detections:
     prompt_index: np.ndarray
     masks: np.ndarray | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
+    tracker_id: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         xyxy = np.asarray(self.xyxy, dtype=np.float64).reshape(-1, 4)
@@ -111,6 +132,8 @@ class Detections:
         object.__setattr__(self, "scores", scores)
         object.__setattr__(self, "prompt_index", prompt_index)
         object.__setattr__(self, "masks", masks)
+        if self.tracker_id is not None:
+            object.__setattr__(self, "tracker_id", _tracker_ids(self.tracker_id, n))
         timings = {k: float(v) for k, v in self.timings_ms.items()}
         if timings and "total" not in timings:
             timings["total"] = sum(timings.get(s, 0.0) for s in STAGES)
@@ -181,7 +204,18 @@ class Detections:
     def filter(self, keep: np.ndarray) -> Detections:
         """A subset (boolean mask or index array), timings kept."""
         masks = None if self.masks is None else self.masks[keep]
-        return Detections(self.xyxy[keep], self.scores[keep], self.prompt_index[keep], masks, self.timings_ms)
+        tracker_id = None if self.tracker_id is None else self.tracker_id[keep]
+        return Detections(self.xyxy[keep], self.scores[keep], self.prompt_index[keep], masks, self.timings_ms,
+                          tracker_id)
+
+    def with_tracker_id(self, tracker_id: npt.ArrayLike | None) -> Detections:
+        """The same detections with their track ids (validated: one per detection, -1 for
+        none) or without (None)."""
+        return self._replace(tracker_id=None if tracker_id is None else _tracker_ids(tracker_id, len(self)))
+
+    def without_masks(self) -> Detections:
+        """The same detections without their masks."""
+        return self._replace(masks=None)
 
     def with_timing(self, stage: str, ms: float) -> Detections:
         """The same detections with one stage's time set (``total`` recomputed). On every
@@ -189,25 +223,33 @@ class Detections:
         timings = {k: v for k, v in self.timings_ms.items() if k != "total"}
         timings[stage] = float(ms)
         timings["total"] = sum(timings.get(s, 0.0) for s in STAGES)
+        return self._replace(timings_ms=timings)
+
+    def _replace(self, **changed: object) -> Detections:
+        """A copy with ``changed`` fields, already checked by the caller: the arrays are
+        shared, not validated again (they were when built; on every ``detect()``)."""
         out = object.__new__(Detections)
-        for name, value in (("xyxy", self.xyxy), ("scores", self.scores), ("prompt_index", self.prompt_index),
-                            ("masks", self.masks), ("timings_ms", timings)):
-            object.__setattr__(out, name, value)  # a frozen dataclass, built without __post_init__
+        for name in ("xyxy", "scores", "prompt_index", "masks", "timings_ms", "tracker_id"):
+            # a frozen dataclass, built without __post_init__
+            object.__setattr__(out, name, changed[name] if name in changed else getattr(self, name))
         return out
 
     def above(self, threshold: float) -> Detections:
         return self.filter(self.scores >= threshold)
 
     def to_coco(self, image_id: int, category_ids: Sequence[int]) -> list[CocoResult]:
-        """COCO result records; ``category_ids[i]`` is the query id of prompt ``i``."""
+        """COCO result records; ``category_ids[i]`` is the query id of prompt ``i``. A tracked
+        detection's record carries its ``track_id`` (none for -1: no identity)."""
         out: list[CocoResult] = []
-        for box, score, pi in zip(self.xywh, self.scores, self.prompt_index, strict=True):
-            out.append(
-                {
-                    "image_id": int(image_id),
-                    "category_id": int(category_ids[int(pi)]),
-                    "bbox": [round(float(v), 3) for v in box],
-                    "score": round(float(score), 6),
-                }
-            )
+        ids = self.tracker_id.tolist() if self.tracker_id is not None else [-1] * len(self)
+        for box, score, pi, tid in zip(self.xywh, self.scores, self.prompt_index, ids, strict=True):
+            rec: CocoResult = {
+                "image_id": int(image_id),
+                "category_id": int(category_ids[int(pi)]),
+                "bbox": [round(float(v), 3) for v in box],
+                "score": round(float(score), 6),
+            }
+            if tid >= 0:
+                rec["track_id"] = tid
+            out.append(rec)
         return out

@@ -1,15 +1,18 @@
 """One writer per run or sweep folder: a second process is refused at once, naming the
 holder's PID; the lock goes with its process (SIGKILL included), and is re-entrant inside
-one process (a sweep holds its folder and each run folder under it)."""
+one process (a sweep holds its folder and each run folder under it). "At once" is counted,
+not timed: every lock call is non-blocking and no model is built before the refusal."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,15 +35,37 @@ def _holder(repo_root: Path, folder: Path) -> subprocess.Popen[str]:
     return proc
 
 
-def _refused(capsys: pytest.CaptureFixture[str], argv: list[str], pid: int) -> None:
-    t0 = time.perf_counter()
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What a refusal could wait for, recorded: each flock call ("flock blocking" unless
+    non-blocking) and each model load ("model": the registry's load_detector)."""
+    from probench.models import zoo
+
+    seen: list[str] = []
+    flock, load = lock.fcntl.flock, zoo.load_detector
+
+    def recorded_flock(fd: int, op: int) -> Any:
+        seen.append("flock" if op & fcntl.LOCK_NB else "flock blocking")
+        return flock(fd, op)
+
+    def recorded_load(*args: Any, **kwargs: Any) -> Any:
+        seen.append("model")
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(lock.fcntl, "flock", recorded_flock)
+    monkeypatch.setattr(zoo, "load_detector", recorded_load)
+    return seen
+
+
+def _refused(capsys: pytest.CaptureFixture[str], argv: list[str], pid: int, waits: list[str]) -> None:
+    waits.clear()
     rc = main(argv)
-    seconds = time.perf_counter() - t0
     err = capsys.readouterr().err.strip()
     assert rc == 2, err
     assert "\n" not in err and "Traceback" not in err
     assert f"is being written by process {pid}" in err and "choose another folder" in err, err
-    assert seconds < 30, seconds  # at once: no model load, no waiting for the holder
+    # at once: no model built, no waiting for the holder (every lock call non-blocking)
+    assert waits and set(waits) == {"flock"}, waits
 
 
 def test_lock_is_exclusive_between_processes_reentrant_within_one(repo_root: Path, tmp_path: Path) -> None:
@@ -61,7 +86,7 @@ def test_lock_is_exclusive_between_processes_reentrant_within_one(repo_root: Pat
 
 
 def test_infer_latency_sweep_refuse_a_folder_another_process_writes(
-    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], waits: list[str]
 ) -> None:
     data = make_dataset(tmp_path / "data")
     run, sweep = tmp_path / "run", tmp_path / "sweep"
@@ -69,11 +94,11 @@ def test_infer_latency_sweep_refuse_a_folder_another_process_writes(
     other = _holder(repo_root, sweep)
     try:
         common = ["--model", "test-instant", "--dataset", str(data), "--out", str(run), "--no-progress"]
-        _refused(capsys, ["infer", *common], proc.pid)
-        _refused(capsys, ["infer", *common, "--overwrite"], proc.pid)  # never cleared under a writer
-        _refused(capsys, ["latency", *common, "--overwrite"], proc.pid)
+        _refused(capsys, ["infer", *common], proc.pid, waits)
+        _refused(capsys, ["infer", *common, "--overwrite"], proc.pid, waits)  # never cleared under a writer
+        _refused(capsys, ["latency", *common, "--overwrite"], proc.pid, waits)
         _refused(capsys, ["sweep", "--models", "test-instant", "--dataset", str(data), "--out", str(sweep),
-                          "--no-progress"], other.pid)
+                          "--no-progress"], other.pid, waits)
     finally:
         for p in (proc, other):
             p.kill()
@@ -82,7 +107,7 @@ def test_infer_latency_sweep_refuse_a_folder_another_process_writes(
 
 
 def test_a_running_infer_holds_its_folder_until_it_ends(
-    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], waits: list[str]
 ) -> None:
     data = make_dataset(tmp_path / "data")
     run = tmp_path / "run"
@@ -94,7 +119,7 @@ def test_a_running_infer_holds_its_folder_until_it_ends(
         while not (run / "run.json").is_file() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert json.loads((run / "run.json").read_text())["status"] == "running"
-        _refused(capsys, args, proc.pid)
+        _refused(capsys, args, proc.pid, waits)
     finally:
         proc.kill()
         proc.wait()
@@ -103,7 +128,7 @@ def test_a_running_infer_holds_its_folder_until_it_ends(
 
 
 def test_two_sweeps_into_one_folder_the_second_refuses(
-    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], waits: list[str]
 ) -> None:
     """The issue's case: both used to run every step, timing latency beside each other."""
     data = make_dataset(tmp_path / "data")
@@ -118,7 +143,7 @@ def test_two_sweeps_into_one_folder_the_second_refuses(
         while not run_json.is_file() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert run_json.is_file()
-        _refused(capsys, args, first.pid)
+        _refused(capsys, args, first.pid, waits)
         assert not (sweep / "sweep.json").exists()  # the second one wrote nothing
         _, err = first.communicate(timeout=120)
         assert first.returncode == 0, err  # the first is not disturbed

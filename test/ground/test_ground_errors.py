@@ -3,6 +3,7 @@ and 1 for bad data, no traceback, and nothing left behind."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -232,3 +233,35 @@ def test_a_sigkilled_ground_leaves_leftovers_the_next_run_removes(tmp_path: Path
     assert line.startswith("probench ground: removed 3 leftover(s) of a killed run: ")
     assert not list(tmp_path.glob(".o*partial*"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bag", "o", "o.jsonl", "o.mp4"]
+
+
+def test_a_model_that_raises_fails_its_frames_and_the_run_says_so(tmp_path: Path, ground) -> None:
+    """As the node: a failed frame gets its report (P/frame_errors, the frame's header), no
+    detections, and the run goes on; the outputs are written, and the run exits 1 naming the
+    first error (never silently complete)."""
+    from rosbags.highlevel import AnyReader
+
+    from helpers.failing_detector import ERROR
+    from probench.msgs.wire import frame_failure_from_cdr
+
+    bag = write_camera_bag(tmp_path / "bag", n=5)
+    out, jsonl = tmp_path / "o", tmp_path / "o.jsonl"
+    rc, stdout, err = ground("--bag", bag, "--model", "helpers.failing_detector:build", "--prompt", "a cup",
+                             "--out", out, "--jsonl", jsonl)
+    assert rc == 1 and "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("probench ground: error: 2 frame(s) failed: the model raised; the first: "
+                           f"{CAMERA} frame 1") and last.endswith(f"ValueError: {ERROR}")
+    assert "FAILED 2 frame(s)" in stdout and "frame_errors" in stdout
+    lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert [line.get("failed") for line in lines] == [None, f"ValueError: {ERROR}", None,
+                                                      f"ValueError: {ERROR}", None]
+    with AnyReader([out]) as reader:
+        by_topic: dict[str, list[bytes]] = {}
+        for conn, _, raw in reader.messages():
+            by_topic.setdefault(conn.topic, []).append(bytes(raw))
+    assert len(by_topic["/ground/detections"]) == 3  # none for a failed frame (an empty one: an answer)
+    reports = [frame_failure_from_cdr(raw) for raw in by_topic["/ground/frame_errors"]]
+    stamps = [line["stamp"] for line in lines if line.get("failed")]
+    assert [(h.stamp.sec, h.stamp.nanosec) for h, _ in reports] == [(s["sec"], s["nanosec"]) for s in stamps]
+    assert {e for _, e in reports} == {f"ValueError: {ERROR}"}

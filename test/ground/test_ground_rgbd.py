@@ -67,15 +67,15 @@ def test_3d_centres_and_stable_ids_from_a_recorded_rgbd_bag(tmp_path: Path, enco
         ids2 = {d.results[0].hypothesis.class_id: d.id for d in m2.detections}
         ids3 = {d.results[0].hypothesis.class_id: d.id for d in m3.detections}
         assert ids2 == ids3
-        if i == 1:
+        if i == 0:
             first_ids = ids2
-        if i >= 1:  # a track's id from its second frame on, then the same id on every frame
-            assert ids2 == first_ids and len(set(ids2.values())) == 3 and all(ids2.values())
+        # ids from the first frame on (the tracker's first: confirmed at once), the same on every frame
+        assert ids2 == first_ids and len(set(ids2.values())) == 3 and all(ids2.values())
     # objects partly hidden by each other's boxes: the box's visible pixels still give the object
     assert max(errors) <= 0.05 and np.median(errors) <= 0.02
     d = summary.as_dict()
     assert d["id_switches_per_100_frames"] == 0.0 and d["tracks"] == 3
-    assert d["mean_track_length_frames"] == n - 1  # the first frame has no ids yet
+    assert d["mean_track_length_frames"] == n  # every frame, the first included
     assert d["coverage_3d"] == 1.0 and d["depth_topic"] == DEPTH
     line = json.loads((tmp_path / "o.jsonl").read_text().splitlines()[5])
     assert all(det["track_id"] is not None and len(det["xyz_m"]) == 3 for det in line["detections"])
@@ -103,7 +103,7 @@ def test_cli_done_when_depth_topic_and_track(tmp_path: Path, ground) -> None:
     d3 = res.topics["/ground/detections_3d"]
     assert [len(m.detections) for _, m in d3] == [2, 2, 2, 2, 2, 2, 0, 2]  # frame 6 has no depth
     ids = [[d.id for d in m.detections] for _, m in res.topics["/ground/detections"]]
-    assert ids[0] == ["", ""] and all(i == ids[1] for i in ids[1:]) and all(ids[1])
+    assert all(i == ids[0] for i in ids) and all(ids[0])  # from the first frame on (confirmed at once)
     assert "no 3D output: no depth image within 0.02 s" in err and err.count("no 3D output") == 1
     assert "id switches 0.00 per 100 frames" in stdout
     assert f"3D from {DEPTH}: 87.5% of detections" in stdout

@@ -2,6 +2,8 @@
 depth, operator prompts (explicit ``ORIG => CAT`` forms), a live policy switch and per-frame
 prompt sets, played through the grounding node over DDS, through ``probench ground`` on a
 bag, and through the evaluator's fake link; each gives, per frame stamp, what it answered.
+The two evaluator links (the DDS link's subscriptions on the node's topics, the fake link)
+also give the :class:`~probench.realtime.eval_stream.Answer` the evaluator would collect.
 
 Not a test module (imported by test/ros/test_ros_contract.py)."""
 
@@ -95,14 +97,37 @@ def script() -> Script:
 
 @dataclass
 class Answers:
-    """What one caller answered, per frame stamp: the decoded outputs (comparable)."""
+    """What one caller answered, per frame stamp: the decoded outputs (comparable), and for an
+    evaluator link the Answers it handed the collector."""
 
     caller: str
     frames: dict[int, dict[str, Any]] = field(default_factory=dict)
+    evaluator: dict[int, list[tuple[Any, ...]]] = field(default_factory=dict)  # stamp -> Answer values
 
     def add(self, kind: str, raw: bytes) -> None:
         stamp, value = decode(kind, raw)
         self.frames.setdefault(stamp, {})[kind] = value
+
+    def collect(self, answer: Any) -> None:
+        """An evaluator link's Answer (a collector's handler)."""
+        self.evaluator.setdefault(int(answer.stamp_ns), []).append(answer_value(answer))
+
+
+def answer_value(answer: Any) -> tuple[Any, ...]:
+    """An :class:`~probench.realtime.eval_stream.Answer` as compared: everything but its
+    arrival time (class ids, boxes, scores, track ids, a failed frame's error)."""
+    d = answer.detections
+    ids = None if d.tracker_id is None else tuple(d.tracker_id.tolist())
+    return (tuple(answer.class_ids), tuple(map(tuple, d.xyxy.tolist())), tuple(d.scores.tolist()), ids,
+            answer.error, answer.unreadable)
+
+
+def answer_differences(a: Answers, b: Answers) -> list[str]:
+    """Every way ``b``'s evaluator link built other Answers than ``a``'s (empty: the same)."""
+    return [f"frame {stamp}: {a.caller} {_short(a.evaluator.get(stamp))} != {b.caller} "
+            f"{_short(b.evaluator.get(stamp))}"
+            for stamp in sorted(set(a.evaluator) | set(b.evaluator))
+            if a.evaluator.get(stamp) != b.evaluator.get(stamp)]
 
 
 def decode(kind: str, raw: bytes) -> tuple[int, Any]:
@@ -153,20 +178,21 @@ def _short(value: Any) -> str:
 
 # -- the fake link --------------------------------------------------------------------------
 def through_fake_link(s: Script, *, tamper: Callable[[Any], None] | None = None) -> Answers:
-    """The script through :class:`~probench.realtime.fake_link.FakeGroundingLink` on a fake
+    """The script through :class:`helpers.fake_link.FakeGroundingLink` on a fake
     clock (``tamper`` may change the link's handling, to prove the contract test can fail)."""
+    from helpers.fake_link import FakeClock, FakeGroundingLink
     from probench.models.zoo import load_detector
-    from probench.realtime.fake_link import FakeClock, FakeGroundingLink
     from probench.realtime.frame_core import Wanted
 
     clock = FakeClock(start_ns=T0)
     link = FakeGroundingLink(clock=clock, detector=load_detector(MODEL),
                              grounding={**NODE, "depth_topic": DEPTH, "camera_info_topic": INFO})
     link.wanted = Wanted(masks=True)
+    out = Answers("fake link")
+    link.set_answer_handler(out.collect)  # the Answers the evaluator's collector would get
     if tamper is not None:
         tamper(link)
     link.wait_ready(False, 1.0)
-    out = Answers("fake link")
     link.send_camera_info(s.k, *s.size)
     for e in s.events:
         clock.sleep(max(0.0, (e.t_ns - clock.now_ns()) / 1e9))
@@ -277,6 +303,8 @@ def through_node(s: Script, env: dict[str, str], log: Path) -> Answers:
     from vision_msgs.msg import Detection2DArray, Detection3DArray, LabelInfo
 
     from helpers.grounding_harness import NodeProcess, fresh_domain
+    from probench.realtime.eval_stream import AnswerInbox
+    from probench.ros.evaluator_node import subscribe_answers
 
     domain = fresh_domain()
     node = NodeProcess(env, domain, log, {**NODE, "depth_topic": DEPTH, "camera_info_topic": INFO},
@@ -301,6 +329,9 @@ def through_node(s: Script, env: dict[str, str], log: Path) -> Answers:
     for kind, msg_type in types.items():
         peer.create_subscription(msg_type, f"/{kind}", lambda raw, k=kind: out.add(k, raw), rel, raw=True)
     peer.create_subscription(LabelInfo, "/label_info", acks.append, latched)
+    inbox = AnswerInbox(lambda line: out.evaluator.setdefault(-1, []).append((line,)))  # (never expected)
+    inbox.handler = out.collect
+    subscribe_answers(peer, inbox, rel)  # the evaluator node's DDS link: its subscriptions, its reader
     params = peer.create_client(SetParameters, "/grounding_node/set_parameters")
 
     def spin_until(pred: Callable[[], Any], timeout: float, what: str) -> None:
@@ -353,7 +384,7 @@ def through_node(s: Script, env: dict[str, str], log: Path) -> Answers:
                 publish_raw(IMAGE, s.images[e.value], Image)
                 stamp = e.value
                 spin_until(lambda st=stamp: {"detections", "detections_3d", *MASK_TOPICS} <= set(
-                    out.frames.get(st, {})), 20, f"the answers to frame {stamp}")
+                    out.frames.get(st, {})) and st in out.evaluator, 20, f"the answers to frame {stamp}")
     finally:
         executor.shutdown(timeout_sec=1.0)
         peer.destroy_node()

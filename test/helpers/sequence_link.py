@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from probench.realtime.fake_link import FakeGroundingLink
+from helpers.fake_link import FakeGroundingLink
 
 EXAMPLE_SRC = Path(__file__).resolve().parents[2] / "examples" / "probench-example-plugin" / "src"
 

@@ -97,12 +97,13 @@ def test_target_of_a_frame_choice(requires_vision_msgs) -> None:
     dets = Detections.from_arrays([[0, 0, 10, 10], [20, 20, 40, 60]], [0.9, 0.4], [0, 0])
     sel = TargetSelector()
     sel.select(7)
-    choice = sel.choose(dets, np.array([5, 7]), ["a backpack"], 0.0)
+    dets = dets.with_tracker_id([5, 7])
+    choice = sel.choose(dets, ["a backpack"], 0.0)
     msg = deserialize_message(target_cdr(choice, dets, _header()), Detection2D)
     assert msg.id == "7" and msg.results[0].hypothesis.class_id == "a backpack"
     assert msg.bbox.center.position.x == 30.0 and msg.results[0].hypothesis.score == pytest.approx(0.4)
     sel.select(8)
-    assert target_cdr(sel.choose(dets, np.array([5, 7]), ["a backpack"], 0.0), dets, _header()) is None
+    assert target_cdr(sel.choose(dets, ["a backpack"], 0.0), dets, _header()) is None
 
 
 def test_non_finite_target_refused() -> None:
@@ -118,14 +119,13 @@ def test_target_pose_follows_the_chosen_track(requires_vision_msgs) -> None:
     from probench.spatial.target import target_pose_cdr_for
 
     boxes = [[0, 0, 10, 10], [20, 20, 40, 60], [50, 0, 60, 10]]
-    dets = Detections.from_arrays(boxes, [0.9, 0.4, 0.8], [0, 0, 0])
-    ids = np.array([5, 7, 9])
+    dets = Detections.from_arrays(boxes, [0.9, 0.4, 0.8], [0, 0, 0]).with_tracker_id([5, 7, 9])
     est = Detections3D(np.array([[0.1, 0.2, 1.5], [0.3, 0.4, 2.5]]), np.ones((2, 3)), np.array([0, 1]),
                        np.array([5, 7]))  # the third box got no depth
     sel = TargetSelector()
 
     def pose() -> PoseStamped:
-        data = target_pose_cdr_for(sel.choose(dets, ids, ["a"], 0.0), est, _header())
+        data = target_pose_cdr_for(sel.choose(dets, ["a"], 0.0), est, _header())
         return deserialize_message(data, PoseStamped)
 
     assert pose().pose.position.z == 1.5  # the default, the best: track 5
@@ -134,6 +134,6 @@ def test_target_pose_follows_the_chosen_track(requires_vision_msgs) -> None:
     assert (got.pose.position.x, got.pose.position.z) == (0.3, 2.5)
     assert got.header.frame_id == _header().frame_id
     sel.select(9)  # the operator's track has no 3D estimate: no pose (not another object's)
-    assert target_pose_cdr_for(sel.choose(dets, ids, ["a"], 0.0), est, _header()) is None
+    assert target_pose_cdr_for(sel.choose(dets, ["a"], 0.0), est, _header()) is None
     sel.select(11)  # not in view: no target at all
-    assert target_pose_cdr_for(sel.choose(dets, ids, ["a"], 0.0), est, _header()) is None
+    assert target_pose_cdr_for(sel.choose(dets, ["a"], 0.0), est, _header()) is None

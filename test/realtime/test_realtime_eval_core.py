@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers.fake_link import FakeClock, FakeGroundingLink
 from probench.cache.trace import frame_record, latest_frames
+from probench.detections import Detections
 from probench.realtime.eval_plan import FramePlan
 from probench.realtime.eval_realtime import MAILBOX, explain_misses, realtime_summary
-from probench.realtime.eval_stream import Answer, Collector, Interrupted, stream, warm_up
-from probench.realtime.fake_link import FakeClock, FakeGroundingLink
+from probench.realtime.eval_stream import Answer, AnswerInbox, Collector, Interrupted, stream, warm_up
 from probench.realtime.node_spec import EvaluatorConfig
 
 pytestmark = pytest.mark.timeout(180)
@@ -27,13 +28,10 @@ def _fp(image_id: int, texts: tuple[str, ...] = ("a cup", "the door")) -> FrameP
 
 def _answer(stamp: int, class_ids: list[str], received_ns: int = 0) -> Answer:
     n = len(class_ids)
-    return Answer(
-        stamp,
-        received_ns or time.monotonic_ns(),
-        np.tile([1.0, 2.0, 11.0, 12.0], (n, 1)),
-        np.full(n, 0.5),
-        class_ids,
-    )
+    labels = tuple(dict.fromkeys(class_ids))
+    dets = Detections(np.tile([1.0, 2.0, 11.0, 12.0], (n, 1)), np.full(n, 0.5),
+                      np.array([labels.index(c) for c in class_ids], dtype=np.int64))
+    return Answer(stamp, received_ns or time.monotonic_ns(), dets, labels)
 
 
 class Emitted:
@@ -516,3 +514,90 @@ def test_a_prompt_policy_is_set_for_its_own_frames_only(bag, tmp_path: Path) -> 
     info = json.loads((tmp_path / "ros" / "run.json").read_text())
     assert info["formulations"] == ["orig", "cat", "policy"]
     assert info["settings"]["prompt_policy"]["gives"] == ["cat"]
+
+
+# -- failed frames: the node's report on frame_errors, counted apart from missed frames --------
+def test_a_failed_frame_is_counted_apart_with_its_first_error() -> None:
+    out = Emitted()
+    c = Collector(out, answer_timeout_s=5.0)
+    now = time.monotonic_ns()
+    c.expect(_fp(9), stamp_ns=99, scheduled_ns=now, sent_ns=now, warmup=True)
+    for i in (1, 2, 3):
+        c.expect(_fp(i), stamp_ns=100 + i, scheduled_ns=now + i, sent_ns=now + i)
+    assert c.collect(Answer(99, now, error="ValueError: in the warm-up")) == "failed"  # counted nowhere
+    assert c.collect(Answer(102, now, error="ValueError: sent second")) == "failed"
+    assert c.collect(Answer(101, now, error="RuntimeError: sent first")) == "failed"
+    assert c.collect(_answer(103, ["a cup"])) == "answered"
+    assert c.collect(Answer(102, now, error="ValueError: again")) == "stray"  # resolved already
+    assert (c.misattributed, c.stray) == (0, 1)
+    assert out.status() == {2: "failed", 1: "failed", 3: "answered"} and out.results[2] == []
+    assert [r["error"] for r in out.frames if r["status"] == "failed"] == ["ValueError: sent second",
+                                                                          "RuntimeError: sent first"]
+    assert all("error" not in r for r in out.frames if r["status"] != "failed")  # other records as before
+    assert out.warm_records[0]["status"] == "failed"
+    rt = realtime_summary(out.frames + out.warm_records, budget_ms=33.3, rate_hz=30.0, mode="camera-rate",
+                          warmup_frames=1)
+    # counted apart from missed frames; the first by send order; the warm-up's nowhere
+    assert (rt.frames_sent, rt.frames_received, rt.frames_missed, rt.frames_failed) == (3, 1, 0, 2)
+    assert rt.first_error == "RuntimeError: sent first"
+
+
+def test_the_inbox_reads_the_nodes_bytes_and_names_what_it_cannot() -> None:
+    """Both links hand the node's bytes to an AnswerInbox: the same reader builds every Answer."""
+    from types import SimpleNamespace
+
+    from probench.msgs.wire import detections_to_cdr, frame_failure_to_cdr
+
+    warned: list[str] = []
+    got: list[Answer] = []
+    inbox = AnswerInbox(warned.append)
+    header = SimpleNamespace(stamp=SimpleNamespace(sec=1, nanosec=5), frame_id="cam")
+    inbox.detections(b"\x00\x01", 7)  # no handler yet: nothing read, nothing said
+    inbox.handler = got.append
+    dets = Detections(np.array([[1.0, 2, 11, 12], [3, 4, 5, 6]]), np.array([0.9, 0.3]), np.array([1, 0]),
+                      tracker_id=np.array([4, -1]))
+    inbox.detections(detections_to_cdr(dets, header, ("a cup", "the door")), 7)
+    inbox.failure(frame_failure_to_cdr(header, "ValueError: boom"), 8)
+    from probench.bags.typestore import vision_typestore
+
+    ts = vision_typestore()  # a node's answer whose score is no score: its frame is never credited
+    msg = ts.deserialize_cdr(detections_to_cdr(dets, header, ("a cup", "the door")),
+                             "vision_msgs/msg/Detection2DArray")
+    msg.detections[0].results[0].hypothesis.score = 3.0
+    inbox.detections(bytes(ts.serialize_cdr(msg, "vision_msgs/msg/Detection2DArray")), 9)
+    inbox.detections(b"\x00\x01\x00", 10)
+    inbox.failure(b"garbage!", 11)
+    assert [(a.stamp_ns, a.received_ns) for a in got] == [(1_000_000_005, 7), (1_000_000_005, 8),
+                                                          (1_000_000_005, 9)]
+    first, failed, unreadable = got
+    assert first.class_ids == ["the door", "a cup"] and first.detections.tracker_id.tolist() == [4, -1]
+    assert failed.error == "ValueError: boom" and len(failed.detections) == 0
+    assert unreadable.unreadable and len(unreadable.detections) == 0
+    assert [w.split(",")[0] for w in warned] == [
+        "unreadable Detection2DArray", "undecodable Detection2DArray", "undecodable frame_errors message"]
+
+
+def test_a_model_that_raises_fails_frames_and_the_run_goes_on(bag, tmp_path: Path) -> None:
+    """A whole run whose model raises on two measured frames: the fake node reports them on
+    frame_errors, the evaluator records them failed with the node's error, never credited,
+    never waited for; every other frame is answered."""
+    from helpers.failing_detector import ERROR, FailingDetector
+    from probench.cache.trace import read_trace
+
+    _, bag_path = bag
+    # calls 0-1: the warm-up; 2..10: orig's 9 frames; frames 3 and 7 of the stream fail
+    link = FakeGroundingLink(detector=FailingDetector(fail_calls={2 + 3, 2 + 7}))
+    metrics = _run(_cfg(bag_path, tmp_path / "run", formulations=["orig"]), link)
+    trace = latest_frames(read_trace(tmp_path / "run" / "realtime_frames.jsonl"))
+    failed = [r for r in trace if r["status"] == "failed"]
+    assert [r["seq"] for r in failed] == [3, 7] and {r["error"] for r in failed} == {f"ValueError: {ERROR}"}
+    assert all(r["received_ns"] is None and r["n_results"] == 0 for r in failed)
+    assert sum(r["status"] == "answered" for r in trace) == 7
+    preds = json.loads(_preds(tmp_path / "run", "orig"))
+    assert not {r["image_id"] for r in failed} & {p["image_id"] for p in preds}
+    assert sum(line.startswith("ERROR frame failed: ValueError") for line in link.logs) == 2
+    rt = metrics.realtime
+    assert rt is not None and (rt.frames_received, rt.frames_missed, rt.frames_failed) == (7, 0, 2)
+    assert rt.first_error == f"ValueError: {ERROR}"
+    info = json.loads((tmp_path / "run" / "run.json").read_text())  # not silently complete
+    assert info["status"] == "failed" and f"ValueError: {ERROR}" in info["error"]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.fake_link import FakeGroundingLink
 from probench.realtime.eval_parity import attribute, match_boxes, parity_check
-from probench.realtime.fake_link import FakeGroundingLink
 from probench.realtime.node_spec import EvaluatorConfig
 
 pytestmark = pytest.mark.timeout(300)

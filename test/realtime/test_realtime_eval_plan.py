@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from probench.detections import Detections
 from probench.realtime.eval_plan import AttributionError, frame_plan, plan_formulation, results_for_frame
 
 
@@ -46,11 +47,17 @@ def test_every_frame_keeps_its_own_prompt_set_in_bag_order() -> None:
 def test_shared_prompt_text_is_credited_to_each_query() -> None:
     fp = frame_plan("cat", FRAMES[0][1])
     xyxy = np.array([[10.0, 10.0, 30.0, 40.0], [0.0, 0.0, 5.0, 5.0]])
-    results = results_for_frame(fp, xyxy, np.array([0.9, 0.2]), ["pipe", "valve"])
+    dets = Detections(xyxy, np.array([0.9, 0.2]), np.array([0, 1]))
+    results = results_for_frame(fp, dets, ("pipe", "valve"))
     assert sorted((r["category_id"], r["score"]) for r in results) == [(1, 0.2), (2, 0.9), (3, 0.9)]
     assert results[0]["bbox"] == [10.0, 10.0, 20.0, 30.0] and results[0]["image_id"] == 1
+    assert all("track_id" not in r for r in results)  # an untracked answer: no identity
     with pytest.raises(AttributionError, match="door"):
-        results_for_frame(fp, xyxy[:1], np.array([0.5]), ["door"])
+        results_for_frame(fp, Detections(xyxy[:1], np.array([0.5]), np.array([0])), ("door",))
+    # a label no detection uses is no attribution error; a tracked box's results carry its id
+    tracked = dets.with_tracker_id([4, -1])
+    results = results_for_frame(fp, tracked, ("pipe", "valve", "never used"))
+    assert sorted((r["category_id"], r.get("track_id")) for r in results) == [(1, None), (2, 4), (3, 4)]
 
 
 def test_a_prompt_with_a_semicolon_is_sent_intact() -> None:

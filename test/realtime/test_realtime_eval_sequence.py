@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from helpers.crash import crash_env
+from helpers.fake_link import FakeClock
 from helpers.sequence_link import OperatorFakeLink, colour_detector, offline_temporal
 from probench.bags.writer import write_bag
 from probench.cache.trace import latest_frames, read_trace
 from probench.data.dataset import load_dataset
 from probench.data.synthetic_sequences import write_sequence_dataset
 from probench.realtime.eval_run import run_evaluation
-from probench.realtime.fake_link import FakeClock
 from probench.realtime.node_spec import EvaluatorConfig
 
 RATE = 10.0
@@ -125,7 +125,7 @@ _CHILD = """
 import sys
 from helpers.sequence_link import OperatorFakeLink
 from probench.realtime.eval_run import run_evaluation
-from probench.realtime.fake_link import FakeClock
+from helpers.fake_link import FakeClock
 from probench.realtime.node_spec import EvaluatorConfig
 import json
 clock = FakeClock()
@@ -190,3 +190,50 @@ def test_no_frame_waits_for_a_stamped_set_in_a_sequence_replay(seq_bag: tuple[Pa
     problems = [p for a in link.answers for p in a.problems]
     assert not [p for p in problems if "frame_prompts_wait" in p], problems[:3]
     assert all(a.prompt_wait_ms == 0.0 for a in link.answers)
+
+
+def test_the_held_out_tracking_case_counts_no_confirmation_as_an_id_switch(tmp_path: Path) -> None:
+    """Issue 36's held-out case (helpers/held_out_tracks.py: 3 videos, 2 targets each, one clean
+    track per target, a gap on every 5th frame) replayed as `probench eval` replays a sequence
+    bag (the node tracking): continuity 0.8 and no ID switch. Each video's tracks start after
+    the tracker's first frame, so their first frame is unconfirmed (no track id): no identity,
+    never a switch. The identity metrics agree with motmetrics run here on the same answers."""
+    import motmetrics as mm
+
+    from helpers.held_out_tracks import N_FRAMES, N_VIDEOS, is_gap, write_dataset
+    from probench.cache.run import RunDir
+    from probench.scoring.temporal import iou_distances, top1_by_pair
+
+    ds_path = write_dataset(tmp_path / "ds")
+    ds = load_dataset(ds_path)
+    write_bag(ds, tmp_path / "bag", rate_hz=RATE, progress=False)  # raw frames: the colours exact
+    clock = FakeClock()
+    link = OperatorFakeLink(clock=clock, detector=colour_detector(), grounding={"tracking": True})
+    metrics = _run(_cfg(tmp_path / "bag", tmp_path / "run"), link, clock).to_json()
+    t = metrics["temporal"]["by_formulation"]["orig"]
+    assert t["identity"] == "track_id" and t["n_visible_frames"] == N_VIDEOS * 2 * N_FRAMES
+    assert t["continuity"] == 0.8 and t["id_switches"] == 0
+    preds = RunDir(tmp_path / "run").predictions("orig")
+    first_frames = {v.image_ids[0] for v in ds.videos.values()}
+    untracked = {p["image_id"] for p in preds if "track_id" not in p}
+    assert untracked and untracked <= first_frames  # the case does hold unconfirmed answers
+    # motmetrics on the same answers, one accumulator per target: an answer without a track id
+    # is no hypothesis
+    top1 = top1_by_pair(preds)
+    accs = []
+    for video in ds.videos.values():
+        for q in ds.label_space(video.image_ids[0]):
+            acc = mm.MOTAccumulator(auto_id=False)
+            for k, iid in enumerate(video.image_ids):
+                gt = [(a.track_id, a.bbox) for a in ds.annotations_by_image[iid] if a.query_id == q]
+                best = top1.get((iid, q))
+                hyps = [best] if best is not None and best.track_id is not None else []
+                assert (best is None) == is_gap(k)  # the gaps: nothing found there
+                acc.update([g for g, _ in gt], [h.track_id for h in hyps],
+                           iou_distances([b for _, b in gt], [h.box for h in hyps]), frameid=k)
+            accs.append(acc)
+    ref = mm.metrics.create().compute_many(accs, metrics=["num_switches", "mota", "idf1"],
+                                           generate_overall=True).loc["OVERALL"]
+    assert t["id_switches"] == int(ref["num_switches"]) == 0
+    assert t["mota"] == pytest.approx(float(ref["mota"]), abs=1e-6)
+    assert t["idf1"] == pytest.approx(float(ref["idf1"]), abs=1e-6)

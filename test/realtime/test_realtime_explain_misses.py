@@ -40,8 +40,9 @@ def test_a_frame_slower_than_a_period_by_itself_is_the_mailbox_whatever_it_waite
 
 def test_a_frame_replaced_while_the_worker_was_idle_is_the_mailbox_while_idle(tmp_path) -> None:
     """The trace's idle replacements (NodeTrace.read(idle=True)) are the node's evidence too."""
+    from probench.msgs.wire import header_stamp_ns
     from probench.realtime.eval_realtime import MAILBOX_IDLE
-    from probench.realtime.grounding_trace import NodeTrace, header_stamp_ns
+    from probench.realtime.grounding_trace import NodeTrace
 
     trace = NodeTrace(tmp_path / "node.jsonl")
     image = b"\x00\x01\x00\x00" + (7).to_bytes(4, "little") + (25).to_bytes(4, "little") + b"\x00" * 8

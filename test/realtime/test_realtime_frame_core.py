@@ -80,6 +80,25 @@ def test_a_bad_image_is_an_error_not_an_answer() -> None:
     assert not answer.answered and answer.error.startswith("image dropped: ")
 
 
+def test_a_model_that_raises_fails_its_frame_with_a_report_and_the_next_is_answered() -> None:
+    from helpers.failing_detector import ERROR, FailingDetector
+    from probench.msgs.wire import FAILED_FRAME_STATUS, frame_failure_from_cdr
+
+    core = FrameCore(FailingDetector(fail_calls={0}))
+    failed = core.answer(_image(12), compressed=False, prompts=("a door",))
+    assert not failed.answered and failed.detections_cdr is None and not failed.error
+    assert failed.failed == f"ValueError: {ERROR}"
+    assert failed.failure_cdr is not None
+    header, error = frame_failure_from_cdr(failed.failure_cdr)
+    assert error == failed.failed
+    assert (header.stamp.sec, header.stamp.nanosec, header.frame_id) == (12, 5, "cam")  # the frame's own
+    msg = vision_typestore().deserialize_cdr(failed.failure_cdr, "diagnostic_msgs/msg/DiagnosticArray")
+    assert [(s.level, s.name, s.hardware_id) for s in msg.status] == [(2, FAILED_FRAME_STATUS,
+                                                                      "test-instant")]
+    ok = core.answer(_image(13), compressed=False, prompts=("a door",))
+    assert ok.answered and not ok.failed and ok.failure_cdr is None and len(ok.detections) == 1
+
+
 def test_without_prompts_an_empty_answer_and_a_hint() -> None:
     answer = FrameCore(ScriptedDetector()).answer(_image(), compressed=False, prompts=())
     assert answer.answered and len(answer.detections) == 0

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from probench.cache.trace import frame_record
+from probench.msgs.wire import header_stamp_ns
 from probench.realtime.eval_realtime import MAILBOX, explain_misses
-from probench.realtime.grounding_trace import NodeTrace, header_stamp_ns
+from probench.realtime.grounding_trace import NodeTrace
 
 
 def _image_cdr(stamp_ns: int, compressed: bool = False) -> bytes:

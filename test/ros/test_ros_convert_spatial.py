@@ -39,8 +39,9 @@ def test_track_ids_in_the_cdr_bytes_match_rclpy(requires_vision_msgs, n: int) ->
     dets = _dets(n, seed=n)
     ids = np.arange(n, dtype=np.int64) * 37 - 1  # -1 (no id), then ids of growing length
     header = _header()
-    msg = convert.detections_to_msg(dets, header, PROMPTS, max_detections=50, track_ids=ids)
-    data = convert.detections_to_cdr(dets, header, PROMPTS, max_detections=50, track_ids=ids)
+    dets = dets.with_tracker_id(ids)
+    msg = convert.detections_to_msg(dets, header, PROMPTS, max_detections=50)
+    data = convert.detections_to_cdr(dets, header, PROMPTS, max_detections=50)
     assert len(data) == len(serialize_message(msg))
     assert deserialize_message(data, Detection2DArray) == msg
     order = convert.top_order(dets, 50)

@@ -137,7 +137,7 @@ def test_depth_before_and_after_colour_gives_3d_pose_and_ids(peer) -> None:
             c = d.bbox.center.position
             assert (c.x, c.y, c.z) == pytest.approx(((u - CX) * 2.0 / FX, (v - CY) * 2.0 / FX, 2.0), abs=1e-6)
             assert d.bbox.size.x == pytest.approx((boxes[i, 2] - boxes[i, 0]) * 2.0 / FX)
-    # track ids: none on a track's first frame, then the same in 2D and 3D on every frame
+    # track ids: the same in 2D and 3D on every frame (from the tracker's first frame on)
     ids_2d = {d.results[0].hypothesis.class_id: d.id for d in t.answer(11).detections}
     ids_3d = {d.results[0].hypothesis.class_id: d.id for d in second.detections}
     assert ids_2d == ids_3d and all(ids_2d.values()) and len(set(ids_2d.values())) == 2

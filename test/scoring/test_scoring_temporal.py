@@ -84,6 +84,26 @@ def test_perfect_predictions_and_a_wrong_box() -> None:
     assert t["temporal_pcr"] == 0.0  # query 1's coref set is all three: tmpl never finds it
 
 
+def test_an_unconfirmed_detection_is_no_identity() -> None:
+    """A track's first frame without a track id (the tracker has not confirmed it), then its
+    id: no ID switch, no false positive; the frame is a miss for the identity metrics, and
+    found for continuity. A query answered with ids throughout scores the same otherwise."""
+    ds = _static_video(10)
+    tracked = [dict(p, track_id=5) for p in _gt_predictions(ds)]
+    unconfirmed = [p if p["image_id"] != 100 else {k: v for k, v in p.items() if k != "track_id"}
+                   for p in tracked]
+    t = temporal_metrics(ds, {"orig": unconfirmed, "cat": tracked}).to_json()
+    assert t is not None
+    s, ref = t["by_formulation"]["orig"], t["by_formulation"]["cat"]
+    assert s["identity"] == "track_id" and s["id_switches"] == 0 and s["false_positives"] == 0
+    assert s["misses"] == 1 and s["mota"] == pytest.approx(0.9) and s["continuity"] == 1.0
+    assert ref["misses"] == 0 and ref["mota"] == 1.0 and ref["id_switches"] == 0
+    assert s["hota"] < ref["hota"] == pytest.approx(1.0)  # HOTA leaves it out too: detection lower
+    # two ids for one target are still a switch: the rule is about no identity, not any change
+    switched = [dict(p, track_id=6) if p["image_id"] >= 105 else p for p in tracked]
+    assert temporal_metrics(ds, {"orig": switched}).to_json()["by_formulation"]["orig"]["id_switches"] == 1
+
+
 def test_flicker_skips_frames_where_the_target_is_not_visible() -> None:
     assert flicker_count("11--11") == 0  # an occlusion is no loss
     assert flicker_count("1-0-1") == 1

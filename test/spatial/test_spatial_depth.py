@@ -110,7 +110,8 @@ def test_too_few_valid_pixels_gives_no_estimate_and_is_counted():
 def test_track_ids_follow_their_detections():
     _, depth_m = SCENE.render()
     ids = np.array([7, 8, 9, 10, 11])
-    est = estimate_3d(_dets(SCENE), depth_image(encode(depth_m, "32FC1"), "32FC1"), SCENE.k, track_ids=ids)
+    tracked = _dets(SCENE).with_tracker_id(ids)
+    est = estimate_3d(tracked, depth_image(encode(depth_m, "32FC1"), "32FC1"), SCENE.k)
     assert list(est.track_id) == list(ids[est.index])
     assert est.distance == pytest.approx(np.linalg.norm(est.centre, axis=1))
 

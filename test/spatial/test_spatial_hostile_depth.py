@@ -65,7 +65,7 @@ def test_the_spatial_stage_reports_both_in_its_diagnostics() -> None:
     stage = SpatialStage(SpatialSettings(depth=True, tracking=False, max_depth=8.0, wait_s=0.0))
     line = stage.put_camera_info([1e-300, 0, 320, 0, 1e-300, 240, 0, 0, 1], 640, 480)
     assert line is not None and "implausible focal length" in line
-    est, _, _ = stage.locate(BOX, np.full(1, -1, np.int64), 1, (480, 640))  # a frame: no usable K
+    est, _, _ = stage.locate(BOX, 1, (480, 640))  # a frame: no usable K
     assert est is None and stage.counts["boxes_waiting_3d"] == 1
     diag = stage.diagnostics()
     assert diag["max_depth_m"] == 8.0 and "implausible focal length" in diag["waiting_3d"]

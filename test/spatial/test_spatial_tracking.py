@@ -78,11 +78,21 @@ def _two(boxes: list[list[float]], prompt_index: list[int]) -> Detections:
 def test_ids_are_stable_and_unique_across_prompts():
     tr = PromptTrackers()
     start = tr.update(_two([[10.0, 10, 50, 50], [100, 100, 150, 150]], [0, 1]), ("cup", "door"), t_s=0.0)
-    assert list(start) == [-1, -1]  # a track's first frame: no id yet
+    # the trackers' first frame: confirmed at once, as ByteTrack activates its first frame's tracks
+    assert start[0] >= 0 and start[1] >= 0 and start[0] != start[1]
     a = tr.update(_two([[11.0, 10, 51, 50], [100, 101, 150, 151]], [0, 1]), ("cup", "door"), t_s=0.033)
-    assert a[0] >= 0 and a[1] >= 0 and a[0] != a[1]
+    assert list(a) == list(start)
     b = tr.update(_two([[12.0, 10, 52, 50], [101, 100, 151, 150]], [0, 1]), ("cup", "door"), t_s=0.066)
     assert list(b) == list(a)
+
+
+def test_a_track_started_later_is_confirmed_on_its_second_frame():
+    tr = PromptTrackers()
+    tr.update(_two([[10.0, 10, 50, 50]], [0]), ("cup",), t_s=0.0)
+    later = tr.update(_two([[10.0, 10, 50, 50], [200, 200, 240, 240]], [0, 0]), ("cup",), t_s=0.033)
+    assert later[0] >= 0 and later[1] == -1  # a new track after the first frame: unconfirmed, no id
+    again = tr.update(_two([[10.0, 10, 50, 50], [201, 200, 241, 240]], [0, 0]), ("cup",), t_s=0.066)
+    assert again[0] == later[0] and again[1] >= 0 and again[1] != again[0]
 
 
 def test_a_prompt_change_keeps_the_prompts_that_stay_and_ends_the_others():

@@ -208,4 +208,9 @@ def run(args: argparse.Namespace) -> int:
 
     summary = ground_bag(plan, load, policy)
     print("probench ground: " + "\n".join(summary.lines()))
+    if summary.failed:  # the outputs are written, but the run is not silently complete
+        from probench.ground.errors import GroundError
+
+        raise GroundError(f"{summary.failed} frame(s) failed: the model raised; the first: "
+                          f"{summary.first_failure}")
     return 0

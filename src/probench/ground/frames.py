@@ -46,24 +46,25 @@ class Grounded:
     header: Any  # stamp.sec, stamp.nanosec, frame_id: the input frame's header
     rgb: np.ndarray
     prompts: Prompts  # the operator's prompts: the class ids
-    detections: Detections
+    detections: Detections  # with --track (or depth): their tracker_id, -1 = none
     detections_cdr: bytes  # vision_msgs/Detection2DArray, serialized
     processing_ms: float | None = None  # the core's time: decode + detect + 3D + encode
     latency_ms: float | None = None  # arrival -> answer (realtime: includes the wait)
     dropped: str = ""  # why the frame was never processed ("" = processed)
     timings_ms: dict[str, float] = field(default_factory=dict)
-    track_ids: np.ndarray | None = None  # --track: one per detection, -1 = none
     d3: Detections3D | None = None  # 3D estimates (RGB-D bags)
     detections_3d_cdr: bytes | None = None
     mask_cdr: dict[str, bytes] = field(default_factory=dict)  # segmentation topic -> Image bytes
     mask_labels_cdr: bytes | None = None  # segmentation/label_info, when the class map changed
+    failed: str = ""  # the model call raised ("ExcType: message"): no answer, a report instead
+    failure_cdr: bytes | None = None  # the failed frame's report (frame_errors), as the node publishes it
 
     @classmethod
     def of(cls, frame: Frame, answer: FrameAnswer) -> Grounded:
         assert answer.rgb is not None and answer.detections_cdr is not None
         return cls(frame, answer.header, answer.rgb, answer.prompts, answer.detections, answer.detections_cdr,
                    processing_ms=answer.processing_ms, timings_ms=dict(answer.stages_ms),
-                   track_ids=answer.track_ids, d3=answer.d3, detections_3d_cdr=answer.detections_3d_cdr,
+                   d3=answer.d3, detections_3d_cdr=answer.detections_3d_cdr,
                    mask_cdr=answer.mask_cdr, mask_labels_cdr=answer.mask_labels_cdr)
 
 
@@ -79,15 +80,18 @@ def decode(frame: Frame, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> tuple[A
 def ground(frame: Frame, core: FrameCore, prompts: Prompts, policy: PromptPolicy | None = None,
            wanted: Wanted | None = None) -> tuple[Grounded, list[str]]:
     """The core's answer to one frame, and the lines it asks to log. A frame that cannot be
-    decoded, or that the model fails on (a plugin's NaN box, an exception), ends the run: one
-    line naming the frame, as ``infer`` names the image."""
-    try:
-        answer = core.answer(frame.raw, compressed=frame.compressed, prompts=prompts, policy=policy,
-                             wanted=wanted or Wanted())
-    except Exception as exc:  # a model's failure (foreign code too) is one line, naming the frame
-        raise GroundError(f"{frame.where()}: the model failed on it: {type(exc).__name__}: {exc}") from exc
+    decoded ends the run (one line naming it); a frame whose model call raised is failed (its
+    report kept, as the node publishes it) and the run goes on."""
+    answer = core.answer(frame.raw, compressed=frame.compressed, prompts=prompts, policy=policy,
+                         wanted=wanted or Wanted())
     if answer.error:
         raise GroundError(f"{frame.where()}: {answer.error}")
+    if answer.failed:
+        assert answer.rgb is not None  # decoded: only the model call failed
+        item = dropped_answer(frame, answer.header, answer.rgb, "")
+        item.prompts, item.failed, item.failure_cdr = answer.prompts, answer.failed, answer.failure_cdr
+        item.processing_ms, item.timings_ms = answer.processing_ms, dict(answer.stages_ms)
+        return item, answer.problems
     if not answer.answered:  # no stamped set and no operator prompts: the node publishes nothing
         header, rgb = answer.header, answer.rgb
         assert rgb is not None

@@ -6,7 +6,10 @@ the log time of the input frame it answers (so a viewer overlays it on that fram
 - ``P/detections`` (vision_msgs/Detection2DArray): one per input frame, with the input
   frame's header; class_id = the operator's prompt (an explicit ``ORIG => CAT`` gives ORIG),
   score in [0, 1], bbox in pixels. Empty for a
-  frame that was dropped (``--realtime``) or had no prompts yet;
+  frame that was dropped (``--realtime``) or had no prompts yet; none for a failed frame;
+- ``P/frame_errors`` (diagnostic_msgs/DiagnosticArray): one per frame whose model call
+  raised, with the frame's header, as the node's ``frame_errors``: one ERROR status whose
+  message is the error;
 - ``P/label_info`` (vision_msgs/LabelInfo, transient-local as the node's): each prompt set
   when it becomes active: class_map[i] = (i, prompt i), threshold = the score threshold;
 - ``P/debug_image/compressed`` (sensor_msgs/CompressedImage, jpeg): the annotated frame;
@@ -29,7 +32,7 @@ import json
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,16 +46,21 @@ from probench.realtime.spatial_stage import spatial_labels
 from probench.spatial.depth import Detections3D
 from probench.spatial.messages import DETECTION_3D_ARRAY, detections_3d_cdr
 
+if TYPE_CHECKING:
+    from rosbags.interfaces import Connection
+
 DETECTIONS_MSGTYPE = "vision_msgs/msg/Detection2DArray"
 LABEL_INFO_MSGTYPE = "vision_msgs/msg/LabelInfo"
 HEADER_MSGTYPE = "std_msgs/msg/Header"
+DIAGNOSTICS_MSGTYPE = "diagnostic_msgs/msg/DiagnosticArray"
 
 
 IMAGE_MSGTYPE = "sensor_msgs/msg/Image"
 
 
-def output_topics(prefix: str, realtime: bool, depth: bool = False, masks: bool = False) -> dict[str, str]:
-    """Output topic -> message type."""
+def output_topics(prefix: str, realtime: bool, depth: bool = False, masks: bool = False,
+                  failed: bool = False) -> dict[str, str]:
+    """Output topic -> message type (``failed``: a frame failed, its report written)."""
     topics = {
         f"{prefix}/detections": DETECTIONS_MSGTYPE,
         f"{prefix}/label_info": LABEL_INFO_MSGTYPE,
@@ -67,6 +75,8 @@ def output_topics(prefix: str, realtime: bool, depth: bool = False, masks: bool 
 
         topics.update({f"{prefix}/{t}": IMAGE_MSGTYPE for t in MASK_TOPICS})
         topics[f"{prefix}/segmentation/label_info"] = LABEL_INFO_MSGTYPE
+    if failed:
+        topics[f"{prefix}/frame_errors"] = DIAGNOSTICS_MSGTYPE
     return topics
 
 
@@ -85,15 +95,16 @@ def annotate(item: Grounded) -> np.ndarray:
     from probench.viz import draw_detections
 
     bgr = cv2.cvtColor(np.ascontiguousarray(item.rgb), cv2.COLOR_RGB2BGR)
-    extras = spatial_labels(len(item.detections), item.track_ids, item.d3)  # ids and distances
+    extras = spatial_labels(item.detections, item.d3)  # ids and distances
     out = draw_detections(bgr, item.detections, item.prompts, bgr=True, extras=extras,
                           masks=item.detections.masks)
-    if item.dropped:
+    if item.dropped or item.failed:
         h, w = out.shape[:2]
         scale = max(0.35, min(h, w) / 700)
         (_, th), base = cv2.getTextSize("DROPPED", cv2.FONT_HERSHEY_SIMPLEX, scale, 1)
         cv2.rectangle(out, (0, 0), (w - 1, th + base + 4), (0, 0, 200), -1)
-        banner = f"DROPPED ({SHORT_REASONS.get(item.dropped, item.dropped)})"
+        banner = (f"FAILED ({item.failed.split(':')[0]})" if item.failed
+                  else f"DROPPED ({SHORT_REASONS.get(item.dropped, item.dropped)})")
         cv2.putText(out, banner, (2, th + 2), cv2.FONT_HERSHEY_SIMPLEX, scale,
                     (255, 255, 255), 1, cv2.LINE_AA)
     return out
@@ -101,8 +112,9 @@ def annotate(item: Grounded) -> np.ndarray:
 
 def _spatial_record(item: Grounded, i: int, xyz: dict[int, list[float]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    if item.track_ids is not None:
-        out["track_id"] = int(item.track_ids[i]) if item.track_ids[i] >= 0 else None
+    ids = item.detections.tracker_id
+    if ids is not None:
+        out["track_id"] = int(ids[i]) if ids[i] >= 0 else None
     if item.d3 is not None:
         out["xyz_m"] = xyz.get(i)
     return out
@@ -119,6 +131,7 @@ def jsonl_record(item: Grounded) -> dict[str, Any]:
         "frame_id": str(item.header.frame_id),
         "dropped": bool(item.dropped),
         "drop_reason": item.dropped or None,
+        **({"failed": item.failed} if item.failed else {}),
         "prompts": list(item.prompts),
         "processing_ms": item.processing_ms,
         "latency_ms": item.latency_ms,
@@ -156,6 +169,7 @@ class GroundOutputs:
         self.ts = vision_typestore()
         self.jpeg_quality = jpeg_quality
         self.masks = masks
+        self._prefix = prefix
         self._stack = ExitStack()
         self._bag = StagedBagWriter(out, overwrite=overwrite).open()
         self._jsonl: IO[str] | None = None
@@ -180,9 +194,27 @@ class GroundOutputs:
 
     # -- writing --------------------------------------------------------------------------
     def frame(self, item: Grounded) -> None:
-        import cv2
-
         t = item.frame.t_ns
+        if item.failure_cdr is not None:  # the node publishes its report, no answer
+            self._bag.write(self._failures(), t, item.failure_cdr)
+        else:
+            self._write_answer(item, t)
+        if item.dropped:
+            self._bag.write(self._conn["/dropped"], t, self.ts.serialize_cdr(self._header(item.header),
+                                                                             HEADER_MSGTYPE))
+        self._write_image(item, t)
+
+    def _failures(self) -> Connection:
+        """The frame_errors topic, added with the first failed frame (a run without one keeps
+        the bag it always had)."""
+        conn = self._conn.get("/frame_errors")
+        if conn is None:
+            conn = self._conn["/frame_errors"] = self._bag.add_topic(
+                f"{self._prefix}/frame_errors", DIAGNOSTICS_MSGTYPE, self.ts)
+        return conn
+
+    def _write_answer(self, item: Grounded, t: int) -> None:
+        """The frame's detections (2D, 3D) and mask images."""
         self._bag.write(self._conn["/detections"], t, item.detections_cdr)
         if "/detections_3d" in self._conn:
             d3 = item.detections_3d_cdr  # the core's bytes; a frame without 3D gets an empty array
@@ -190,9 +222,11 @@ class GroundOutputs:
                 Detections3D.empty(), item.detections, item.header, item.prompts))
         if item.mask_cdr:
             self._write_masks(item, t)
-        if item.dropped:
-            self._bag.write(self._conn["/dropped"], t, self.ts.serialize_cdr(self._header(item.header),
-                                                                             HEADER_MSGTYPE))
+
+    def _write_image(self, item: Grounded, t: int) -> None:
+        """The annotated frame: the debug image, the video, the JSONL line."""
+        import cv2
+
         bgr = annotate(item)
         ok, jpeg = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, self.jpeg_quality])
         if not ok:

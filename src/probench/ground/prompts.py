@@ -35,6 +35,7 @@ from pathlib import Path
 from probench.errors import ProbenchError
 from probench.files import UserFileError, read_user_bytes
 from probench.ground.errors import GroundUsageError
+from probench.msgs.shapes import stamp_ns
 from probench.realtime.grounding_worker import Prompts
 
 MAX_SCHEDULE_BYTES = 1 << 20  # a longer "schedule" is the wrong file
@@ -173,7 +174,7 @@ def recorded_frame_prompts(raw: bytes, topic: str, t_ns: int) -> FramePromptSet:
         msg = vision_typestore().deserialize_cdr(raw, "vision_msgs/msg/LabelInfo")
     except Exception as exc:  # noqa: BLE001 - any decoding failure is a malformed message
         return FramePromptSet(-1, None, source, f"undecodable message ({one_line(exc)})")
-    stamp = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
+    stamp = stamp_ns(msg.header.stamp)
     names = [vc.class_name for vc in sorted(msg.class_map, key=lambda vc: vc.class_id)]
     try:
         return FramePromptSet(stamp, check_prompts(names), source)

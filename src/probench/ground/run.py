@@ -11,9 +11,8 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from probench.bags.errors import BagError
@@ -42,9 +41,11 @@ from probench.ground.spatial import (
 )
 from probench.ground.summary import GroundSummary
 from probench.msgs.images import DEFAULT_MAX_PIXELS
+from probench.msgs.shapes import stamp_at
 from probench.prompting.policy import PromptPolicy, resolve_policy
-from probench.realtime.frame_core import CoreSettings, FrameCore, Wanted, enable_masks
+from probench.realtime.frame_core import FrameCore, Wanted, enable_masks, node_core
 from probench.realtime.grounding_worker import Prompts
+from probench.realtime.node_spec import GROUNDING_PARAMS, GroundingConfig
 from probench.spatial.depth import DEFAULT_MAX_DEPTH_M
 
 
@@ -100,13 +101,19 @@ class _Grounder:
         busy_ms = item.processing_ms or 0.0
         item.latency_ms = wait_s * 1000.0 + busy_ms
         s = self.summary
-        if item.prompts:
+        if item.failed:  # as the node: reported (frame_errors), logged, and the run goes on
+            s.failed += 1
+            s.first_failure = s.first_failure or f"{frame.where()}: {item.failed}"
+            if item.failed not in self._said:
+                self._said.add(item.failed)
+                _warn(f"frame failed: {item.failed} ({frame.where()})")
+        elif item.prompts:
             s.grounded += 1
             s.detections += len(item.detections)
         else:
             s.no_prompts += 1
-        if self.spatial is not None and item.prompts and item.track_ids is not None:
-            self.spatial.figures.observe(item.detections, item.track_ids, item.d3)
+        if self.spatial is not None and item.prompts and item.detections.tracker_id is not None:
+            self.spatial.figures.observe(item.detections, item.d3)
         s.processing_ms.append(busy_ms)
         s.latency_ms.append(item.latency_ms)
         self.outputs.frame(item)
@@ -125,7 +132,7 @@ class _Grounder:
         from probench.errors import ProbenchError
 
         t0 = time.perf_counter()
-        stamp = SimpleNamespace(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000)
+        stamp = stamp_at(t_ns)
         try:
             ready = self.core.make_ready(prompts, stamp, policy)
         except ProbenchError as exc:  # the node keeps its previous prompts, and so do we
@@ -164,6 +171,21 @@ def frame_prompts_topic(source: BagSource, requested: str | None) -> Topic | Non
 
 
 Schedule = list[PromptEvent | PolicyEvent]
+
+
+def node_config(plan: GroundPlan, topics: SpatialTopics) -> GroundingConfig:
+    """The grounding node's configuration ``plan`` amounts to: its flags as the node's
+    parameters, every other parameter at its default. The core is then built by the node's
+    own builder (:func:`~probench.realtime.frame_core.node_core`), so a setting is wired once."""
+    defaults = GROUNDING_PARAMS.to_config(GroundingConfig, GROUNDING_PARAMS.defaults())
+    depth_on = topics.depth is not None and topics.camera_info is not None
+    return replace(
+        defaults, model=plan.model, score_threshold=plan.score_threshold, max_detections=plan.max_detections,
+        max_image_pixels=plan.max_pixels, tracking=plan.track,
+        depth_topic=topics.depth.name if depth_on and topics.depth else "",
+        camera_info_topic=topics.camera_info.name if depth_on and topics.camera_info else "",
+        depth_tolerance=plan.depth_tolerance, min_depth_pixels=plan.min_depth_pixels,
+        max_depth=plan.max_depth)
 
 
 def check_plan(source: BagSource, plan: GroundPlan, sequences: SequenceBag | None = None
@@ -238,8 +260,7 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any], policy: Promp
         summary.model_load_s = time.perf_counter() - t0
         spatial = None
         if plan.track or topics.depth is not None:
-            spatial = GroundSpatial(topics, plan.track, plan.depth_tolerance, plan.min_depth_pixels,
-                                    plan.max_depth)
+            spatial = GroundSpatial(topics, plan.track)
             summary.spatial = spatial.figures
             summary.depth_topic = topics.depth.name if topics.depth else None
         masks = enable_masks(detector, True)
@@ -248,11 +269,8 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any], policy: Promp
             jsonl=plan.jsonl, overwrite=plan.overwrite, jpeg_quality=plan.jpeg_quality,
             depth=topics.depth is not None, masks=masks,
         )
-        # frame_prompts are read ahead of their frames: a set not there by its frame never comes
-        core = FrameCore(detector, settings=CoreSettings(
-            max_detections=plan.max_detections, max_pixels=plan.max_pixels,
-            score_threshold=plan.score_threshold, frame_prompts_wait=0.0),
-            spatial=spatial.stage if spatial is not None else None)
+        # depth and frame_prompts are read ahead of their frames (replay): a frame never waits
+        core = node_core(detector, node_config(plan, topics), replay=True)
         grounder = _Grounder(core, outputs, summary, plan, spatial, sequences)
         replay = MailboxReplay(grounder.ground, grounder.apply, grounder.dropped, realtime=plan.realtime)
         replay.worker.policy = policy
@@ -309,7 +327,8 @@ def ground_bag(plan: GroundPlan, load_detector: Callable[[], Any], policy: Promp
 def _describe(outputs: GroundOutputs, plan: GroundPlan, summary: GroundSummary) -> None:
     """What the run wrote, in the summary and in the bag's metadata."""
     depth = summary.depth_topic is not None
-    topics = ", ".join(output_topics(plan.prefix, plan.realtime, depth, outputs.masks))
+    failed = summary.failed > 0
+    topics = ", ".join(output_topics(plan.prefix, plan.realtime, depth, outputs.masks, failed))
     summary.outputs = [f"{plan.out} (mcap: {topics}{'; input images kept' if plan.keep_images else ''})"]
     if outputs.video is not None:
         summary.video_fps = outputs.video.fps

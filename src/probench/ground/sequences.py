@@ -75,12 +75,13 @@ class SequenceBag:
         queries = self.dataset.label_space(image_id)
         by_text = {self.dataset.queries[q].prompts[FORMULATION]: q for q in queries}
         dets = item.detections
-        for i, (box, score, pi) in enumerate(zip(dets.xywh.tolist(), dets.scores.tolist(),
-                                                 dets.prompt_index.tolist(), strict=True)):
+        ids = dets.tracker_id.tolist() if dets.tracker_id is not None else [-1] * len(dets)
+        rows = zip(dets.xywh.tolist(), dets.scores.tolist(), dets.prompt_index.tolist(), ids, strict=True)
+        for box, score, pi, tid in rows:
             query = by_text.get(item.prompts[pi])
             if query is None:  # answered with another frame's set: credited to none
                 continue
-            track = int(item.track_ids[i]) if item.track_ids is not None and item.track_ids[i] >= 0 else None
+            track = tid if tid >= 0 else None
             self.records.append({"image_id": image_id, "category_id": query, "bbox": box, "score": score,
                                  "track_id": track})
 

@@ -25,8 +25,7 @@ import numpy as np
 from probench.bags.source import BagSource, Topic
 from probench.detections import Detections
 from probench.ground.errors import GroundUsageError
-from probench.realtime.spatial_stage import SpatialSettings, SpatialStage
-from probench.spatial.depth import DEFAULT_MAX_DEPTH_M, DEPTH_ENCODINGS, Detections3D
+from probench.spatial.depth import DEPTH_ENCODINGS, Detections3D
 
 CAMERA_INFO_MSGTYPE = "sensor_msgs/msg/CameraInfo"
 IMAGE_MSGTYPE = "sensor_msgs/msg/Image"
@@ -128,7 +127,8 @@ class TrackFigures:
     depth_on: bool = False
     _prev: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # the previous frame's boxes, prompts, ids
 
-    def observe(self, dets: Detections, ids: np.ndarray, est: Detections3D | None) -> None:
+    def observe(self, dets: Detections, est: Detections3D | None) -> None:
+        ids = dets.tracker_id if dets.tracker_id is not None else np.full(len(dets), -1, np.int64)
         self.frames += 1
         self.detections += len(dets)
         if est is not None:
@@ -169,16 +169,12 @@ def _switches(prev: _Frame, cur: _Frame) -> int:
 
 
 class GroundSpatial:
-    """The node's spatial stage on a bag, plus the run's tracking/3D figures."""
+    """The depth and CameraInfo topics a run reads (the node's spatial stage is the core's,
+    built by :func:`probench.realtime.frame_core.node_core`), plus its tracking/3D figures."""
 
-    def __init__(self, topics: SpatialTopics, tracking: bool, tolerance_s: float,
-                 min_depth_pixels: int, max_depth: float = DEFAULT_MAX_DEPTH_M) -> None:
+    def __init__(self, topics: SpatialTopics, tracking: bool) -> None:
         self.topics = topics
         self.depth_on = topics.depth is not None and topics.camera_info is not None
-        settings = SpatialSettings(depth=self.depth_on, tracking=tracking, tolerance_s=tolerance_s,
-                                   min_depth_pixels=min_depth_pixels, wait_s=0.0, depth_buffer=16,
-                                   max_depth=max_depth)
-        self.stage = SpatialStage(settings)
         self.figures = TrackFigures(depth_on=self.depth_on)
         self.tracking = tracking
 

@@ -23,6 +23,8 @@ class GroundSummary:
     detections: int = 0
     prompt_sets: int = 0  # prompt sets applied (each one a LabelInfo)
     prompts_rejected: int = 0  # recorded prompt messages the node would have rejected
+    failed: int = 0  # frames whose model call raised (reported on frame_errors)
+    first_failure: str | None = None  # the first of them: where, and the error
     processing_ms: list[float] = field(default_factory=list)  # per processed frame
     latency_ms: list[float] = field(default_factory=list)  # arrival -> answer, per processed frame
     wall_s: float = 0.0  # the grounding loop (reading, model, drawing, writing)
@@ -53,6 +55,8 @@ class GroundSummary:
             **({"depth_topic": self.depth_topic, **self.spatial.as_dict()}
                if self.spatial is not None else {}),
             **({"temporal": self.temporal.to_json()} if self.temporal is not None else {}),
+            # only when a frame failed: a run without one keeps the summary it always had
+            **({"failed": self.failed, "first_failure": self.first_failure} if self.failed else {}),
         }
 
     def _spatial_line(self, d: dict[str, Any]) -> str:
@@ -80,6 +84,8 @@ class GroundSummary:
             f"  grounded {self.grounded}, dropped {self.dropped}, without prompts {self.no_prompts}; "
             f"{self.detections} detections ({per_frame:.1f} per grounded frame)",
             f"  prompt sets applied {self.prompt_sets}, prompt messages rejected {self.prompts_rejected}",
+            *([f"  FAILED {self.failed} frame(s): the model raised (the first: {self.first_failure})"]
+              if self.failed else []),
             f"  processing ms (decode+detect+serialize): {pct(d['processing_ms'])}",
             f"  latency ms (arrival -> answer{', incl. waiting' if self.realtime else ''}): "
             f"{pct(d['latency_ms'])}",

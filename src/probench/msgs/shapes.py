@@ -9,6 +9,7 @@ message class, untyped (the message packages have no stubs): ``Any`` there.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any, Protocol
 
 
@@ -17,6 +18,22 @@ class Stamp(Protocol):
 
     sec: int
     nanosec: int
+
+
+NS_PER_S = 1_000_000_000
+
+
+def stamp_ns(stamp: Stamp) -> int:
+    """A stamp (``builtin_interfaces/Time``: anything with ``sec`` and ``nanosec``) in
+    nanoseconds: the one conversion, for every message read."""
+    return int(stamp.sec) * NS_PER_S + int(stamp.nanosec)
+
+
+def stamp_at(ns: int) -> Stamp:
+    """The stamp of ``ns`` nanoseconds (the inverse of :func:`stamp_ns`)."""
+    sec, nanosec = divmod(int(ns), NS_PER_S)
+    out: Stamp = SimpleNamespace(sec=sec, nanosec=nanosec)
+    return out
 
 
 class Header(Protocol):

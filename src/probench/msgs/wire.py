@@ -4,20 +4,26 @@ rclpy converts every incoming message into Python objects (for an Image: a copy 
 pixels into an array.array, ~0.6 ms at 640x480) and every outgoing one from them (100
 nested Detection2D: ~1 ms). The node subscribes and publishes raw bytes instead; these
 functions read and write them. Tests check them against rclpy's own (de)serialization.
+
+Read here: images, prompts, header stamps, and the grounding node's own outputs that the
+evaluator takes in (:func:`detections_from_cdr`, :func:`frame_failure_from_cdr`: the
+inverses of their encoders, so both of the evaluator's links decode the same bytes the
+same way).
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
 
-from probench.detections import Detections
+from probench.detections import Detections, DetectionsError
 from probench.msgs.errors import MessageConversionError, PromptMessageError
 from probench.msgs.images import DEFAULT_MAX_PIXELS, compressed_to_rgb, image_to_rgb
-from probench.msgs.shapes import CompressedMessage, Header, ImageMessage
+from probench.msgs.shapes import CompressedMessage, Header, ImageMessage, Stamp, stamp_at, stamp_ns
 
 
 # -- incoming -----------------------------------------------------------------------------
@@ -50,6 +56,23 @@ class _Cdr:
     def uint32(self) -> int:
         return self._take("I", 4)[0]
 
+    def float64s(self, n: int) -> tuple[float, ...]:
+        self.off += -(self.off - 4) % 8
+        end = self.off + 8 * n
+        if end > len(self.buf):
+            raise MessageConversionError("serialized message is truncated")
+        out: tuple[float, ...] = struct.unpack_from(f"{self.order}{n}d", self.buf, self.off)
+        self.off = end
+        return out
+
+    def count(self, min_size: int) -> int:
+        """A sequence's length, checked against what is left (each element at least
+        ``min_size`` bytes): a corrupt length is named, not allocated."""
+        n = self.uint32()
+        if n * min_size > len(self.buf) - self.off:
+            raise MessageConversionError(f"serialized message is truncated ({n} elements announced)")
+        return n
+
     def octets(self) -> memoryview:
         n = self.uint32()
         if self.off + n > len(self.buf):
@@ -65,9 +88,14 @@ class _Cdr:
         except UnicodeDecodeError as exc:
             raise MessageConversionError(f"string field is not UTF-8: {exc}") from exc
 
-    def header(self) -> Header:
+    def stamp(self) -> Stamp:
         sec, nanosec = self._take("iI", 4)
-        return SimpleNamespace(stamp=SimpleNamespace(sec=sec, nanosec=nanosec), frame_id=self.string())
+        out: Stamp = SimpleNamespace(sec=sec, nanosec=nanosec)
+        return out
+
+    def header(self) -> Header:
+        stamp = self.stamp()
+        return SimpleNamespace(stamp=stamp, frame_id=self.string())
 
 
 def top_order(detections: Detections, max_detections: int | None = None) -> np.ndarray:
@@ -109,14 +137,11 @@ def compressed_from_cdr(data: bytes) -> CompressedMessage:
     return SimpleNamespace(header=header, format=fmt, data=r.octets())
 
 
-def header_stamp_ns(data: bytes) -> int | None:
+def header_stamp_ns(data: bytes) -> int:
     """The header stamp (ns) of a serialized message that begins with a ``std_msgs/Header``
-    (Image, CompressedImage): 8 bytes read, nothing else parsed; None when not CDR."""
-    try:
-        sec, nanosec = _Cdr(data)._take("iI", 4)
-    except MessageConversionError:
-        return None
-    return sec * 1_000_000_000 + nanosec
+    (Image, CompressedImage, Detection2DArray): 8 bytes read, nothing else parsed; a
+    :class:`MessageConversionError` when they are not there (not CDR, truncated)."""
+    return stamp_ns(_Cdr(data).stamp())
 
 
 def restamp_cdr(data: bytes, stamp_ns: int) -> bytes:
@@ -124,8 +149,8 @@ def restamp_cdr(data: bytes, stamp_ns: int) -> bytes:
     its header stamp set to ``stamp_ns`` (what a publisher that stamps a recorded frame sends)."""
     r = _Cdr(data)
     r._take("iI", 4)  # checks the encapsulation and the length
-    sec, nanosec = divmod(int(stamp_ns), 1_000_000_000)
-    return bytes(data[:4]) + struct.pack(r.order + "iI", sec, nanosec) + bytes(data[12:])
+    stamp = stamp_at(stamp_ns)
+    return bytes(data[:4]) + struct.pack(r.order + "iI", stamp.sec, stamp.nanosec) + bytes(data[12:])
 
 
 def rgb_from_cdr(data: bytes, *, compressed: bool,
@@ -202,13 +227,12 @@ def detections_to_cdr(
     prompts: Sequence[str],
     *,
     max_detections: int | None = None,
-    track_ids: np.ndarray | None = None,
 ) -> bytes:
     """``vision_msgs/Detection2DArray``, serialized: the array and each detection carry
     ``header``; each detection has one result, ``class_id`` the prompt text and ``score`` in
     [0, 1] (its pose the default ``PoseWithCovariance``); bbox center/size in pixels, theta
-    0; ``id`` the track id (``track_ids``, aligned with ``detections``; "" for -1 or
-    without them). With ``max_detections`` only the highest-scoring ones are kept, best first.
+    0; ``id`` the track id (the detections' ``tracker_id``; "" for -1 or without them). With
+    ``max_detections`` only the highest-scoring ones are kept, best first.
     An empty ``detections`` gives an empty array (still published: the evaluator counts it
     as an answer)."""
     order = top_order(detections, max_detections)
@@ -228,7 +252,7 @@ def detections_to_cdr(
         boxes[:, 4] = xyxy[:, 2] - xyxy[:, 0]  # bbox.size_x
         boxes[:, 5] = xyxy[:, 3] - xyxy[:, 1]
         raw = boxes.astype("<f8").tobytes()
-        tids = [-1] * len(order) if track_ids is None else np.asarray(track_ids)[order].tolist()
+        tids = [-1] * len(order) if detections.tracker_id is None else detections.tracker_id[order].tolist()
         ids = [_cdr_string(str(t)) if t >= 0 else _EMPTY_ID for t in tids]
         parts, off, n_hdr = out.parts, out.off, len(hdr)
         for i, pi in enumerate(pidx.tolist()):  # inlined out.put: the hot path (100 per frame)
@@ -244,6 +268,106 @@ def detections_to_cdr(
                       raw[row + 8 : row + 48], ids[i]]
         out.off = off
     return out.value()
+
+
+@dataclass(frozen=True)
+class ReadDetections:
+    """A serialized ``vision_msgs/Detection2DArray`` read back (:func:`detections_from_cdr`):
+    what :func:`detections_to_cdr` was given."""
+
+    header: Header
+    detections: Detections  # prompt_index into ``labels``; tracker_id from Detection2D.id
+    labels: tuple[str, ...]  # the distinct class ids, in order of first appearance
+
+    @property
+    def class_ids(self) -> list[str]:
+        """Each detection's class id (its first result's; "" for a detection without one)."""
+        return [self.labels[i] for i in self.detections.prompt_index.tolist()]
+
+
+def _track_id(text: str) -> int:
+    """A Detection2D.id as a track id: a non-negative integer, else -1 (none)."""
+    return int(text) if text.isascii() and text.isdigit() else -1
+
+
+# Detection2D after its results: bbox (center x, y, theta, size_x, size_y), then id
+_MIN_DETECTION_BYTES = 12 + 4 + 40 + 4  # header (empty frame_id), results count, bbox, id length
+_MIN_RESULT_BYTES = 4 + 8 + 8 * 43  # class_id length, score, pose
+
+
+def detections_from_cdr(data: bytes) -> ReadDetections:
+    """A serialized ``vision_msgs/Detection2DArray`` (vision_msgs 4.x, XCDR1, either byte
+    order) as :class:`Detections`: the inverse of :func:`detections_to_cdr`, of any node's
+    message. Each detection's class id and score are its first result's (a detection
+    without results: "" and 0); its box is rebuilt from bbox centre and size; its id is its
+    track id when it is a non-negative integer (else -1). ``tracker_id`` is None when no
+    detection has an id. A message that cannot be read, or whose boxes or scores are no
+    detections (a negative size, a score outside [0, 1]), is a :class:`MessageConversionError`."""
+    r = _Cdr(data)
+    header = r.header()
+    n = r.count(_MIN_DETECTION_BYTES)
+    boxes = np.empty((n, 4))
+    scores = np.zeros(n)
+    labels: dict[str, int] = {}
+    index = np.empty(n, np.int64)
+    ids = np.full(n, -1, np.int64)
+    any_id = False
+    for i in range(n):
+        r.header()  # Detection2D.header: the array's, by the contract (not checked here)
+        label = ""
+        for k in range(r.count(_MIN_RESULT_BYTES)):
+            class_id = r.string()
+            score = r.float64s(1)[0]
+            r.float64s(43)  # pose
+            if k == 0:
+                label, scores[i] = class_id, score
+        cx, cy, _theta, sx, sy = r.float64s(5)
+        boxes[i] = (cx - sx / 2, cy - sy / 2, cx + sx / 2, cy + sy / 2)
+        index[i] = labels.setdefault(label, len(labels))
+        text = r.string()
+        if text:
+            any_id = True
+            ids[i] = _track_id(text)
+    try:  # checked as a model's output is (boxes were clipped where they were made: not again)
+        dets = Detections.from_arrays(boxes, scores, index).with_tracker_id(ids if any_id else None)
+    except DetectionsError as exc:
+        raise MessageConversionError(f"Detection2DArray holds no valid detections: {exc}") from None
+    return ReadDetections(header, dets, tuple(labels))
+
+
+# -- a frame whose model call raised: diagnostic_msgs/DiagnosticArray on ``frame_errors`` --------
+FAILED_FRAME_STATUS = "frame failed"  # DiagnosticStatus.name of a failed frame
+_DIAGNOSTIC_ERROR = 2  # diagnostic_msgs/DiagnosticStatus.ERROR
+
+
+def frame_failure_to_cdr(header: Header, error: str, hardware_id: str = "") -> bytes:
+    """``diagnostic_msgs/DiagnosticArray``, serialized: one frame's failure. ``header`` is
+    the frame's own (its stamp names the frame); one status, level ERROR, name
+    :data:`FAILED_FRAME_STATUS`, message ``error`` (``"ExcType: message"``), ``hardware_id``
+    (the model), no values."""
+    out = _CdrOut()
+    out.put(_cdr_header(header), 4)
+    out.put(struct.pack("<I", 1), 4)  # one status
+    out.put(struct.pack("<B", _DIAGNOSTIC_ERROR), 1)
+    for text in (FAILED_FRAME_STATUS, error, hardware_id):
+        out.put(_cdr_string(text), 4)
+    out.put(struct.pack("<I", 0), 4)  # values: none
+    return out.value()
+
+
+def frame_failure_from_cdr(data: bytes) -> tuple[Header, str]:
+    """``(the frame's header, the error)`` of :func:`frame_failure_to_cdr`'s message: the
+    first ERROR status of the array; a :class:`MessageConversionError` when there is none."""
+    r = _Cdr(data)
+    header = r.header()
+    for _ in range(r.count(4 + 1 + 12 + 4)):
+        level = r.uint8()
+        _name, message, _hardware_id = r.string(), r.string(), r.string()
+        for _ in range(r.count(8)):
+            r.string(), r.string()
+        if level == _DIAGNOSTIC_ERROR:
+            return header, message or "an error without a message"
+    raise MessageConversionError("a frame_errors message without an ERROR status")
 
 
 def label_info_to_cdr(prompts: Sequence[str], header: Header, threshold: float = 0.0) -> bytes:

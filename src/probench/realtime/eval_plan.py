@@ -81,30 +81,18 @@ def plan_formulation(
     return out
 
 
-def results_for_frame(
-    fp: FramePlan, xyxy: np.ndarray, scores: np.ndarray, class_ids: Sequence[str],
-    track_ids: Sequence[int] | None = None,
-) -> list[CocoResult]:
-    """COCO results of one answered frame, each box credited to every query of its text;
-    :class:`AttributionError` when a class_id is not in the frame's prompt set. With
-    ``track_ids`` (a tracking node's Detection2D.id, -1 for none) each result of a tracked box
-    carries its ``track_id`` (the temporal metrics' identity, scoring/temporal.py)."""
+def results_for_frame(fp: FramePlan, detections: Detections, labels: Sequence[str]) -> list[CocoResult]:
+    """COCO results of one answered frame (``detections``' prompt indices point into
+    ``labels``, the answer's class ids), each box credited to every query of its text;
+    :class:`AttributionError` when a class_id is not in the frame's prompt set. Each result
+    of a tracked box carries its ``track_id`` (the detections' ``tracker_id``: the temporal
+    metrics' identity, scoring/temporal.py)."""
     index = {t: i for i, t in enumerate(fp.texts)}
-    unknown = sorted({c for c in class_ids if c not in index})
+    used = sorted({int(i) for i in detections.prompt_index.tolist()})
+    unknown = sorted({labels[i] for i in used if labels[i] not in index})
     if unknown:
         raise AttributionError(f"class_id(s) {unknown!r} are not in the frame's prompt set")
-    pidx = np.array([index[c] for c in class_ids], dtype=np.int64)
-    # Boxes came through the message as center/size: rebuild without re-clipping them.
-    dets = Detections.from_arrays(xyxy, scores, pidx)
-    results = detections_to_results(dets, fp.image_id, fp.groups)
-    if track_ids is None or not len(track_ids):
-        return results
-    if len(track_ids) != len(class_ids):
-        raise AttributionError(f"{len(track_ids)} track ids for {len(class_ids)} detections")
-    # detections_to_results keeps the detections' order, one result per query of each box's text
-    per_box = [len(fp.groups[i]) for i in pidx.tolist()]
-    tids = [int(t) for t, n in zip(track_ids, per_box, strict=True) for _ in range(n)]
-    for r, t in zip(results, tids, strict=True):
-        if t >= 0:
-            r["track_id"] = t  # type: ignore[typeddict-unknown-key]
-    return results
+    to_text = np.array([index.get(label, 0) for label in labels], dtype=np.int64)
+    dets = Detections(detections.xyxy, detections.scores, to_text[detections.prompt_index],
+                      tracker_id=detections.tracker_id)
+    return detections_to_results(dets, fp.image_id, fp.groups)

@@ -28,10 +28,16 @@ way: the same frames at the same rate.
 - as-fast-as-answered: the next frame goes out when the previous one is answered (or given
   up after ``answer_timeout``): none is dropped, for accuracy.
 
-Collect (:class:`Collector`, called from the transport's thread for every answer):
+Collect (:class:`Collector`, called from the transport's thread for every answer): both
+links hand it the grounding node's bytes as they came (:class:`AnswerInbox`: one reader,
+:mod:`probench.msgs.wire`, so both build the same :class:`Answer`, track ids included):
 - an answer is credited only to the pending frame whose stamp it carries, and only when
   every class id is in that frame's prompt set (else ``misattributed``: the frame is
-  recorded missed, nothing credited);
+  recorded missed, nothing credited; so is an answer whose detections cannot be read);
+- a frame the node reports failed (its model call raised: a ``diagnostic_msgs/DiagnosticArray``
+  on ``frame_errors`` stamped with the frame's stamp) is ``failed``, its record carrying the
+  node's error: counted apart from missed frames (``frames_failed``, ``first_error`` of the
+  real-time figures, :mod:`probench.realtime.eval_realtime`);
 - a frame is pending until it is answered or ``answer_timeout`` passed since it was sent:
   an answer that arrives out of order, within the timeout, is credited (it is not proof
   that earlier frames were dropped). A frame unanswered after ``answer_timeout`` is given
@@ -49,19 +55,20 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import numpy as np
-
-from probench.cache.trace import ANSWERED, MISATTRIBUTED, MISSED, STRAY, frame_record
+from probench.cache.trace import ANSWERED, FAILED, MISATTRIBUTED, MISSED, STRAY, frame_record
+from probench.detections import Detections
 from probench.errors import Interrupted
+from probench.msgs import shapes, wire
+from probench.msgs.errors import MessageConversionError
 from probench.realtime.eval_plan import FramePlan, results_for_frame
 from probench.realtime.node_spec import MODES
 from probench.vocabulary import AttributionError, CocoResult
 
 # Interrupted lives in probench.errors (a run folder records it); re-exported for the nodes
-__all__ = ["RESTART_PERIODS", "Answer", "Clock", "Collector", "Emit", "Interrupted", "Link",
+__all__ = ["RESTART_PERIODS", "Answer", "AnswerInbox", "Clock", "Collector", "Emit", "Interrupted", "Link",
            "MonotonicClock", "stream", "warm_up"]
 
 RESTART_PERIODS = 3  # a send later than this many periods restarts the replay grid
@@ -104,14 +111,64 @@ MONOTONIC = MonotonicClock()
 
 @dataclass(frozen=True)
 class Answer:
-    """A Detection2DArray as the collector sees it."""
+    """A Detection2DArray (or the node's report of a failed frame) as the collector sees it."""
 
     stamp_ns: int
     received_ns: int  # the evaluator's monotonic clock, taken on the message's raw bytes
-    xyxy: np.ndarray
-    scores: np.ndarray
-    class_ids: Sequence[str]
-    track_ids: Sequence[int] | None = None  # Detection2D.id of a tracking node (-1: none)
+    # the detections, their prompt indices into ``labels``; tracker_id: Detection2D.id of a tracking node
+    detections: Detections = field(default_factory=Detections.empty)
+    labels: tuple[str, ...] = ()  # the answer's distinct class ids
+    error: str = ""  # a failed frame: the node's error ("ExcType: message"), no detections
+    unreadable: str = ""  # a Detection2DArray whose detections could not be read: why
+
+    @property
+    def class_ids(self) -> list[str]:
+        """Each detection's class id."""
+        return [self.labels[i] for i in self.detections.prompt_index.tolist()]
+
+
+class AnswerInbox:
+    """Where a link hands the grounding node's serialized messages (the DDS link from its
+    raw subscriptions, the fake link from the core's bytes): decoded by the one reader
+    (:func:`probench.msgs.wire.detections_from_cdr`, :func:`~probench.msgs.wire.frame_failure_from_cdr`)
+    into :class:`Answer` s for the handler. A message that cannot be read is logged and not
+    credited; one whose stamp can be read but not its detections is handed on as
+    ``unreadable`` (its frame is misattributed, never credited)."""
+
+    def __init__(self, warn: Callable[[str], object]) -> None:
+        self.warn = warn
+        self.handler: Callable[[Answer], object] | None = None
+
+    def detections(self, data: bytes, received_ns: int) -> None:
+        """A serialized ``vision_msgs/Detection2DArray`` (``detections``)."""
+        handler = self.handler
+        if handler is None:
+            return
+        try:
+            read = wire.detections_from_cdr(data)
+        except MessageConversionError as exc:
+            try:
+                stamp = wire.header_stamp_ns(data)
+            except MessageConversionError:
+                self.warn(f"undecodable Detection2DArray, not credited: {exc}")
+                return
+            self.warn(f"unreadable Detection2DArray, not credited: {exc}")
+            handler(Answer(stamp, received_ns, unreadable=str(exc)))
+            return
+        handler(Answer(shapes.stamp_ns(read.header.stamp), received_ns, read.detections, read.labels))
+
+    def failure(self, data: bytes, received_ns: int) -> None:
+        """A serialized ``diagnostic_msgs/DiagnosticArray`` (``frame_errors``): a frame whose
+        model call raised."""
+        handler = self.handler
+        if handler is None:
+            return
+        try:
+            header, error = wire.frame_failure_from_cdr(data)
+        except MessageConversionError as exc:
+            self.warn(f"undecodable frame_errors message, not counted: {exc}")
+            return
+        handler(Answer(shapes.stamp_ns(header.stamp), received_ns, error=error))
 
 
 class Link(Protocol):
@@ -221,7 +278,8 @@ class Collector:
 
     # -- the transport's side ------------------------------------------------------------
     def collect(self, answer: Answer) -> str:
-        """Credit one answer (module doc); returns what it was: answered, misattributed or stray."""
+        """Credit one answer (module doc); returns what it was: answered, misattributed,
+        failed or stray."""
         stamp = int(answer.stamp_ns)
         with self._cond:
             entry = self._pending.get(stamp)
@@ -229,24 +287,30 @@ class Collector:
                 self.stray += 1
                 self._emit_stray(answer)
                 return STRAY
+            if answer.error:  # (a warm-up frame's record is counted nowhere)
+                self._resolve(stamp, FAILED, answer.received_ns, error=answer.error)
+                return FAILED
             try:
-                results = results_for_frame(entry.frame, answer.xyxy, answer.scores, answer.class_ids,
-                                            answer.track_ids)
+                if answer.unreadable:
+                    raise AttributionError(answer.unreadable)
+                results = results_for_frame(entry.frame, answer.detections, answer.labels)
                 status = ANSWERED
             except (AttributionError, ValueError):
                 results, status = [], MISATTRIBUTED
                 self.misattributed += 1
-            self._resolve(stamp, status, answer.received_ns, results, len(answer.class_ids))
+            self._resolve(stamp, status, answer.received_ns, results, len(answer.detections))
             return status
 
     # -- records ---------------------------------------------------------------------------
     def _resolve(self, stamp: int, status: str, received_ns: int | None = None,
-                 results: list[CocoResult] | None = None, n_detections: int = 0) -> None:
+                 results: list[CocoResult] | None = None, n_detections: int = 0,
+                 error: str | None = None) -> None:
         p = self._pending.pop(stamp)
         record = frame_record(
             p.frame.formulation, p.frame.image_id, sent_ns=p.sent_ns, received_ns=received_ns, status=status,
             session=self.session, seq=p.seq, warmup=p.warmup, stamp_ns=stamp, scheduled_ns=p.scheduled_ns,
             n_prompts=len(p.frame.texts), n_detections=n_detections, n_results=len(results or []),
+            error=error,
         )
         # a warm-up answer is scored nowhere: no frame, no results
         self._emit(None if p.warmup else p.frame, record, [] if p.warmup else results or [])
@@ -254,7 +318,7 @@ class Collector:
 
     def _emit_stray(self, answer: Answer) -> None:
         record = {"kind": STRAY, "session": self.session, "stamp_ns": int(answer.stamp_ns),
-                  "received_ns": int(answer.received_ns), "n_detections": len(answer.class_ids)}
+                  "received_ns": int(answer.received_ns), "n_detections": len(answer.detections)}
         self._emit(None, record, [])  # a stray belongs to no frame
 
 

@@ -16,6 +16,12 @@ write, or hand back) what it returns. It owns every step of answering a frame, i
    each only when the caller wants it (someone subscribes);
 7. the encoded output messages, through the one encoder (:mod:`probench.msgs.wire`).
 
+A frame whose model call raises (the detector, its prompt plan, its output's checks) gets no
+detections: :attr:`FrameAnswer.failed` names the error (``"ExcType: message"``) and
+:attr:`FrameAnswer.failure_cdr` is the report every caller publishes for it (a
+``diagnostic_msgs/DiagnosticArray`` with the frame's header on ``frame_errors``): the
+evaluator counts the frame failed, apart from missed frames.
+
 A caller keeps only what is its own: its transport (DDS topics, a bag, the fake link's
 in-process delivery), its clock, its counters and its lifecycle. Operator prompt sets are
 made ready with :meth:`FrameCore.make_ready` (the text side encoded once, the
@@ -34,9 +40,16 @@ import numpy as np
 from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.msgs.images import DEFAULT_MAX_PIXELS
+from probench.msgs.shapes import stamp_ns
 from probench.realtime.grounding_stats import DECODE_STAGE
 from probench.realtime.grounding_worker import Prompts, StampedPromptSets
-from probench.realtime.spatial_stage import DEPTH_STAGE, DepthFields, SpatialSettings, SpatialStage
+from probench.realtime.spatial_stage import (
+    DEPTH_BUFFER,
+    DEPTH_STAGE,
+    DepthFields,
+    SpatialSettings,
+    SpatialStage,
+)
 
 if TYPE_CHECKING:
     from probench.models.base import Detector
@@ -71,15 +84,16 @@ class Wanted:
 @dataclass
 class FrameAnswer:
     """What one frame was answered with. ``detections_cdr`` is None when the frame gets no
-    answer at all (an undecodable image, or a frame whose stamped set never came while
-    there are no operator prompts); ``error`` / ``problems`` say why and what to log."""
+    answer at all (an undecodable image, a frame whose stamped set never came while there
+    are no operator prompts, or a failed model call: ``failed``); ``error`` / ``problems``
+    say why and what to log."""
 
     header: Any = None  # the input frame's header (stamp.sec, stamp.nanosec, frame_id)
     stamp_ns: int = -1
     rgb: np.ndarray | None = None
     prompts: Prompts = ()  # the operator's prompts the frame was answered with: the class ids
-    detections: Detections = field(default_factory=Detections.empty)  # the published set, best first
-    track_ids: np.ndarray | None = None  # aligned with ``detections``; -1: none
+    # the published set, best first; its tracker_id: the track ids (-1: none), None without a spatial stage
+    detections: Detections = field(default_factory=Detections.empty)
     d3: Detections3D | None = None
     detections_cdr: bytes | None = None  # vision_msgs/Detection2DArray
     detections_3d_cdr: bytes | None = None  # vision_msgs/Detection3DArray (depth on, paired)
@@ -96,6 +110,8 @@ class FrameAnswer:
     bound: bool = False  # answered with its own stamped prompt set
     prompt_wait_ms: float = 0.0  # waited for the stamped set
     error: str = ""  # the frame could not be answered (counted as an error)
+    failed: str = ""  # the model call raised: "ExcType: message" (the frame failed)
+    failure_cdr: bytes | None = None  # the failed frame's report (diagnostic_msgs/DiagnosticArray)
     problems: list[str] = field(default_factory=list)  # lines to log (throttled by the caller)
 
     @property
@@ -151,9 +167,8 @@ class FrameCore:
             img = image_from_cdr(data)
         except ProbenchError as exc:
             return self.spatial.once(f"depth image dropped: {exc}")
-        stamp = int(img.header.stamp.sec) * 1_000_000_000 + int(img.header.stamp.nanosec)
-        self.spatial.put_depth(DepthFields(stamp, img.height, img.width, img.encoding, img.is_bigendian,
-                                           img.step, img.data))
+        self.spatial.put_depth(DepthFields(stamp_ns(img.header.stamp), img.height, img.width, img.encoding,
+                                           img.is_bigendian, img.step, img.data))
         return None
 
     def put_camera_info(self, k: list[float], width: int, height: int) -> str | None:
@@ -189,15 +204,27 @@ class FrameCore:
             out.error = f"image dropped: {exc}"
             return out
         out.header, out.rgb = header, rgb
-        out.stamp_ns = int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
+        out.stamp_ns = stamp_ns(header.stamp)
         out.stages_ms[DECODE_STAGE] = (time.perf_counter() - t0) * 1000.0
         if not self._take_prompts(out, prompts):
             out.processing_ms = (time.perf_counter() - t0) * 1000.0
             return out
-        self._detect(out, policy or self.as_typed)
+        try:
+            self._detect(out, policy or self.as_typed)
+        except Exception as exc:  # noqa: BLE001 - a model that raises fails its frame, never the caller
+            self._fail(out, exc)
+            out.processing_ms = (time.perf_counter() - t0) * 1000.0
+            return out
         self._encode(out, wanted, on_2d)
         out.processing_ms = (time.perf_counter() - t0) * 1000.0
         return out
+
+    def _fail(self, out: FrameAnswer, exc: Exception) -> None:
+        """The frame's model call raised: named, and its report encoded (module doc)."""
+        from probench.msgs.wire import frame_failure_to_cdr
+
+        out.failed = f"{type(exc).__name__}: {exc}"
+        out.failure_cdr = frame_failure_to_cdr(out.header, out.failed, str(self.detector.name))
 
     def _take_prompts(self, out: FrameAnswer, operator: Prompts) -> bool:
         """The frame's prompts into ``out.prompts``; False: the frame gets no answer."""
@@ -237,7 +264,7 @@ class FrameCore:
         dets = self._checked_masks(dets, out.rgb.shape[:2])
         dets = dets.filter(top_order(dets, self.settings.max_detections))  # the published set
         if self.spatial is not None:  # ids and 3D for exactly the detections published
-            dets, out.track_ids = self.spatial.track(dets, out.prompts, out.stamp_ns)
+            dets = self.spatial.track(dets, out.prompts, out.stamp_ns)
         out.stages_ms.update((k, v) for k, v in dets.timings_ms.items() if k != "total")
         out.detections = dets
 
@@ -254,7 +281,7 @@ class FrameCore:
             return dets
         except MaskShapeError as exc:
             self._say_once(f"{exc}: masks dropped, boxes published")
-        return Detections(dets.xyxy, dets.scores, dets.prompt_index, None, dets.timings_ms)
+        return dets.without_masks()
 
     def _say_once(self, why: str) -> None:
         if why not in self._mask_problem_said:
@@ -267,13 +294,13 @@ class FrameCore:
         dets = out.detections
         out.problems.extend(self._mask_problems)
         self._mask_problems.clear()
-        out.detections_cdr = detections_to_cdr(dets, out.header, out.prompts, track_ids=out.track_ids)
+        out.detections_cdr = detections_to_cdr(dets, out.header, out.prompts)
         if on_2d is not None:
             on_2d(out)
         out.published_at = time.perf_counter()
         if dets.masks is not None:
             self.masks_seen = True
-        choice = self._choose_target(out) if out.track_ids is not None else None
+        choice = self._choose_target(out) if dets.tracker_id is not None else None
         spatial = self.spatial
         if spatial is not None and spatial.settings.depth:
             self._locate(out, spatial, choice)
@@ -284,7 +311,7 @@ class FrameCore:
             from probench.viz import draw_detections
 
             assert out.rgb is not None
-            extras = spatial_labels(len(dets), out.track_ids, out.d3)
+            extras = spatial_labels(dets, out.d3)
             out.debug_rgb = draw_detections(out.rgb, dets, out.prompts, extras=extras, masks=dets.masks)
 
     def _masks(self, out: FrameAnswer, wanted: Wanted) -> None:
@@ -319,8 +346,7 @@ class FrameCore:
         """The frame's target (docs/GROUNDING_NODE.md, "Choosing the target"), encoded."""
         from probench.spatial.target import target_cdr
 
-        assert out.track_ids is not None
-        choice = self.target.choose(out.detections, out.track_ids, out.prompts, out.stamp_ns / 1e9)
+        choice = self.target.choose(out.detections, out.prompts, out.stamp_ns / 1e9)
         self.target_state, out.target_index = choice.state, choice.index
         out.target_cdr = target_cdr(choice, out.detections, out.header)
         return choice
@@ -330,8 +356,8 @@ class FrameCore:
         from probench.spatial.messages import detections_3d_cdr, target_pose_cdr
         from probench.spatial.target import target_pose_cdr_for
 
-        assert out.rgb is not None and out.track_ids is not None
-        est, ms, problem = spatial.locate(out.detections, out.track_ids, out.stamp_ns, out.rgb.shape[:2])
+        assert out.rgb is not None
+        est, ms, problem = spatial.locate(out.detections, out.stamp_ns, out.rgb.shape[:2])
         out.stages_ms[DEPTH_STAGE] = ms
         if problem:
             out.problems.append(f"no 3D output: {problem} (2D detections go on)")
@@ -349,20 +375,30 @@ class FrameCore:
         return {"masks_seen": self.masks_seen, "target": self.target_state}
 
 
+REPLAY_DEPTH_BUFFER = 16  # depth images a bag's replay keeps while their colour frame is awaited
+
+
 def node_core(detector: Detector, cfg: GroundingConfig, frame_sets: StampedPromptSets | None = None,
-              target: TargetSelector | None = None) -> FrameCore:
+              target: TargetSelector | None = None, *, replay: bool = False) -> FrameCore:
     """The core of a grounding node configured with ``cfg`` (its spatial stage with tracking
-    or a depth topic); ``frame_sets``: the stamped-set map (a simulated clock's); ``target``:
-    the node's target selection (it outlives configure)."""
+    or a depth topic): the node's, ``probench ground``'s and the fake link's, built here
+    only. ``frame_sets``: the stamped-set map (a simulated clock's); ``target``: the node's
+    target selection (it outlives configure); ``replay``: a bag's replay (``probench
+    ground``), which hands depth images and stamped prompt sets over ahead of their frames,
+    so a frame never waits for one (one not there by its frame never comes) and more depth
+    images are kept."""
     depth = bool(cfg.depth_topic.strip())
     spatial = None
     if depth or cfg.tracking:
         spatial = SpatialStage(SpatialSettings(depth=depth, tracking=cfg.tracking,
                                                tolerance_s=cfg.depth_tolerance,
                                                min_depth_pixels=cfg.min_depth_pixels,
-                                               max_depth=cfg.max_depth))
+                                               max_depth=cfg.max_depth,
+                                               wait_s=0.0 if replay else None,
+                                               depth_buffer=REPLAY_DEPTH_BUFFER if replay else DEPTH_BUFFER))
     settings = CoreSettings(max_detections=cfg.max_detections, max_pixels=cfg.max_image_pixels,
-                            frame_prompts_wait=cfg.frame_prompts_wait, score_threshold=cfg.score_threshold)
+                            frame_prompts_wait=0.0 if replay else cfg.frame_prompts_wait,
+                            score_threshold=cfg.score_threshold)
     return FrameCore(detector, settings=settings, spatial=spatial, frame_sets=frame_sets, target=target)
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import threading
 import time
 from pathlib import Path
@@ -28,18 +27,12 @@ from typing import Any
 
 from probench.cache.output import open_appendable
 from probench.files import read_user_bytes
+from probench.msgs.errors import MessageConversionError
+from probench.msgs.wire import header_stamp_ns
 
-__all__ = ["TRACE_HEADER", "NodeTrace", "header_stamp_ns"]
+__all__ = ["TRACE_HEADER", "NodeTrace"]
 
 TRACE_HEADER = b'{"probench_node_trace": 1}\n'  # a trace's first line: what may be appended to
-
-
-def header_stamp_ns(data: bytes) -> int:
-    """The header stamp of a serialized ``sensor_msgs/Image`` or ``CompressedImage`` (both
-    start with a std_msgs/Header after the 4-byte CDR encapsulation)."""
-    little = len(data) > 1 and data[1] == 1  # CDR_LE
-    sec, nanosec = struct.unpack_from("<iI" if little else ">iI", data, 4)
-    return int(sec) * 1_000_000_000 + int(nanosec)
 
 
 class NodeTrace:
@@ -61,7 +54,7 @@ class NodeTrace:
         """A waiting frame (its serialized bytes) was replaced in the mailbox."""
         try:
             stamp = header_stamp_ns(data)
-        except struct.error:
+        except MessageConversionError:
             return  # a truncated message: the node reports it when it decodes one
         with self._lock:
             if self._current is not None:

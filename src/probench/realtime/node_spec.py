@@ -291,6 +291,10 @@ TOPICS: dict[str, tuple[str, str, str]] = {
     "detections": ("pub", "vision_msgs/msg/Detection2DArray", "reliable, keep last 10"),
     "debug_image": ("pub", "sensor_msgs/msg/Image", "reliable, keep last 1 (built only when subscribed)"),
     "label_info": ("pub", "vision_msgs/msg/LabelInfo", "reliable, transient_local, keep last 1"),
+    "frame_errors": ("pub", "diagnostic_msgs/msg/DiagnosticArray",
+                     "reliable, keep last 10; one per frame whose model call raised (no detections for it): "
+                     "header = the frame's header, one ERROR status named `frame failed` whose message is "
+                     "the error"),
     "/diagnostics": ("pub", "diagnostic_msgs/msg/DiagnosticArray", "reliable, keep last 10"),
     "<depth_topic>": ("sub", "sensor_msgs/msg/Image",
                       "only when depth_topic is set; as the image subscriptions"),

@@ -38,6 +38,7 @@ from probench.spatial.tracking import PromptTrackers
 
 TRACK_STAGE = "track"
 DEPTH_STAGE = "depth_3d"
+DEPTH_BUFFER = 8  # depth images the node keeps while their colour frame is awaited
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class SpatialSettings:
     tolerance_s: float = 0.02
     min_depth_pixels: int = 50
     wait_s: float | None = None  # longest wait for a frame's depth; None: tolerance_s
-    depth_buffer: int = 8  # depth images kept while their colour frame is awaited
+    depth_buffer: int = DEPTH_BUFFER  # depth images kept while their colour frame is awaited
     max_depth: float = DEFAULT_MAX_DEPTH_M  # metres: farther depth pixels are invalid (parameter max_depth)
 
 
@@ -96,15 +97,16 @@ class SpatialStage:
         return None
 
     # -- worker thread -------------------------------------------------------------------------
-    def track(self, dets: Detections, prompts: Sequence[str], stamp_ns: int) -> tuple[Detections, np.ndarray]:
-        """Track ids (-1: none) for the frame's detections, the cost in their timings."""
+    def track(self, dets: Detections, prompts: Sequence[str], stamp_ns: int) -> Detections:
+        """The frame's detections with their track ids (``tracker_id``, -1: none; all -1
+        with tracking off), the cost in their timings."""
         if self.trackers is None:
-            return dets, np.full(len(dets), -1, np.int64)
+            return dets.with_tracker_id(np.full(len(dets), -1, np.int64))
         t0 = time.perf_counter()
         ids = self.trackers.update(dets, prompts, t_s=stamp_ns * 1e-9)
-        return dets.with_timing(TRACK_STAGE, (time.perf_counter() - t0) * 1000.0), ids
+        return dets.with_tracker_id(ids).with_timing(TRACK_STAGE, (time.perf_counter() - t0) * 1000.0)
 
-    def locate(self, dets: Detections, track_ids: np.ndarray, stamp_ns: int,
+    def locate(self, dets: Detections, stamp_ns: int,
                image_hw: tuple[int, int]) -> tuple[Detections3D | None, float, str | None]:
         """``(3D estimates or None, ms spent, a line to log or None)`` for the frame."""
         self.last_depth = None
@@ -134,7 +136,7 @@ class SpatialStage:
         try:
             image = depth_from_bytes(depth.data, depth.height, depth.width, depth.step, depth.encoding,
                                      big_endian=bool(depth.is_bigendian))
-            est = estimate_3d(dets, image, k, self.settings.min_depth_pixels, track_ids=track_ids,
+            est = estimate_3d(dets, image, k, self.settings.min_depth_pixels,
                               max_depth=self.settings.max_depth)
         except ProbenchError as exc:
             self.counts["depth_errors"] += 1
@@ -173,9 +175,10 @@ class SpatialStage:
         return out
 
 
-def spatial_labels(n: int, track_ids: np.ndarray | None, est: Detections3D | None) -> list[str] | None:
-    """Per detection (``n`` of them): ``#<track id>`` and the distance (``2.41 m``) where
-    known, for drawn labels; None when there is neither."""
+def spatial_labels(dets: Detections, est: Detections3D | None) -> list[str] | None:
+    """Per detection: ``#<track id>`` and the distance (``2.41 m``) where known, for drawn
+    labels; None when there is neither."""
+    n, track_ids = len(dets), dets.tracker_id
     if track_ids is None and est is None:
         return None
     ids = track_ids if track_ids is not None else np.full(n, -1)

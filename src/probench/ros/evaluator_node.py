@@ -3,8 +3,10 @@
 The node is the DDS side of the replay (an :class:`probench.realtime.eval_run.EvaluatorLink`):
 it publishes each frame's prompt set as a ``vision_msgs/LabelInfo`` on ``frame_prompts``
 whose header.stamp is the frame's stamp, then the frame on ``image`` (or
-``image/compressed``), and hands every Detection2DArray arriving on ``detections`` to the
-run's collector. The run itself (plan, stream, collect, finish) is
+``image/compressed``), and hands the bytes of every Detection2DArray arriving on
+``detections`` and of every failed frame's report on ``frame_errors`` to the run's
+collector, through the :class:`~probench.realtime.eval_stream.AnswerInbox` (the reader the
+fake link uses too). The run itself (plan, stream, collect, finish) is
 :func:`probench.realtime.eval_run.run_evaluation`; docs/EVALUATION.md describes the design.
 When the run is scored the node exits, so the launch (or ``probench eval``) shuts down.
 """
@@ -18,8 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -29,7 +31,7 @@ from vision_msgs.msg import Detection2DArray, LabelInfo
 from probench.errors import ProbenchError
 from probench.realtime.errors import ParameterValueError
 from probench.realtime.eval_run import write_result
-from probench.realtime.eval_stream import Answer, Interrupted
+from probench.realtime.eval_stream import Answer, AnswerInbox, Interrupted
 from probench.realtime.node_spec import EVALUATOR_NAME, EVALUATOR_PARAMS, GROUNDING_PARAMS, EvaluatorConfig
 from probench.ros import convert
 from probench.ros.errors import RosError
@@ -50,11 +52,9 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
         self.cfg = self._read_parameters()
         reliable = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100,
                               reliability=ReliabilityPolicy.RELIABLE)
-        self._handler: Callable[[Answer], object] | None = None
+        self.inbox = AnswerInbox(self.warning)
         self.frame_prompts_pub = self.create_publisher(LabelInfo, "frame_prompts", reliable)
-        # raw: the arrival time is taken on the bytes, before any deserialization (whose cost
-        # grows with the number of detections), as ros2_benchmark's monitor does
-        self.create_subscription(Detection2DArray, "detections", self._on_detections, reliable, raw=True)
+        subscribe_answers(self, self.inbox, reliable)
         # a sequence bag (realtime/eval_sequence.py): operator prompts and their acknowledgements
         self.prompt_pub = self.create_publisher(String, "prompt", QoSProfile(
             history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE))
@@ -90,7 +90,7 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
         return rclpy.ok() and not self._stop_requested()
 
     def set_answer_handler(self, handler: Callable[[Answer], object]) -> None:
-        self._handler = handler
+        self.inbox.handler = handler
 
     # -- operator prompts (probench.realtime.eval_sequence.OperatorLink) -------------------------
     def set_prompts(self, texts: Sequence[str]) -> None:
@@ -127,27 +127,6 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
 
     def warning(self, text: str) -> None:
         self.get_logger().warning(text)
-
-    def _on_detections(self, data: bytes) -> None:  # executor thread
-        received_ns = time.monotonic_ns()  # the evaluator's one clock (eval_stream.MONOTONIC)
-        handler = self._handler
-        if handler is None:
-            return
-        from rclpy.serialization import deserialize_message
-
-        try:
-            msg = deserialize_message(data, Detection2DArray)
-        except Exception as exc:  # noqa: BLE001 - bytes from the wire: never crash the stream
-            self.get_logger().warning(f"undecodable Detection2DArray, not credited: {exc}")
-            return
-        try:
-            xyxy, scores, class_ids = convert.detection_array_to_arrays(msg)
-        except ValueError as exc:
-            self.get_logger().warning(f"unreadable Detection2DArray, not credited: {exc}")
-            xyxy, scores, class_ids = np.zeros((1, 4)), np.zeros(1), ["<unreadable>"]
-        # a tracking node's Detection2D.id (its track id; "" for none)
-        track_ids = [_track_id(d.id) for d in msg.detections] if any(d.id for d in msg.detections) else None
-        handler(Answer(convert.stamp_ns(msg.header.stamp), received_ns, xyxy, scores, class_ids, track_ids))
 
     # -- set-up ------------------------------------------------------------------------------
     def _wait(self, ready: Callable[[], bool], timeout: float) -> bool:
@@ -248,12 +227,18 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
             self.destroy_client(client)
 
 
-def _track_id(text: str) -> int:
-    """A Detection2D.id as a track id (-1 when it is none)."""
-    try:
-        return int(text)
-    except ValueError:
-        return -1
+def subscribe_answers(node: Node, inbox: AnswerInbox, qos: QoSProfile) -> None:
+    """The DDS link's side of the grounding node's answers: raw subscriptions to
+    ``detections`` and ``frame_errors`` handing their bytes to ``inbox`` (the reader the fake
+    link uses too) with the arrival time on the evaluator's one clock
+    (``eval_stream.MONOTONIC``), taken on the raw bytes before any decoding (whose cost grows
+    with the detections), as ros2_benchmark's monitor does. The evaluator node's; the
+    contract test (test/ros/test_ros_contract.py) subscribes through it too. (The node keeps
+    its subscriptions.)"""
+    node.create_subscription(Detection2DArray, "detections",
+                             lambda data: inbox.detections(data, time.monotonic_ns()), qos, raw=True)
+    node.create_subscription(DiagnosticArray, "frame_errors",
+                             lambda data: inbox.failure(data, time.monotonic_ns()), qos, raw=True)
 
 
 def _param_value(v: Any) -> Any:

@@ -29,6 +29,7 @@ from vision_msgs.msg import LabelInfo
 
 from probench.errors import ProbenchError
 from probench.models.base import check_prompts
+from probench.msgs.errors import MessageConversionError
 from probench.prompting.messages import prompts_from_message
 from probench.prompting.policy import PromptPolicy, resolve_policy
 from probench.realtime.errors import ParameterValueError
@@ -193,7 +194,11 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
 
     # -- frames (raw subscriptions: the bytes are decoded by the core, on the worker) ----------
     def on_frame(self, kind: ImageKind, data: bytes) -> None:
-        self.transport.arrived(kind, convert.header_stamp_ns(data))
+        try:
+            stamp: int | None = convert.header_stamp_ns(data)
+        except MessageConversionError:
+            stamp = None  # not CDR: the core names it when it decodes the frame
+        self.transport.arrived(kind, stamp)
         replaced = self.worker.put_frame(kind, data)
         if replaced is not None and self._trace is not None:
             self._trace.replaced(replaced)
@@ -215,6 +220,10 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
             self.stats.count("errors")
             self.last_frame_error = answer.error
             return
+        if answer.failed:  # the model call raised: reported on frame_errors, counted, logged
+            outputs.publish_failure(answer)
+            self.stats.count("errors")
+            self._frame_failed(answer.failed)
         if answer.answered:
             outputs.publish_rest(answer)
             self.stats.record_frame((answer.published_at - t_arrival) * 1000.0, stages_ms=answer.stages_ms)
@@ -238,8 +247,11 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
                 self._said.pop(next(iter(self._said)))
             self.get_logger().warning(esc(line))
 
-    def _on_worker_error(self, exc: BaseException) -> None:
-        self.last_frame_error = f"frame failed: {type(exc).__name__}: {exc}"
+    def _on_worker_error(self, exc: BaseException) -> None:  # (the worker counted it)
+        self._frame_failed(f"{type(exc).__name__}: {exc}")
+
+    def _frame_failed(self, error: str) -> None:
+        self.last_frame_error = f"frame failed: {error}"
         self.get_logger().error(esc(self.last_frame_error), throttle_duration_sec=_THROTTLE_S)
 
     # -- lifecycle ----------------------------------------------------------------------------

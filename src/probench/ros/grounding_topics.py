@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks, UnsupportedEventTypeError
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSPolicyKind, QoSProfile, ReliabilityPolicy
@@ -115,6 +116,7 @@ class GroundingOutputs:
         self.debug = pub(Image, "debug_image", VIEWER)
         self.labels = pub(LabelInfo, "label_info", LATCHED)
         self.target = pub(Detection2D, "target", LATCHED)  # docs/GROUNDING_NODE.md, "Choosing the target"
+        self.failures = pub(DiagnosticArray, "frame_errors", RELIABLE_10)  # one per failed frame
         depth = bool(cfg.depth_topic.strip())
         self.d3 = pub(Detection3DArray, "detections_3d", RELIABLE_10) if depth else None
         self.pose = pub(PoseStamped, "target_pose", RELIABLE_10) if depth else None
@@ -122,8 +124,8 @@ class GroundingOutputs:
         self.points = pub(PointCloud2, "target_points", VIEWER) if depth and masks else None
         self.masks = {topic: pub(Image, topic, VIEWER) for topic in MASK_TOPICS} if masks else {}
         self.mask_labels = pub(LabelInfo, "segmentation/label_info", LATCHED) if masks else None
-        every = (self.detections, self.debug, self.labels, self.target, self.d3, self.pose, self.markers,
-                 self.points, self.mask_labels, *self.masks.values())
+        every = (self.detections, self.debug, self.labels, self.target, self.failures, self.d3, self.pose,
+                 self.markers, self.points, self.mask_labels, *self.masks.values())
         self.all = [p for p in every if p is not None]
 
     def wanted(self) -> Wanted:
@@ -136,6 +138,11 @@ class GroundingOutputs:
         """The 2D answer, the moment it is encoded (serialized: a fraction of rclpy's cost)."""
         assert answer.detections_cdr is not None  # only answered frames are published
         self.detections.publish(answer.detections_cdr)
+
+    def publish_failure(self, answer: FrameAnswer) -> None:
+        """A failed frame's report (the core's bytes): the evaluator counts the frame failed."""
+        if answer.failure_cdr is not None:
+            self.failures.publish(answer.failure_cdr)
 
     def publish_rest(self, answer: FrameAnswer) -> None:
         """The frame's other outputs (the target, 3D, masks, points, the debug image), where it

@@ -18,7 +18,11 @@ with IoU >= ``IOU`` (0.5). Per formulation:
   matched at IoU >= 0.5. A hypothesis's id is the prediction's ``track_id`` (the grounding
   node's tracker, ``tracking`` on) when the run's predictions carry one, else its query
   (``identity`` says which: with ``query`` an ID switch cannot happen, and IDF1 measures
-  whether one answer keeps to one object);
+  whether one answer keeps to one object). With ``track_id``, a top-1 without one (a
+  detection the tracker has not confirmed yet: a track's first frame) has no identity: it
+  is no hypothesis (neither a match nor a false positive: the target is missed on that
+  frame, as a tracker's output without unconfirmed tracks is scored), never an ID switch;
+  continuity and flicker still count it as found;
 - ``hota``, ``deta``, ``assa``: HOTA and its detection and association parts (TrackEval's
   definition, averaged over IoU thresholds 0.05..0.95; the ``trackers`` library's port of
   TrackEval) over the same sequences;
@@ -178,7 +182,7 @@ def _mot(
         acc = mm.MOTAccumulator(auto_id=False)
         hyp_index: dict[int | None, int] = {}  # the answer's identity -> motmetrics' (numeric) id
         for k, iid, gt in zip(t.frames, t.image_ids, t.gt, strict=True):
-            best = top1.get((iid, t.query_id))
+            best = _identified(top1.get((iid, t.query_id)), by_track)
             hyp_ids: list[int] = []
             hyp_boxes: list[Sequence[float]] = []
             if best is not None:
@@ -204,6 +208,12 @@ def _mot(
     return out
 
 
+def _identified(best: TrackedTop1 | None, by_track: bool) -> TrackedTop1 | None:
+    """The top-1 as a hypothesis of the identity metrics: with track ids, one without an id
+    (unconfirmed) is none (module doc)."""
+    return None if best is None or (by_track and best.track_id is None) else best
+
+
 def _hota(
     targets: Sequence[Target], top1: Mapping[tuple[int, int], TrackedTop1], by_track: bool
 ) -> dict[str, Any]:
@@ -216,7 +226,7 @@ def _hota(
         hyp_index: dict[int | None, int] = {}
         gt_ids, hyp_ids, sims = [], [], []
         for iid, gt in zip(t.image_ids, t.gt, strict=True):
-            best = top1.get((iid, t.query_id))
+            best = _identified(top1.get((iid, t.query_id)), by_track)
             hyps = [] if best is None else [best]
             gt_ids.append(np.array([g for g, _ in gt], dtype=np.int64))
             key = [(h.track_id if by_track else None) for h in hyps]

@@ -200,8 +200,7 @@ def robust_depth(values: np.ndarray, gap_rel: float = GAP_REL) -> tuple[float, f
     return None if size[0] == 0 else (float(depth[0]), float(spread[0]), int(size[0]))
 
 
-def estimate_3d(dets: Detections, depth: DepthImage, k: Intrinsics, min_pixels: int = 50,
-                track_ids: np.ndarray | None = None, grid: int = GRID,
+def estimate_3d(dets: Detections, depth: DepthImage, k: Intrinsics, min_pixels: int = 50, grid: int = GRID,
                 max_depth: float = DEFAULT_MAX_DEPTH_M) -> Detections3D:
     """One 3D estimate per detection with at least ``min_pixels`` valid depth pixels (in
     (0, ``max_depth``] metres) inside
@@ -248,6 +247,5 @@ def estimate_3d(dets: Detections, depth: DepthImage, k: Intrinsics, min_pixels: 
     centre = np.stack([(u - k.cx) * z / k.fx, (v - k.cy) * z / k.fy, z], axis=1)
     size = np.stack([(xyxy[:, 2] - xyxy[:, 0]) * z / k.fx, (xyxy[:, 3] - xyxy[:, 1]) * z / k.fy,
                      spread_all[idx]], axis=1)
-    ids = (np.full(len(idx), -1, np.int64) if track_ids is None
-           else np.asarray(track_ids, np.int64).reshape(-1)[idx])
+    ids = np.full(len(idx), -1, np.int64) if dets.tracker_id is None else dets.tracker_id[idx]
     return Detections3D(centre, size, idx, ids, without_depth=n - len(idx))

@@ -89,14 +89,10 @@ class TargetSelector:
         with self._lock:
             self._selected, self._seen_at, self._selected_at, self._gave_way = None, None, None, ""
 
-    def choose(self, dets: Detections, track_ids: np.ndarray | None, prompts: list[str] | tuple[str, ...],
-               now_s: float) -> TargetChoice:
-        """The target among one frame's detections (``track_ids`` aligned with them, -1 for
-        none; None without tracking), at time ``now_s``."""
-        ids = (np.full(len(dets), -1, np.int64) if track_ids is None
-               else np.asarray(track_ids, np.int64).reshape(-1))
-        if len(ids) != len(dets):
-            raise SpatialError(f"{len(ids)} track ids for {len(dets)} detections")
+    def choose(self, dets: Detections, prompts: list[str] | tuple[str, ...], now_s: float) -> TargetChoice:
+        """The target among one frame's detections (their ``tracker_id``: -1 for none; None
+        without tracking), at time ``now_s``."""
+        ids = dets.tracker_id if dets.tracker_id is not None else np.full(len(dets), -1, np.int64)
         with self._lock:
             if self._selected is not None:
                 track = self._selected

@@ -2,7 +2,8 @@
 a Rust implementation), one tracker per prompt.
 
 - a detection's id is the same across frames while its tracker follows it; -1 means "no id"
-  (a detection that starts a track, or one the tracker did not match);
+  (a detection that starts an unconfirmed track, or one the tracker did not match): it is no
+  identity (the temporal metrics leave it out of the identity metrics, docs/METRICS.md);
 - prompts never share a track: each prompt has its own tracker (the library matches boxes
   whatever their labels, so one tracker for all prompts would let two prompts swap tracks);
 - ids are unique across prompts (a node-wide counter maps the library's track UUIDs);
@@ -15,11 +16,12 @@ a Rust implementation), one tracker per prompt.
   library's own way of ageing tracks; ``test_skipped_frames_widen_the_step`` fails without).
 
 The node's detections are already above its score threshold, so every detection may start a
-track (``activation``) and is matched in ByteTrack's first, high-score stage. A new track gets
-its id on its second frame (on the frame that starts it the library reports the new track;
-it is given no id yet, so a detection seen once has no id). A frame whose stamp is not after
-the last tracked frame's (a replayed frame) is not tracked: its ids are -1 and every track
-stays as it was.
+track (``activation``) and is matched in ByteTrack's first, high-score stage. As in ByteTrack,
+a track is confirmed at once on its tracker's first frame (a prompt's first tracked frame:
+there is nothing yet to confirm it against), and otherwise on its second frame: on the frame
+that starts it the library reports the new track, which is given no id yet, so a detection
+seen once, later in the stream, has no id. A frame whose stamp is not after the last tracked
+frame's (a replayed frame) is not tracked: its ids are -1 and every track stays as it was.
 
 The cost at 50 detections of 5 prompts is 0.3-0.7 ms per frame (median, on a 2-core x86-64
 CPU: ``bench/bench_tracking.py``); the pure-Python trackers measured there (the ``trackers``
@@ -142,11 +144,13 @@ class PromptTrackers:
         ids = self._ids
         for p, i in first.items():
             pt = self._trackers[p]
+            confirm_new = pt.last_ns is None  # the tracker's first frame: its tracks are confirmed at once
             self._advance(pt, ns)
             rows = np.flatnonzero(pidx == i)
             infos = pt.tracker.update(xyxy[rows], scores[rows], np.zeros(len(rows), np.uint64), ns)
             for row, info in zip(rows.tolist(), infos, strict=True):
-                if info is None or info.created == ns:  # unmatched, or the first frame of a track
+                # unmatched, or the first frame of a track after the tracker's first: unconfirmed
+                if info is None or (info.created == ns and not confirm_new):
                     continue
                 gid = ids.get(info.uuid)
                 if gid is None:

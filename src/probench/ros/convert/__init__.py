@@ -21,6 +21,7 @@ from probench.msgs.images import (
     image_to_rgb,
     rgb_to_fields,
 )
+from probench.msgs.shapes import stamp_ns
 from probench.msgs.wire import (
     compressed_from_cdr,
     detections_to_cdr,
@@ -42,7 +43,6 @@ from probench.ros.convert.messages import (
     prompts_to_label_info,
     rgb_to_image_msg,
     set_stamp,
-    stamp_ns,
     stats_to_diagnostics,
     string_parameters_request,
     to_header,

@@ -18,7 +18,7 @@ from probench.detections import Detections
 from probench.msgs.errors import MessageConversionError
 from probench.msgs.images import rgb_to_fields
 from probench.msgs.shapes import Detection2DArray as Detection2DArrayShape
-from probench.msgs.shapes import DiagnosticArray, Header, LabelInfo, Stamp
+from probench.msgs.shapes import DiagnosticArray, Header, LabelInfo, Stamp, stamp_at
 from probench.msgs.wire import detections_to_cdr, label_info_to_cdr
 from probench.realtime.params import Param, ParamTable
 
@@ -42,14 +42,10 @@ def _msgs() -> SimpleNamespace:
 _MSGS: SimpleNamespace | None = None
 
 
-def stamp_ns(stamp: Stamp) -> int:
-    """A ``builtin_interfaces/Time`` (anything with ``sec`` and ``nanosec``) in nanoseconds."""
-    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
-
-
 def set_stamp(stamp: Stamp, ns: int) -> None:
     """Set a ``builtin_interfaces/Time`` in place from nanoseconds."""
-    stamp.sec, stamp.nanosec = divmod(int(ns), 1_000_000_000)
+    at = stamp_at(ns)
+    stamp.sec, stamp.nanosec = at.sec, at.nanosec
 
 
 def to_header(header: Header) -> Any:
@@ -88,14 +84,13 @@ def detections_to_msg(
     prompts: Sequence[str],
     *,
     max_detections: int | None = None,
-    track_ids: np.ndarray | None = None,
 ) -> Any:
     """:func:`probench.msgs.wire.detections_to_cdr` as a ``vision_msgs/Detection2DArray``
-    message object (the one encoder's bytes, deserialized: no second builder); ``track_ids``
-    go into each Detection2D.id."""
+    message object (the one encoder's bytes, deserialized: no second builder); the
+    detections' ``tracker_id`` go into each Detection2D.id."""
     from rclpy.serialization import deserialize_message
 
-    data = detections_to_cdr(detections, header, prompts, max_detections=max_detections, track_ids=track_ids)
+    data = detections_to_cdr(detections, header, prompts, max_detections=max_detections)
     return deserialize_message(data, _msgs().Detection2DArray)
 
 

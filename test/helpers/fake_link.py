@@ -1,10 +1,15 @@
-"""An in-process grounding node behind the evaluator's :class:`~probench.realtime.eval_run.EvaluatorLink`
-(no DDS, no rclpy), built on the node's own real-time core: the real
+"""The evaluator's fake link: an in-process grounding node behind the evaluator's
+:class:`~probench.realtime.eval_run.EvaluatorLink` (no DDS, no rclpy), a test double of the
+tests' (no command uses it), built on the node's own real-time core: the real
 :class:`~probench.realtime.grounding_worker.FrameWorker` (one-slot mailbox that keeps the
-newest frame, one worker) and :class:`~probench.realtime.grounding_worker.StampedPromptSets`
-(each frame answered with the prompt set stamped for it), with the scripted ``test-instant``
+newest frame, one worker), :class:`~probench.realtime.grounding_worker.StampedPromptSets`
+(each frame answered with the prompt set stamped for it) and the node's frame core
+(:func:`~probench.realtime.frame_core.node_core`), with the scripted ``test-instant``
 detector. Frames travel as the bag's serialized image bytes and are decoded by the worker,
-as in the node.
+as in the node; the answers travel as the core's serialized messages (a Detection2DArray,
+or a failed frame's report on ``frame_errors``) and are decoded by the evaluator's
+:class:`~probench.realtime.eval_stream.AnswerInbox`, as the DDS link decodes them: both
+links build the same :class:`~probench.realtime.eval_stream.Answer`.
 
 Two ways to run it:
 - on real time (``clock=None``): the worker thread of :meth:`FrameWorker.start`, the model
@@ -35,8 +40,8 @@ from typing import Any
 
 from probench.models.base import Detector
 from probench.models.testing import ScriptedDetector
-from probench.msgs.wire import restamp_cdr
-from probench.realtime.eval_stream import Answer
+from probench.msgs.wire import detections_to_cdr, restamp_cdr
+from probench.realtime.eval_stream import Answer, AnswerInbox
 from probench.realtime.frame_core import FrameAnswer, Wanted, enable_masks, node_core
 from probench.realtime.grounding_stats import GroundingStats
 from probench.realtime.grounding_worker import FrameWorker, ImageKind, Prompts, StampedPromptSets
@@ -116,10 +121,22 @@ class NodeFrame:
         return (self.end_ns - self.start_ns) / 1e6
 
 
+DETECTIONS, FAILURE = "detections", "frame_errors"  # the node's topics the evaluator takes in
+
+
+@dataclass(frozen=True)
+class _Message:
+    """A serialized message of the node to the evaluator, and when it arrives (simulated mode)."""
+
+    topic: str  # DETECTIONS or FAILURE
+    data: bytes
+    due_ns: int
+
+
 @dataclass
 class _InFlight:
     frame: NodeFrame
-    answers: list[Answer]
+    messages: list[_Message]
     due_ns: int  # when the answers arrive (simulated mode)
 
 
@@ -202,7 +219,7 @@ class FakeGroundingLink:
         self.answers: list[FrameAnswer] = []  # the core's answers, in order (its encoded messages)
         self.compressed = False
         self._lock = threading.RLock()
-        self._handler: Callable[[Answer], object] | None = None
+        self.inbox = AnswerInbox(self.warning)  # the evaluator's side: decodes the bytes, as the DDS link
         self.sent: list[int] = []  # stamps, in send order
         self.announced = 0
         self.node_trace: list[NodeFrame] = []
@@ -248,7 +265,7 @@ class FakeGroundingLink:
         return raw  # the serialized message, decoded by the worker as the node does
 
     def set_answer_handler(self, handler: Callable[[Answer], object]) -> None:
-        self._handler = handler
+        self.inbox.handler = handler
 
     def set_prompt_policy(self, policy: str, profile: str, timeout: float) -> None:
         from probench.prompting.policy import resolve_policy
@@ -321,8 +338,8 @@ class FakeGroundingLink:
                 if flight is not None and flight.due_ns <= now_ns:
                     self._in_flight = None
                     self._free_ns = flight.frame.end_ns
-                    for answer in flight.answers:
-                        self._answer(answer)
+                    for msg in flight.messages:
+                        self._deliver(msg, msg.due_ns)
                     continue
                 if flight is not None or self._free_ns > now_ns:
                     return
@@ -353,34 +370,44 @@ class FakeGroundingLink:
             with self._lock:
                 self.answers.append(answer)
         wait_ns = round(answer.prompt_wait_ms * 1e6)
-        model_ns = round(self.model_s * 1e9) if answer.answered else 0  # no set: no inference, no answer
-        answers: list[Answer] = []
-        if answer.answered:
-            dets = answer.detections
-            class_ids = [answer.prompts[i] for i in dets.prompt_index]
-            if n in self.wrong_class:
-                class_ids = ["something never asked"] * len(class_ids)
-            extra_ns = round(self.late.get(n, 0.0) * 1e9)
-            if self.clock is None and extra_ns:
-                time.sleep(extra_ns / 1e9)
-            first = Answer(stamp, start + wait_ns + model_ns + extra_ns, dets.xyxy, dets.scores, class_ids)
-            answers.append(first)
-            if n in self.duplicate:
-                answers.append(first)
-            if n in self.stray_after:
-                answers.append(Answer(stamp + 1234, first.received_ns, dets.xyxy, dets.scores, class_ids))
+        ran = answer.answered or bool(answer.failed)  # no set: no inference, no answer
+        model_ns = round(self.model_s * 1e9) if ran else 0
+        messages = self._messages(n, stamp, answer, start + wait_ns + model_ns)
         if self.clock is None:
             frame.end_ns = self._now()
             with self._lock:
                 self.node_trace.append(frame)
                 self._in_flight = None
-            for a in answers:  # received now, on the evaluator's clock
-                self._answer(Answer(a.stamp_ns, time.monotonic_ns(), a.xyxy, a.scores, a.class_ids))
+            for msg in messages:  # received now, on the evaluator's clock
+                self._deliver(msg, time.monotonic_ns())
         else:
             frame.end_ns = start + wait_ns + model_ns
             self.node_trace.append(frame)
-            done = max([frame.end_ns, *(a.received_ns for a in answers)])
-            self._in_flight = _InFlight(frame, answers, done)
+            done = max([frame.end_ns, *(m.due_ns for m in messages)])
+            self._in_flight = _InFlight(frame, messages, done)
+
+    def _messages(self, n: int, stamp: int, answer: FrameAnswer, done_ns: int) -> list[_Message]:
+        """What the node publishes for frame ``n`` (the core's bytes; the knobs' misbehaviour
+        made of bytes too), each due when it reaches the evaluator."""
+        if answer.failed and answer.failure_cdr is not None:  # the node logs it and reports it
+            self.logs.append(f"ERROR frame failed: {answer.failed}")
+            return [_Message(FAILURE, answer.failure_cdr, done_ns)]
+        if answer.detections_cdr is None:
+            return []
+        data = answer.detections_cdr
+        if n in self.wrong_class:
+            data = detections_to_cdr(answer.detections, answer.header,
+                                     ["something never asked"] * len(answer.prompts))
+        extra_ns = round(self.late.get(n, 0.0) * 1e9)
+        if self.clock is None and extra_ns:
+            time.sleep(extra_ns / 1e9)
+        first = _Message(DETECTIONS, data, done_ns + extra_ns)
+        out = [first]
+        if n in self.duplicate:
+            out.append(first)
+        if n in self.stray_after:
+            out.append(_Message(DETECTIONS, restamp_cdr(data, stamp + 1234), first.due_ns))
+        return out
 
     def held_sets(self) -> list[tuple[int, int, Prompts]]:
         with self._lock:
@@ -449,6 +476,9 @@ class FakeGroundingLink:
     def _on_error(self, exc: BaseException) -> None:
         self.errors.append(exc)
 
-    def _answer(self, answer: Answer) -> None:
-        if self._handler is not None:
-            self._handler(answer)
+    def _deliver(self, msg: _Message, received_ns: int) -> None:
+        """A message reaches the evaluator: its link's inbox decodes it (module doc)."""
+        if msg.topic == FAILURE:
+            self.inbox.failure(msg.data, received_ns)
+        else:
+            self.inbox.detections(msg.data, received_ns)
