@@ -63,8 +63,9 @@ class TargetStub:
         header = SimpleNamespace(stamp=SimpleNamespace(sec=2, nanosec=self.frames), frame_id="cam")
         dets = Detections.from_arrays([[10.0 * i, 10.0, 10.0 * i + 8, 30.0] for i in range(len(tracks))],
                                       [0.8] * len(tracks), list(range(len(tracks))))
+        dets = dets.with_tracker_id(np.array(tracks, np.int64))
         prompts = [self.visible[t] for t in tracks]
-        self.dets.publish(detections_to_cdr(dets, header, prompts, track_ids=np.array(tracks, np.int64)))
+        self.dets.publish(detections_to_cdr(dets, header, prompts))
 
     def close(self) -> None:
         self._stop.set()

@@ -40,11 +40,14 @@ from typing import TYPE_CHECKING, Protocol, TypedDict, runtime_checkable
 import numpy as np
 
 from probench.detections import MAX_PER_PROMPT, Detections, DetectionsError, top_per_prompt
-from probench.models.errors import ImageInputError, PromptError
+from probench.models.errors import ImageInputError, ModelError, PromptError
 from probench.models.spec import ModelRecord, TextCache
 from probench.vocabulary import MAX_PROMPT_CHARS as _VOCAB_MAX_PROMPT_CHARS
 
 if TYPE_CHECKING:
+    from torch import Tensor
+
+    from probench.models.head import ImageHead
     from probench.models.preprocess import Frame
 
 MAX_PROMPT_CHARS = _VOCAB_MAX_PROMPT_CHARS  # re-exported: the one limit lives in vocabulary
@@ -166,10 +169,27 @@ class BaseDetector:
         self.text_cache_misses = 0
         self.text_cache_evictions = 0
         self.last_text_ms = 0.0  # time the last prompt change took (0 when nothing changed)
+        self._eager_head: ImageHead | None = None  # built on the first run_head
 
     @property
     def prompts(self) -> tuple[str, ...]:
         return self._prompts
+
+    def image_head(self) -> ImageHead | None:
+        """The per-frame network (:mod:`probench.models.head`), or None where the adapter
+        exposes none (it then runs only on the ``torch`` runtime)."""
+        return None
+
+    def run_head(self, *inputs: Tensor) -> tuple[Tensor, ...]:
+        """Run the image head on ``inputs``: the one call an adapter makes per frame into its
+        network. Eager here; a runtime wrapper (compiled, ONNX Runtime, TensorRT) overrides it."""
+        head = self._eager_head
+        if head is None:
+            head = self._eager_head = self.image_head()
+            if head is None:
+                raise ModelError(f"{self.name}: this adapter exposes no image head")
+        out: tuple[Tensor, ...] = head.module(*inputs)
+        return out
 
     def set_prompts(self, prompts: Sequence[str]) -> None:
         """Make ``prompts`` the active set, its text side ready (from the cache when it can)."""

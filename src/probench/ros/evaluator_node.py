@@ -349,9 +349,10 @@ def _spin(executor: Any) -> None:
         executor.spin()
     except ExternalShutdownException:
         pass
-    except rclpy_implementation.RCLError:
+    except (rclpy_implementation.RCLError, rclpy_implementation.InvalidHandle):
         # main() shut the context down between two waits of this thread (a signal's stop):
-        # the next wait set cannot be made. Any other RCL failure is raised.
+        # the next wait set cannot be made, or one of its entities is already being
+        # destroyed. Any such failure while the context is still up is raised.
         if executor.context.ok():
             raise
 

@@ -1,0 +1,64 @@
+"""A detector's per-frame network as one module: the seam every runtime replaces.
+
+Each adapter splits a frame into three parts: preprocessing (numpy/torch, on the device),
+the **image head** (the network that runs on every frame, with the cached text side as
+tensor inputs) and post-processing. Only the image head differs between runtimes:
+
+- ``torch``: the head's module, eager;
+- ``compiled``: the same module under ``torch.compile`` (CPU) or captured as CUDA graphs
+  with static input buffers, prompt counts padded to :data:`PROMPT_BUCKETS` (GPU);
+- ``onnxruntime`` / ``tensorrt``: the module exported to ONNX (the prompt axes dynamic) and
+  run by ONNX Runtime, or built into an FP16 TensorRT engine.
+
+An adapter exposes its head with :meth:`image_head` and calls it only through
+``self.run_head(*inputs)``; a runtime wrapper replaces ``run_head``. Heavy imports
+(torch) happen inside functions: this module is importable without torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # names for the checker only: mypy skips torch (pyproject)
+    from torch import Tensor
+    from torch.nn import Module
+
+# Prompt counts a captured graph is made for: a prompt set of n prompts runs in the
+# smallest bucket >= n (padded rows are sliced off the outputs), so a new prompt set of a
+# known size class never recaptures. Sets above the last bucket run eagerly.
+PROMPT_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass(frozen=True)
+class ImageHead:
+    """The per-frame network of one detector.
+
+    ``module.forward(*inputs)`` takes tensors named ``input_names`` and returns a tuple of
+    tensors named ``output_names``; it holds no Python-side state that changes per frame.
+    ``prompt_axes`` maps an input or output name to its axis that grows with the number of
+    prompts (ONNX marks it dynamic; the compiled runtime pads inputs to a bucket along it and
+    slices outputs back). ``example_inputs(n_prompts)`` builds inputs of the right shapes,
+    dtypes and device for ``n_prompts`` prompts (for export, capture and warm-up).
+    """
+
+    family: str
+    module: Module
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    example_inputs: Callable[[int], tuple[Tensor, ...]]
+    prompt_axes: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        known = set(self.input_names) | set(self.output_names)
+        unknown = sorted(set(self.prompt_axes) - known)
+        if unknown:
+            raise ValueError(f"{self.family} head: prompt axes name unknown tensors {unknown}")
+
+
+def bucket_for(n_prompts: int, buckets: Sequence[int] = PROMPT_BUCKETS) -> int | None:
+    """The smallest bucket that holds ``n_prompts``, or None when none does (run eagerly)."""
+    if n_prompts < 1:
+        raise ValueError(f"a prompt set has at least one prompt, got {n_prompts}")
+    return next((b for b in buckets if b >= n_prompts), None)
