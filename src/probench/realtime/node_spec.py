@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
 from probench.limits import (
     MAX_PERIOD_S,
     MAX_RATE_HZ,
@@ -29,7 +28,7 @@ from probench.prompting.messages import prompt_message_limit as prompt_message_l
 from probench.prompting.messages import prompts_from_message as prompts_from_message  # re-exported
 from probench.prompting.policy import DEFAULT_POLICY, POLICIES
 from probench.realtime import PACKAGE, package_config
-from probench.realtime.params import Param, ParamTable
+from probench.realtime.params import Param, ParamTable, ParamValue
 from probench.spatial.depth import DEFAULT_MAX_DEPTH_M, MAX_DEPTH_LIMIT_M
 from probench.vocabulary import (
     FORMULATIONS,
@@ -47,11 +46,16 @@ MAX_TRIAL_S = 60.0  # a peak-rate trial: at most MAX_RATE_HZ * MAX_TRIAL_S frame
 MODES = ("camera-rate", "as-fast-as-answered")
 
 
-def _prompts(value: Any) -> tuple[str, ...]:
-    return check_prompt_specs(list(value or []))
+def _items(value: ParamValue) -> list[str]:
+    """A string array's items (its row's type is checked before the hook runs)."""
+    return list(value) if isinstance(value, (list, tuple)) else []
 
 
-def _profile(value: Any) -> str:
+def _prompts(value: ParamValue) -> tuple[str, ...]:
+    return check_prompt_specs(_items(value))
+
+
+def _profile(value: ParamValue) -> str:
     from probench.prompting.profile import load_profile
 
     load_profile(str(value).strip() or None)  # a ProfileError (one line) when it is not valid
@@ -81,8 +85,8 @@ def _topic(param: str) -> Callable[[object], str]:
     return check
 
 
-def _formulations(value: Any) -> list[str]:
-    return parse_formulations(list(value))
+def _formulations(value: ParamValue) -> list[str]:
+    return parse_formulations(_items(value))
 
 
 GROUNDING_PARAMS = ParamTable(NODE_NAME, (
