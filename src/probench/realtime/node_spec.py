@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
 from probench.limits import (
     MAX_PERIOD_S,
     MAX_RATE_HZ,

@@ -45,7 +45,8 @@ class Param:
     high: float | None = None
     low_open: bool = False  # True: value must be > low (e.g. a period), else >= low
     nonempty: bool = False  # a string that must not be blank
-    check_value: Callable[[ParamValue], ParamValue] | None = None  # extra check (e.g. prompt texts); returns the value
+    # an extra check (e.g. prompt texts), given the typed value; returns the value
+    check_value: Callable[[ParamValue], ParamValue] | None = None
     identity: bool = False  # part of a run's identity (run.json): the evaluator reads it from the node
 
     def check(self, value: object) -> ParamValue:
@@ -87,7 +88,9 @@ class Param:
             return as_float
         if self.type == "integer" and isinstance(value, int):
             return value
-        if self.type == "string" and isinstance(value, str) or self.type == "bool" and isinstance(value, bool):
+        if self.type == "string" and isinstance(value, str):
+            return value
+        if self.type == "bool" and isinstance(value, bool):
             return value
         if self.type == "string_array" and isinstance(value, (list, tuple)):
             return value
