@@ -44,6 +44,7 @@ from probench.realtime.node_spec import (
     NODE_NAME,
     GroundingConfig,
     diagnostic_status_name,
+    start_time_refusal,
 )
 from probench.realtime.params import ParamValue
 from probench.ros import convert
@@ -84,6 +85,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         self._good: dict[str, Any] | None = None  # the values of the last configure that worked
         self.last_frame_error = ""  # the latest frame's failure, for /diagnostics
         given = convert.checked_parameters(self, GROUNDING_PARAMS)  # startup values, as the callback checks
+        self._started = dict(given)  # what configure may load (start_time_refusal): the start-up values
         self.worker.latest_prompts = given.get("prompts", ())
         # the operator's target (docs/GROUNDING_NODE.md, "Choosing the target"): it outlives configure
         self.target = TargetSelector(given.get("target_timeout", DEFAULT_TIMEOUT_S))
@@ -275,6 +277,9 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         from probench.models.threads import apply_threads
 
         cfg = self._cfg = GROUNDING_PARAMS.to_config(GroundingConfig, values)
+        refused = start_time_refusal(values, self._started)  # before anything is imported or loaded
+        if refused:
+            return self._fail(refused)
         try:  # first: a refused trace_file fails configure at once, before the model loads
             self._trace = NodeTrace(cfg.trace_file) if cfg.trace_file else None
         except ProbenchError as exc:
