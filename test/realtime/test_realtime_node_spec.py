@@ -185,8 +185,8 @@ def test_a_running_node_loads_only_the_plugin_and_weights_it_was_started_with() 
     plugin = {"model": "my_pkg.models:factory", "weights": ""}
     assert refusal(plugin, plugin) == ""  # the plugin the node was started with
     assert refusal({"model": " my_pkg.models:factory ", "weights": ""}, plugin) == ""
-    assert "cannot load model 'my_pkg.models:other'" in refusal({"model": "my_pkg.models:other", "weights": ""},
-                                                                  plugin)
+    other = {"model": "my_pkg.models:other", "weights": ""}
+    assert "cannot load model 'my_pkg.models:other'" in refusal(other, plugin)
     why = refusal({"model": "test-instant", "weights": "/tmp/evil.pt"}, started)
     assert why.startswith("cannot load weights '/tmp/evil.pt': a running node loads only the weights")
     own = {"model": "yolo-world-s", "weights": "/models/yolo"}
