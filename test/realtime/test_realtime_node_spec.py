@@ -169,3 +169,26 @@ def _health(**kw) -> Health:
 def test_diagnostic_levels(kw: dict, level: str, words: str) -> None:
     got_level, message = diagnostic_level(_health(**kw))
     assert got_level == level and words in message
+
+
+def test_a_running_node_loads_only_the_plugin_and_weights_it_was_started_with() -> None:
+    """Anyone on the ROS domain may set `model` and `weights`: a configure refuses a
+    package.module:factory reference or weights other than the start-up ones (foreign code,
+    pickles), before anything is imported; zoo models may still be swapped."""
+    refusal = node_spec.start_time_refusal
+    started = {"model": "test-instant", "weights": ""}
+    assert refusal({"model": "test-instant", "weights": ""}, started) == ""
+    assert refusal({"model": "tiny-owlv2", "weights": ""}, started) == ""  # a zoo model: no foreign code
+    why = refusal({"model": "os:system", "weights": ""}, started)
+    assert why.startswith("cannot load model 'os:system': a plugin reference") and "'test-instant'" in why
+    assert "\n" not in why and "docs/SECURITY.md" in why
+    plugin = {"model": "my_pkg.models:factory", "weights": ""}
+    assert refusal(plugin, plugin) == ""  # the plugin the node was started with
+    assert refusal({"model": " my_pkg.models:factory ", "weights": ""}, plugin) == ""
+    other = {"model": "my_pkg.models:other", "weights": ""}
+    assert "cannot load model 'my_pkg.models:other'" in refusal(other, plugin)
+    why = refusal({"model": "test-instant", "weights": "/tmp/evil.pt"}, started)
+    assert why.startswith("cannot load weights '/tmp/evil.pt': a running node loads only the weights")
+    own = {"model": "yolo-world-s", "weights": "/models/yolo"}
+    assert refusal(own, own) == ""
+    assert "cannot load weights ''" in refusal({"model": "yolo-world-s", "weights": ""}, own)

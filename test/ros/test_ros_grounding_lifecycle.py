@@ -99,11 +99,12 @@ def test_shutdown_from_state(tmp_path, ros_env, requires_vision_msgs, state: str
 
 def test_a_failed_reconfigure_keeps_the_last_configuration_that_worked(tmp_path, ros_env,
                                                                        requires_vision_msgs) -> None:
-    """A model that cannot load (`os:system`: a one-off reference, imported only at configure)
-    left the node unconfigured with the reason in its log only. Now configure fails with the
-    reason on /diagnostics at once, the configure-time parameters go back to the last values
-    that worked, and the next configure brings that configuration back. Values that can be
-    judged when set (an unknown model, a malformed topic) are refused there."""
+    """A model that cannot load (`os:system`: a one-off reference the node was not started
+    with, refused at configure before it is imported, docs/SECURITY.md) used to leave the node
+    unconfigured with the reason in its log only. Now configure fails with the reason on
+    /diagnostics at once, the configure-time parameters go back to the last values that worked,
+    and the next configure brings that configuration back. Values that can be judged when set
+    (an unknown model, a malformed topic) are refused there."""
     from rcl_interfaces.msg import Parameter as ParamMsg
     from rcl_interfaces.msg import ParameterType, ParameterValue
     from rcl_interfaces.srv import GetParameters, SetParameters
@@ -138,6 +139,8 @@ def test_a_failed_reconfigure_keeps_the_last_configuration_that_worked(tmp_path,
              if v.get("configure_failures") == "1"), None), 10)
         assert failed, "no /diagnostics with the refusal"
         assert "cannot load model 'os:system'" in failed["configure_error"]
+        assert "a plugin reference (package.module:factory) is loaded only by a node started with it" in \
+            failed["configure_error"]  # refused, never imported (docs/SECURITY.md)
         assert failed["state"] == "unconfigured"
         assert model() == "test-instant"  # back to the last configuration that worked ...
         assert lc.transition("configure") and lc.transition("activate")  # ... which loads again

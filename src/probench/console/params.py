@@ -19,6 +19,7 @@ from typing import Any
 from probench.console.errors import BridgeError, ConsoleUsageError
 from probench.limits import INT64_MAX, IntRange
 from probench.realtime.node_spec import GROUNDING_PARAMS
+from probench.realtime.params import ParamValue
 
 PARAM_TYPES = ("bool", "integer", "double", "string", "string_array")
 # What the console's controls may set (the page offers these two, and nothing else).
@@ -41,7 +42,7 @@ class ParamInfo:
 
     name: str
     type: str  # one of PARAM_TYPES, or "unset" / "other"
-    value: Any
+    value: object  # as rclpy gives it (any parameter type, None: unset)
     description: str
     read_only: bool
     applies: str = ""
@@ -73,7 +74,7 @@ def applies_text(applies: str) -> str:
     return _APPLIES_TEXT.get(applies, "")
 
 
-def format_value(value: Any) -> str:
+def format_value(value: object) -> str:
     """A value as ``ros2 param get`` would let one type it back: ``true``, ``0.3``, ``['a', 'b']``."""
     if value is None:
         return "(unset)"
@@ -88,7 +89,7 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def parse_value(kind: str, text: str, name: str = "value") -> Any:
+def parse_value(kind: str, text: str, name: str = "value") -> ParamValue:
     """``text`` as a value of parameter type ``kind``; ConsoleUsageError (exit 2) when it is not one."""
     t = text.strip()
     if kind == "string":
@@ -125,7 +126,7 @@ def parse_value(kind: str, text: str, name: str = "value") -> Any:
     raise ConsoleUsageError(f"{name} has type {kind}, which probench node cannot set")
 
 
-def check_console_value(name: str, value: object) -> Any:
+def check_console_value(name: str, value: object) -> ParamValue:
     """A console control's value held to the node's own table (the checks the node makes):
     the checked value, or BridgeError 400 with the table's reason."""
     from probench.errors import ProbenchError

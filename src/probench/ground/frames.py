@@ -5,7 +5,6 @@ frame record and its replay figures around the core's answer."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -14,6 +13,7 @@ from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.ground.errors import GroundError
 from probench.msgs.images import DEFAULT_MAX_PIXELS
+from probench.msgs.shapes import Header
 from probench.prompting.policy import PromptPolicy
 from probench.realtime.frame_core import FrameAnswer, FrameCore, Wanted, decode_frame
 from probench.realtime.grounding_worker import Prompts
@@ -43,7 +43,7 @@ class Grounded:
     """A frame as decoded, with what the node would have answered (empty when dropped)."""
 
     frame: Frame
-    header: Any  # stamp.sec, stamp.nanosec, frame_id: the input frame's header
+    header: Header  # the input frame's header
     rgb: np.ndarray
     prompts: Prompts  # the operator's prompts: the class ids
     detections: Detections  # with --track (or depth): their tracker_id, -1 = none
@@ -68,7 +68,7 @@ class Grounded:
                    mask_cdr=answer.mask_cdr, mask_labels_cdr=answer.mask_labels_cdr)
 
 
-def decode(frame: Frame, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> tuple[Any, np.ndarray]:
+def decode(frame: Frame, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> tuple[Header, np.ndarray]:
     """``(header, rgb)`` of a frame, decoded as the core decodes it, or a one-line
     :class:`GroundError` naming the frame."""
     try:
@@ -105,7 +105,7 @@ def dropped(frame: Frame, reason: str, max_pixels: int | None = DEFAULT_MAX_PIXE
     return dropped_answer(frame, header, rgb, reason)
 
 
-def dropped_answer(frame: Frame, header: Any, rgb: np.ndarray, reason: str) -> Grounded:
+def dropped_answer(frame: Frame, header: Header, rgb: np.ndarray, reason: str) -> Grounded:
     from probench.msgs.wire import detections_to_cdr
 
     empty = Detections.empty()

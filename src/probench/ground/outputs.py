@@ -47,7 +47,9 @@ from probench.spatial.depth import Detections3D
 from probench.spatial.messages import DETECTION_3D_ARRAY, detections_3d_cdr
 
 if TYPE_CHECKING:
-    from rosbags.interfaces import Connection
+    from rosbags.interfaces import Connection, Qos
+
+    from probench.msgs.shapes import Header
 
 DETECTIONS_MSGTYPE = "vision_msgs/msg/Detection2DArray"
 LABEL_INFO_MSGTYPE = "vision_msgs/msg/LabelInfo"
@@ -80,7 +82,7 @@ def output_topics(prefix: str, realtime: bool, depth: bool = False, masks: bool 
     return topics
 
 
-def _transient_local() -> Any:
+def _transient_local() -> Qos:
     from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
 
     zero = QosTime(0, 0)
@@ -259,11 +261,13 @@ class GroundOutputs:
     def set_custom_data(self, key: str, value: str) -> None:
         self._bag.set_custom_data(key, value)
 
-    def _header(self, header: Any) -> Any:
+    def _header(self, header: Header) -> Header:
+        """``header`` as a rosbags ``std_msgs/Header`` (the bag's message classes)."""
         ts = self.ts
         time_cls, header_cls = ts.types["builtin_interfaces/msg/Time"], ts.types["std_msgs/msg/Header"]
-        return header_cls(stamp=time_cls(sec=int(header.stamp.sec), nanosec=int(header.stamp.nanosec)),
+        out: Header = header_cls(stamp=time_cls(sec=int(header.stamp.sec), nanosec=int(header.stamp.nanosec)),
                           frame_id=str(header.frame_id))
+        return out
 
     # -- ending ---------------------------------------------------------------------------
     def finish(self) -> None:

@@ -19,20 +19,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from probench.realtime.grounding_stats import GroundingStats
 from probench.realtime.grounding_worker import FrameWorker, ImageKind, Prompts
+
+if TYPE_CHECKING:
+    from probench.ground.frames import Frame
+    from probench.prompting.policy import PromptPolicy
 
 REPLACED = "replaced by a newer frame while the model was busy"
 PROMPT_CHANGE = "dropped by a prompt change before it was processed"
 SHORT_REASONS = {REPLACED: "model busy", PROMPT_CHANGE: "prompt change"}  # for the image banner
 
-# ground(frame, prompts, wait_s, policy) -> busy seconds; apply(prompts, stamp, policy) -> (accepted,
-# busy seconds); policy: the worker's prompt policy in force (None: as typed)
-GroundFn = Callable[[Any, Prompts, float, Any], float]
-ApplyFn = Callable[[Prompts, Any, Any], tuple[bool, float]]
-DroppedFn = Callable[[Any, str], None]
+# ground(frame, prompts, wait_s, policy) -> busy seconds; apply(prompts, stamp (bag ns), policy) ->
+# (accepted, busy seconds); policy: the worker's prompt policy in force (None: as typed)
+GroundFn = Callable[["Frame", Prompts, float, "PromptPolicy | None"], float]
+ApplyFn = Callable[[Prompts, int, "PromptPolicy | None"], tuple[bool, float]]
+DroppedFn = Callable[["Frame", str], None]
 
 
 def _reraise(exc: BaseException) -> None:
@@ -46,7 +50,8 @@ class MailboxReplay:
 
     def __init__(self, ground: GroundFn, apply: ApplyFn, dropped: DroppedFn, *, realtime: bool) -> None:
         self.stats = GroundingStats()
-        self.worker = FrameWorker(self.stats, self._on_frame, self._on_prompts, _reraise)
+        self.worker: FrameWorker[Frame, int] = FrameWorker(self.stats, self._on_frame, self._on_prompts,
+                                                           _reraise)
         self.worker.activate()
         self.realtime = realtime
         self._ground, self._apply, self._dropped = ground, apply, dropped
@@ -54,19 +59,19 @@ class MailboxReplay:
         self._start = -math.inf  # when the job being run started
         self._busy_s = 0.0  # what the job being run took
 
-    def frame(self, t_s: float, frame: Any) -> None:
+    def frame(self, t_s: float, frame: Frame) -> None:
         self._advance(t_s)
         replaced = self.worker.put_frame("recorded", frame, t_s)
         if replaced is not None:
             self._dropped(replaced, REPLACED)
 
-    def prompts(self, t_s: float, prompts: Prompts, stamp: Any) -> None:
+    def prompts(self, t_s: float, prompts: Prompts, stamp: int) -> None:
         self._advance(t_s)
         dropped = self.worker.put_prompts(prompts, stamp)
         if dropped is not None:
             self._dropped(dropped, PROMPT_CHANGE)
 
-    def policy(self, t_s: float, policy: Any, stamp: Any) -> None:
+    def policy(self, t_s: float, policy: PromptPolicy | None, stamp: int) -> None:
         """A live policy switch (the node's ``prompt_policy`` parameter set at ``t_s``)."""
         self._advance(t_s)
         self.worker.put_policy(policy, stamp)
@@ -87,10 +92,10 @@ class MailboxReplay:
             self._free_at = self._start + (self._busy_s if self.realtime else 0.0)
 
     # -- the worker's handlers ------------------------------------------------------------
-    def _on_frame(self, kind: ImageKind, frame: Any, t_arrival: float, prompts: Prompts) -> None:
+    def _on_frame(self, kind: ImageKind, frame: Frame, t_arrival: float, prompts: Prompts) -> None:
         wait_s = self._start - t_arrival if self.realtime else 0.0
         self._busy_s = self._ground(frame, prompts, wait_s, self.worker.policy)
 
-    def _on_prompts(self, prompts: Prompts, stamp: Any) -> bool:
+    def _on_prompts(self, prompts: Prompts, stamp: int) -> bool:
         accepted, self._busy_s = self._apply(prompts, stamp, self.worker.policy)
         return accepted

@@ -33,14 +33,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from probench.detections import Detections
 from probench.errors import ProbenchError
 from probench.msgs.images import DEFAULT_MAX_PIXELS
-from probench.msgs.shapes import stamp_ns
+from probench.msgs.shapes import Header, Stamp, stamp_at, stamp_ns
 from probench.realtime.grounding_stats import DECODE_STAGE
 from probench.realtime.grounding_worker import Prompts, StampedPromptSets
 from probench.realtime.spatial_stage import (
@@ -53,6 +53,7 @@ from probench.realtime.spatial_stage import (
 
 if TYPE_CHECKING:
     from probench.models.base import Detector
+    from probench.models.spec import ModelRecord
     from probench.prompting.policy import PromptPlan, PromptPolicy
     from probench.realtime.node_spec import GroundingConfig
     from probench.spatial.depth import Detections3D
@@ -88,7 +89,8 @@ class FrameAnswer:
     are no operator prompts, or a failed model call: ``failed``); ``error`` / ``problems``
     say why and what to log."""
 
-    header: Any = None  # the input frame's header (stamp.sec, stamp.nanosec, frame_id)
+    # the input frame's header (stamp 0 and no frame id until the frame is decoded)
+    header: Header = field(default_factory=lambda: _Header(stamp_at(0), ""))
     stamp_ns: int = -1
     rgb: np.ndarray | None = None
     prompts: Prompts = ()  # the operator's prompts the frame was answered with: the class ids
@@ -176,7 +178,7 @@ class FrameCore:
         return None if self.spatial is None else self.spatial.put_camera_info(k, width, height)
 
     # -- operator prompts -------------------------------------------------------------------
-    def make_ready(self, prompts: Prompts, stamp: Any, policy: PromptPolicy | None = None) -> ReadyPrompts:
+    def make_ready(self, prompts: Prompts, stamp: Stamp, policy: PromptPolicy | None = None) -> ReadyPrompts:
         """Plan ``prompts`` under ``policy`` (the one in force: the caller's worker holds it;
         None: as typed) and make the model's text side ready; raises the model's
         :class:`ProbenchError` when it refuses them (the previous stay)."""
@@ -413,7 +415,7 @@ def free_model_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def decode_frame(data: bytes, *, compressed: bool, max_pixels: int | None) -> tuple[Any, np.ndarray]:
+def decode_frame(data: bytes, *, compressed: bool, max_pixels: int | None) -> tuple[Header, np.ndarray]:
     """``(header, writable rgb)`` of a serialized Image / CompressedImage; a compressed one
     over ``max_pixels`` is refused from its header (a one-line :class:`ProbenchError`)."""
     from probench.msgs.wire import rgb_from_cdr
@@ -424,19 +426,24 @@ def decode_frame(data: bytes, *, compressed: bool, max_pixels: int | None) -> tu
     return header, rgb
 
 
-def enable_masks(detector: Any, wanted: bool) -> bool:
+@runtime_checkable
+class _MaskSwitch(Protocol):
+    return_masks: bool  # a model that builds masks only on request
+
+
+def enable_masks(detector: Detector, wanted: bool) -> bool:
     """Ask a mask-capable detector for instance masks (``wanted``); True when its frames will
     carry them. A model that builds masks on request has a ``return_masks`` attribute
     (SAM3, YOLOE, ``test-masks``); a model whose zoo or plugin spec says it predicts masks
     gives them always."""
-    if getattr(detector, "return_masks", None) is not None:
+    if isinstance(detector, _MaskSwitch) and detector.return_masks is not None:
         detector.return_masks = bool(wanted)
         return bool(wanted)
-    info = getattr(detector, "model_info", None) or {}
+    info: ModelRecord | None = getattr(detector, "model_info", None)  # (a test double may have none)
     try:
         from probench.models.zoo import resolve
 
-        spec, _ = resolve(str(info.get("name", "")))
+        spec, _ = resolve(str(info.get("name", "")) if info else "")
     except ProbenchError:
         return False
     return bool(wanted) and spec.capabilities.masks
@@ -444,5 +451,5 @@ def enable_masks(detector: Any, wanted: bool) -> bool:
 
 @dataclass(frozen=True)
 class _Header:
-    stamp: Any
+    stamp: Stamp
     frame_id: str

@@ -24,35 +24,41 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar
 
 from probench.realtime.grounding_stats import GroundingStats
 
+if TYPE_CHECKING:
+    from probench.prompting.policy import PromptPolicy
+
 Prompts = tuple[str, ...]
 V = TypeVar("V")
+# A frame as its producer gives it (the node: serialized bytes; a replay: a recorded frame),
+# and a prompt set's acceptance time (the node: a builtin_interfaces/Time; a replay: bag ns)
+D = TypeVar("D")
+S = TypeVar("S")
 # What a frame's data is: a serialized sensor_msgs/Image ("raw") or CompressedImage
 # ("compressed") off a raw subscription, or a recorded bag frame (``probench ground``).
 ImageKind = Literal["raw", "compressed", "recorded"]
 
 
 @dataclass(frozen=True)
-class FrameJob:
+class FrameJob(Generic[D]):
     """A frame waiting in (or taken from) the one-slot mailbox."""
 
     kind: ImageKind
-    data: Any  # the message as the producer gave it (serialized bytes, a recorded frame)
+    data: D  # the message as the producer gave it (serialized bytes, a recorded frame)
     t_arrival: float  # time.perf_counter() at arrival (a replay: the bag's clock, in s)
 
 
 @dataclass(frozen=True)
-class PromptJob:
+class PromptJob(Generic[S]):
     """An accepted operator prompt set, queued until the worker applies it."""
 
     prompts: Prompts
-    stamp: Any  # the acceptance time (a builtin_interfaces/Time from the node's clock)
+    stamp: S  # the acceptance time (a builtin_interfaces/Time from the node's clock, a bag's ns)
 
 
-Job = FrameJob | PromptJob
 
 
 class WaitClock(Protocol):
@@ -76,12 +82,12 @@ class RealClock:
         cond.wait(timeout=seconds)
 
 
-class FrameWorker:
+class FrameWorker(Generic[D, S]):
     def __init__(
         self,
         stats: GroundingStats,
-        handle_frame: Callable[[ImageKind, Any, float, Prompts], None],
-        handle_prompts: Callable[[Prompts, Any], bool],
+        handle_frame: Callable[[ImageKind, D, float, Prompts], None],
+        handle_prompts: Callable[[Prompts, S], bool],
         on_error: Callable[[BaseException], None],
         max_pending_prompts: int = 64,
     ) -> None:
@@ -90,21 +96,21 @@ class FrameWorker:
         self._handle_prompts = handle_prompts  # False: the model refused them
         self._on_error = on_error
         self._cond = threading.Condition()
-        self._mailbox: FrameJob | None = None
+        self._mailbox: FrameJob[D] | None = None
         # bounded: while inactive nothing is acknowledged yet
-        self._prompt_queue: deque[PromptJob] = deque(maxlen=max_pending_prompts)
+        self._prompt_queue: deque[PromptJob[S]] = deque(maxlen=max_pending_prompts)
         self.latest_prompts: Prompts = ()  # last accepted (maybe not applied yet)
         self.active_prompts: Prompts = ()  # what frames are processed with
-        # the prompt policy (probench.prompting.policy.PromptPolicy) frames and prompt sets
-        # go through; None: as typed. Replaced whole by put_policy, read by the handlers.
-        self.policy: Any = None
+        # the prompt policy frames and prompt sets go through; None: as typed. Replaced whole
+        # by put_policy, read by the handlers.
+        self.policy: PromptPolicy | None = None
         self._active = False
         self._busy = False
         self._stop = False
         self._thread: threading.Thread | None = None
 
     # -- producers (executor thread) ----------------------------------------------------
-    def put_frame(self, kind: ImageKind, data: Any, t_arrival: float | None = None) -> Any:
+    def put_frame(self, kind: ImageKind, data: D, t_arrival: float | None = None) -> D | None:
         """Put a frame in the mailbox. Returns the data of the waiting frame it replaced
         (counted as skipped), else None (the node ignores it; a replay reports the drop)."""
         t = time.perf_counter() if t_arrival is None else t_arrival
@@ -119,10 +125,10 @@ class FrameWorker:
             self._cond.notify_all()
         return None if replaced is None else replaced.data
 
-    def put_prompts(self, prompts: Prompts, stamp: Any) -> Any:
+    def put_prompts(self, prompts: Prompts, stamp: S) -> D | None:
         """Queue a prompt set. Returns the data of the waiting frame a prompt change dropped
         (counted as skipped), else None."""
-        dropped: FrameJob | None = None
+        dropped: FrameJob[D] | None = None
         with self._cond:
             if prompts != self.latest_prompts and self._mailbox is not None:
                 dropped, self._mailbox = self._mailbox, None
@@ -132,7 +138,7 @@ class FrameWorker:
             self._cond.notify_all()
         return None if dropped is None else dropped.data
 
-    def put_policy(self, policy: Any, stamp: Any) -> None:
+    def put_policy(self, policy: PromptPolicy | None, stamp: S) -> None:
         """Switch the prompt policy at once; the operator's prompts stay and are queued again,
         so the new policy's texts are made ready and acknowledged like a prompt set (the same
         set: no pending frame is dropped)."""
@@ -186,7 +192,7 @@ class FrameWorker:
     def _ready(self) -> bool:
         return self._active and bool(self._prompt_queue or self._mailbox)
 
-    def _take(self) -> Job:
+    def _take(self) -> FrameJob[D] | PromptJob[S]:
         """The next job (lock held, one is ready): prompt changes first, so frames use the
         newest accepted set."""
         self._busy = True
@@ -196,7 +202,7 @@ class FrameWorker:
         assert job is not None  # _ready()
         return job
 
-    def _next_job(self) -> Job | None:
+    def _next_job(self) -> FrameJob[D] | PromptJob[S] | None:
         with self._cond:
             while not self._stop and not self._ready():
                 self._cond.wait(timeout=0.5)
@@ -204,12 +210,12 @@ class FrameWorker:
                 return None
             return self._take()
 
-    def take_job(self) -> Job | None:
+    def take_job(self) -> FrameJob[D] | PromptJob[S] | None:
         """The job the worker would start now, or None when there is none (never waits)."""
         with self._cond:
             return self._take() if self._ready() else None
 
-    def run_job(self, job: Job) -> None:
+    def run_job(self, job: FrameJob[D] | PromptJob[S]) -> None:
         """Do one job from :meth:`take_job`; a failure is counted and given to ``on_error``."""
         try:
             if isinstance(job, PromptJob):

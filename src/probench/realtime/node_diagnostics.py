@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from probench.prompting.policy import PromptPolicy, resolve_policy
 from probench.realtime.grounding_stats import (
     GroundingStats,
     Health,
@@ -21,7 +22,6 @@ from probench.realtime.grounding_stats import (
 from probench.realtime.grounding_worker import Prompts
 
 if TYPE_CHECKING:
-    from probench.prompting.policy import PromptPolicy
     from probench.realtime.frame_core import FrameCore
     from probench.realtime.node_spec import GroundingConfig
 
@@ -53,8 +53,8 @@ class NodeDiagnostics:
     _processed_reported: int = 0
 
     def report(self, *, state: str, params: dict[str, Any], cfg: GroundingConfig | None, active: Prompts,
-               policy: PromptPolicy, policy_rejected: int, core: FrameCore | None, topics: tuple[str, str],
-               last_error: str,
+               policy: PromptPolicy | None, policy_rejected: int, core: FrameCore | None,
+               topics: tuple[str, str], last_error: str,
                profile_hint: Callable[[], str | None] | None = None, configure_error: str = "",
                configure_failures: int = 0) -> tuple[str, str, dict[str, Any], str]:
         """``(level, message, values, transport warning or "")`` for this period; with a
@@ -76,7 +76,8 @@ class NodeDiagnostics:
             values.update(text_encoder_calls=core.detector.text_encoder_calls, text_cache_hits=cache["hits"],
                           text_cache_misses=cache["misses"], text_cache_evictions=cache["evictions"])
             values.update(core.frame_sets.counters())
-        values.update(policy_values(policy, active, policy_rejected))
+        as_typed = policy or resolve_policy("as_typed")  # the worker's None: prompts as typed
+        values.update(policy_values(as_typed, active, policy_rejected))
         values.update(image_topic=topics[0], compressed_topic=topics[1])
         loss = self.transport.snapshot()
         values.update(loss)

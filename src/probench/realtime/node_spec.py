@@ -29,7 +29,7 @@ from probench.prompting.messages import prompt_message_limit as prompt_message_l
 from probench.prompting.messages import prompts_from_message as prompts_from_message  # re-exported
 from probench.prompting.policy import DEFAULT_POLICY, POLICIES
 from probench.realtime import PACKAGE, package_config
-from probench.realtime.params import Param, ParamTable
+from probench.realtime.params import Param, ParamTable, ParamValue
 from probench.spatial.depth import DEFAULT_MAX_DEPTH_M, MAX_DEPTH_LIMIT_M
 from probench.vocabulary import (
     FORMULATIONS,
@@ -47,11 +47,16 @@ MAX_TRIAL_S = 60.0  # a peak-rate trial: at most MAX_RATE_HZ * MAX_TRIAL_S frame
 MODES = ("camera-rate", "as-fast-as-answered")
 
 
-def _prompts(value: Any) -> tuple[str, ...]:
-    return check_prompt_specs(list(value or []))
+def _items(value: ParamValue) -> list[str]:
+    """A string array's items (its row's type is checked before the hook runs)."""
+    return list(value) if isinstance(value, (list, tuple)) else []
 
 
-def _profile(value: Any) -> str:
+def _prompts(value: ParamValue) -> tuple[str, ...]:
+    return check_prompt_specs(_items(value))
+
+
+def _profile(value: ParamValue) -> str:
     from probench.prompting.profile import load_profile
 
     load_profile(str(value).strip() or None)  # a ProfileError (one line) when it is not valid
@@ -61,7 +66,8 @@ def _profile(value: Any) -> str:
 def _model(value: object) -> str:
     """A model the zoo knows (a zoo, plugin, ``tiny-*`` or ``test-*`` name), refused when set
     rather than at the next configure. A ``package.module:factory`` is imported only at
-    configure (its module is foreign code), so here it is taken as given."""
+    configure (its module is foreign code), so here it is taken as given: the configure
+    refuses one the node was not started with (:func:`start_time_refusal`)."""
     from probench.models.plugins import is_one_off
     from probench.models.zoo import check_model_name
 
@@ -69,6 +75,30 @@ def _model(value: object) -> str:
     if name.strip() and not is_one_off(name):
         check_model_name(name)  # an UnknownModelError: one line, naming the zoo
     return name
+
+
+def start_time_refusal(values: Mapping[str, object], started: Mapping[str, object]) -> str:
+    """Why a configure of the grounding node may not load ``values`` (its configure-time
+    parameters) when it was started with ``started`` (its start-up values): "" when it may.
+
+    ``model`` and ``weights`` name what the node runs: a ``package.module:factory`` reference
+    imports its module and calls the factory (foreign code runs), a weights file or folder
+    holds checkpoints and a text encoder (pickles, TorchScript archives). Anyone on the ROS
+    domain may set a parameter, so a running node loads only the plugin reference and the
+    weights it was started with (docs/SECURITY.md); a zoo model may still be swapped in."""
+    from probench.models.plugins import is_one_off
+
+    model, first_model = str(values.get("model", "")).strip(), str(started.get("model", "")).strip()
+    if is_one_off(model) and model != first_model:
+        return (f"cannot load model {model!r}: a plugin reference (package.module:factory) is loaded only "
+                f"by a node started with it (this one started with {first_model!r}); start a node with "
+                f"-p model:={model} (docs/SECURITY.md)")
+    weights, first_weights = str(values.get("weights", "")).strip(), str(started.get("weights", "")).strip()
+    if weights != first_weights:
+        return (f"cannot load weights {weights!r}: a running node loads only the weights it was started "
+                f"with ({first_weights!r}, empty: each model's default); start a node with -p weights:=... "
+                "(docs/SECURITY.md)")
+    return ""
 
 
 def _topic(param: str) -> Callable[[object], str]:
@@ -81,8 +111,8 @@ def _topic(param: str) -> Callable[[object], str]:
     return check
 
 
-def _formulations(value: Any) -> list[str]:
-    return parse_formulations(list(value))
+def _formulations(value: ParamValue) -> list[str]:
+    return parse_formulations(_items(value))
 
 
 GROUNDING_PARAMS = ParamTable(NODE_NAME, (

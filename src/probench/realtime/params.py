@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from probench.errors import ProbenchError
 from probench.limits import IntRange
@@ -24,13 +24,8 @@ if TYPE_CHECKING:
 ParamType = Literal["string", "double", "integer", "bool", "string_array"]
 Applies = Literal["live", "configure", "startup"]
 
-_PY_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "double": (float, int),
-    "integer": (int,),
-    "bool": (bool,),
-    "string_array": (list, tuple),
-}
+# A parameter's value, as rclpy gives it (a string array: a list, or a tuple once checked)
+ParamValue = str | float | int | bool | list[str] | tuple[str, ...]
 
 C = TypeVar("C", bound="DataclassInstance")  # a typed config: a dataclass
 
@@ -42,7 +37,7 @@ class Param:
 
     name: str
     type: ParamType
-    default: Any
+    default: ParamValue
     description: str
     applies: Applies = "startup"  # "live": at once; "configure": next configure; "startup"
     choices: tuple[str, ...] = ()
@@ -50,30 +45,24 @@ class Param:
     high: float | None = None
     low_open: bool = False  # True: value must be > low (e.g. a period), else >= low
     nonempty: bool = False  # a string that must not be blank
-    check_value: Callable[[Any], Any] | None = None  # extra check (e.g. prompt texts); returns the value
+    # an extra check (e.g. prompt texts), given the typed value; returns the value
+    check_value: Callable[[ParamValue], ParamValue] | None = None
     identity: bool = False  # part of a run's identity (run.json): the evaluator reads it from the node
 
-    def check(self, value: Any) -> Any:
+    def check(self, value: object) -> ParamValue:
         """The checked value, or ``ValueError`` naming the parameter and the reason; a
         ``check_value`` hook raises a :class:`probench.errors.ProbenchError`, and any other
         exception of it becomes a one-line :class:`probench.realtime.errors.ParameterValueError`
         (so no value can raise anything else out of a node's set-parameters callback)."""
-        kinds = _PY_TYPES[self.type]
-        if isinstance(value, bool) and self.type in ("double", "integer"):
-            raise ValueError(f"{self.name} must be a {self.type}, got {value!r}")
-        if not isinstance(value, kinds):
-            raise ValueError(f"{self.name} must be a {self.type}, got {value!r}")
-        if self.type == "double" and isinstance(value, (float, int)):  # (always, once checked above)
-            value = float(value)
-            if not math.isfinite(value):
-                raise ValueError(f"{self.name} must be a finite number, got {value}")
+        value = self._typed(value)
         if self.choices and value not in self.choices:
             raise ValueError(f"{self.name} must be one of {', '.join(self.choices)}, got {value!r}")
-        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
-            op = ">" if self.low_open else ">="
-            raise ValueError(f"{self.name} must be {op} {self.low:g}, got {value}")
-        if self.high is not None and value > self.high:
-            raise ValueError(f"{self.name} must be <= {self.high:g}, got {value}")
+        if isinstance(value, (int, float)):  # bounds are given for numbers only
+            if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+                op = ">" if self.low_open else ">="
+                raise ValueError(f"{self.name} must be {op} {self.low:g}, got {value}")
+            if self.high is not None and value > self.high:
+                raise ValueError(f"{self.name} must be <= {self.high:g}, got {value}")
         if self.nonempty and not str(value).strip():
             # no default either: the parameter must be given
             raise ValueError(f"parameter {self.name!r} is required ({self.description})" if not self.default
@@ -86,6 +75,26 @@ class Param:
             except Exception as exc:  # noqa: BLE001 - any other failure is one line, never a crash
                 raise _one_line(self.name, exc) from None
         return value
+
+    def _typed(self, value: object) -> ParamValue:
+        """``value`` when it has this parameter's type (a double: as a finite float), else
+        ``ValueError`` (a bool is no number, though Python calls it an int)."""
+        if isinstance(value, bool) and self.type in ("double", "integer"):
+            raise ValueError(f"{self.name} must be a {self.type}, got {value!r}")
+        if self.type == "double" and isinstance(value, (int, float)):
+            as_float = float(value)
+            if not math.isfinite(as_float):
+                raise ValueError(f"{self.name} must be a finite number, got {as_float}")
+            return as_float
+        if self.type == "integer" and isinstance(value, int):
+            return value
+        if self.type == "string" and isinstance(value, str):
+            return value
+        if self.type == "bool" and isinstance(value, bool):
+            return value
+        if self.type == "string_array" and isinstance(value, (list, tuple)):
+            return value
+        raise ValueError(f"{self.name} must be a {self.type}, got {value!r}")
 
     def int_flag(self) -> IntRange:
         """The argparse type of a flag that sets this integer parameter: the row's range."""
@@ -130,22 +139,22 @@ class ParamTable:
         """The parameters that make a run's identity (``identity=True``), in table order."""
         return [p.name for p in self.rows if p.identity]
 
-    def defaults(self) -> dict[str, Any]:
+    def defaults(self) -> dict[str, ParamValue]:
         return {p.name: p.default for p in self.rows}
 
-    def check(self, name: str, value: Any) -> Any:
+    def check(self, name: str, value: object) -> ParamValue:
         if name not in self._by_name:
             raise ValueError(f"{self.node} has no parameter {name!r}")
         return self._by_name[name].check(value)
 
-    def check_all(self, values: Mapping[str, Any]) -> dict[str, Any]:
+    def check_all(self, values: Mapping[str, object]) -> dict[str, ParamValue]:
         """Every value checked; unknown names refused (first problem raised)."""
         unknown = sorted(set(values) - set(self._by_name))
         if unknown:
             raise ValueError(f"unknown {self.node} parameter(s): {', '.join(unknown)}")
         return {name: self.check(name, value) for name, value in values.items()}
 
-    def to_config(self, cls: type[C], values: Mapping[str, Any]) -> C:
+    def to_config(self, cls: type[C], values: Mapping[str, object]) -> C:
         """A typed config object (a dataclass whose fields are parameter names)."""
         wanted = {f.name for f in fields(cls)}
         checked = {n: self.check(n, v) for n, v in values.items() if n in wanted}
@@ -179,7 +188,7 @@ def _one_line(name: str, exc: Exception) -> Exception:
     return ParameterValueError(text if name in text else f"{name}: {text}")
 
 
-def _yaml_text(value: Any) -> str:
+def _yaml_text(value: ParamValue) -> str:
     """A default as a YAML parameter file writes it: ``true``, ``""``, ``[orig, cat]``."""
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -24,13 +24,16 @@ import json
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from probench.console.bridge import split_node_name
 from probench.console.errors import BridgeError, ConsoleUsageError
 from probench.errors import CheckFailed
 from probench.limits import INT64_MAX, MAX_TIMEOUT_S, IntRange, check_flag
 from probench.vocabulary import escape_for_log
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from probench.console.bridge import NodeView
@@ -147,7 +150,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 # -- waiting ---------------------------------------------------------------------------------
-def _wait(what: Any, timeout: float) -> Any:
+def _wait(what: Callable[[], T], timeout: float) -> T:
+    """``what()`` once it is truthy, or its last value at ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
         got = what()

@@ -21,7 +21,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,7 +44,11 @@ from probench.ros import convert
 if TYPE_CHECKING:  # the messages' own classes (untyped packages: their attributes are Any to mypy)
     from diagnostic_msgs.msg import DiagnosticArray
     from lifecycle_msgs.msg import TransitionEvent
+    from rclpy.client import Client
+    from rclpy.qos import QoSProfile
+    from rclpy.task import Future
     from vision_msgs.msg import Detection2D, Detection2DArray, Detection3DArray, LabelInfo
+
 
 # The page may ask TRANSITIONS only; `probench node` (which shares this bridge) cleanup too.
 LIFECYCLE_TRANSITIONS = (*TRANSITIONS, "cleanup")
@@ -101,7 +105,7 @@ class RosConsoleBridge:
         self._want = False
         self._image_subs: list[Any] = []
         self._recent: OrderedDict[int, tuple[str, bytes]] = OrderedDict()  # by stamp (ns)
-        self._state_future: Any = None
+        self._state_future: Future | None = None
         self._state_asked = -float("inf")
 
         self._ctx = rclpy.Context()
@@ -221,7 +225,7 @@ class RosConsoleBridge:
             self._node.destroy_client(client)
 
     # -- parameters (probench node param, the console's controls) ------------------------
-    def _client(self, srv_type: Any, service: str, timeout_s: float) -> Any:
+    def _client(self, srv_type: type, service: str, timeout_s: float) -> Client:
         """A client of the node's ``service``, once the node offers it (BridgeError 503 otherwise)."""
         client = self._node.create_client(srv_type, f"{self.names['node']}/{service}")
         deadline = time.monotonic() + timeout_s
@@ -233,7 +237,7 @@ class RosConsoleBridge:
             time.sleep(0.05)
         return client
 
-    def _ask(self, srv_type: Any, service: str, request: Any, timeout_s: float) -> Any:
+    def _ask(self, srv_type: type, service: str, request: object, timeout_s: float) -> Any:
         client = self._client(srv_type, service, timeout_s)
         try:
             return self._call(client, request, timeout_s)
@@ -278,7 +282,7 @@ class RosConsoleBridge:
                                  table_applies(name)))
         return out
 
-    def set_parameter(self, name: str, value: Any, kind: str, timeout_s: float) -> None:
+    def set_parameter(self, name: str, value: object, kind: str, timeout_s: float) -> None:
         """Set one parameter (of declared type ``kind``) through the node's SetParameters; a
         BridgeError 409 with the node's reason, word for word, when it refuses."""
         from rcl_interfaces.srv import SetParameters
@@ -325,7 +329,7 @@ class RosConsoleBridge:
         except ExternalShutdownException:
             pass
 
-    def _call(self, client: Any, request: Any, timeout_s: float) -> Any:
+    def _call(self, client: Client, request: object, timeout_s: float) -> Any:
         future = client.call_async(request)
         done = threading.Event()
         future.add_done_callback(lambda _f: done.set())
@@ -351,7 +355,7 @@ class RosConsoleBridge:
         self._state_future = self._get_state.call_async(self._GetState.Request())
         self._state_future.add_done_callback(self._on_state)
 
-    def _on_state(self, future: Any) -> None:
+    def _on_state(self, future: Future) -> None:
         if future.cancelled() or future.exception() is not None:
             return
         with self._lock:
@@ -467,7 +471,7 @@ class RosConsoleBridge:
         compressed = [t for t, types in subs if "sensor_msgs/msg/CompressedImage" in types]
         return (raw[0] if raw else default[0]), (compressed[0] if compressed else default[1])
 
-    def _camera_qos(self, topic: str) -> Any:
+    def _camera_qos(self, topic: str) -> QoSProfile:
         """Reliable when every publisher of the camera topic is (on one host, best effort loses
         many large frames under load: measured 15 vs 26 of 30 frames/s drawn), else best effort,
         which matches any publisher (a camera that starts later gets best effort)."""
@@ -491,7 +495,7 @@ class RosConsoleBridge:
             return
         self._publish_frame(rgb, convert.stamp_ns(header.stamp))
 
-    def _remember(self, kind: str) -> Any:
+    def _remember(self, kind: str) -> Callable[[bytes], None]:
         def cb(data: bytes) -> None:
             try:
                 parse = convert.image_from_cdr if kind == "raw" else convert.compressed_from_cdr

@@ -240,7 +240,7 @@ def check_run_folder(graph: list[NodeDescription], bag: ProbenchBag) -> None:
         raise UsageError(f"bad parameter: {exc}") from None
     identity = ros_identity(evaluator, grounding, bag.dataset.summary(), bag=str(evaluator["bag"]),
                             compressed=bag.compressed, sequence=bool(bag.dataset.videos))
-    check_folder(evaluator["out"], identity)
+    check_folder(str(evaluator["out"]), identity)
 
 
 def _result(options: EvalOptions, graph: list[NodeDescription], status: str) -> EvalResult:

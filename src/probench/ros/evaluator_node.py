@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
@@ -27,6 +27,13 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Header, String
 from vision_msgs.msg import Detection2DArray, LabelInfo
+
+if TYPE_CHECKING:
+    from rcl_interfaces.msg import ParameterValue
+    from rclpy.client import Client
+    from rclpy.executors import Executor
+    from rclpy.publisher import Publisher
+    from sensor_msgs.msg import CompressedImage, Image
 
 from probench.errors import ProbenchError
 from probench.realtime.errors import ParameterValueError
@@ -63,8 +70,8 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
         self.create_subscription(LabelInfo, "label_info", self._on_label_info, latched)
         self._ack_handler: Callable[[tuple[str, ...], int], object] | None = None
         self._last_announce = float("-inf")  # monotonic time of the last stamped set
-        self.image_pub: Any = None
-        self.image_type: Any = None
+        self.image_pub: Publisher | None = None  # wait_ready: of the bag's image type
+        self.image_type: type[Image] | type[CompressedImage] | None = None
 
     def _read_parameters(self) -> EvaluatorConfig:
         values = {name: self.get_parameter(name).value for name in EVALUATOR_PARAMS.names()}
@@ -80,7 +87,9 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
         convert.set_stamp(header.stamp, stamp_ns)
         self.frame_prompts_pub.publish(convert.prompts_to_label_info(list(texts), header))
 
-    def send(self, image: Any, stamp_ns: int) -> None:
+    def send(self, image: Image | CompressedImage, stamp_ns: int) -> None:
+        if self.image_pub is None:
+            raise RosError("no image publisher: wait_ready comes first")
         convert.set_stamp(image.header.stamp, stamp_ns)
         self.image_pub.publish(image)
 
@@ -117,7 +126,7 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
         if handler is not None:
             handler(tuple(convert.label_info_to_prompts(msg)), received_ns)
 
-    def image_from_bag(self, raw: bytes) -> Any:
+    def image_from_bag(self, raw: bytes) -> Image | CompressedImage:
         from rclpy.serialization import deserialize_message
 
         return deserialize_message(raw, self.image_type)
@@ -144,16 +153,17 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
         them and to frame_prompts, and has acknowledged one (handshake) prompt set."""
         from sensor_msgs.msg import CompressedImage, Image
 
-        if self.image_pub is None:
+        image_pub = self.image_pub
+        if image_pub is None:
             qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
             self.image_type, topic = (CompressedImage, "image/compressed") if compressed else (Image, "image")
-            self.image_pub = self.create_publisher(self.image_type, topic, qos)
+            image_pub = self.image_pub = self.create_publisher(self.image_type, topic, qos)
         hint = "(is the grounding node running, with the same ROS_DOMAIN_ID?)"
         if not self._wait(lambda: self.frame_prompts_pub.get_subscription_count() > 0, timeout):
             raise RosError(f"nobody subscribes to frame_prompts within {timeout:.0f} s {hint}; a "
                            "grounding node older than the per-frame prompt sets does not")
-        if not self._wait(lambda: self.image_pub.get_subscription_count() > 0, timeout):
-            raise RosError(f"nobody subscribes to {self.image_pub.topic_name} within {timeout:.0f} s {hint}")
+        if not self._wait(lambda: image_pub.get_subscription_count() > 0, timeout):
+            raise RosError(f"nobody subscribes to {image_pub.topic_name} within {timeout:.0f} s {hint}")
         self.announce(1, _HANDSHAKE)
         if not self.frame_prompts_pub.wait_for_all_acked(Duration(seconds=timeout)):
             raise RosError(f"the grounding node did not acknowledge a frame_prompts message within "
@@ -167,7 +177,7 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
 
         name = self.cfg.grounding_node.rstrip("/")
         deadline = time.monotonic() + timeout
-        client: Any = self.create_client(GetParameters, f"{name}/get_parameters")
+        client: Client = self.create_client(GetParameters, f"{name}/get_parameters")
         try:
             while not client.wait_for_service(timeout_sec=0.5):
                 if not self.ok():
@@ -210,7 +220,7 @@ class EvaluatorNode(Node):  # type: ignore[misc]  # rclpy is not followed by myp
         from rcl_interfaces.srv import SetParametersAtomically
 
         name = self.cfg.grounding_node.rstrip("/")
-        client: Any = self.create_client(SetParametersAtomically, f"{name}/set_parameters_atomically")
+        client: Client = self.create_client(SetParametersAtomically, f"{name}/set_parameters_atomically")
         try:
             if not self._wait(lambda: client.service_is_ready(), timeout):
                 raise RosError(f"grounding node {name!r}: no parameter service within {timeout:.0f} s")
@@ -241,7 +251,7 @@ def subscribe_answers(node: Node, inbox: AnswerInbox, qos: QoSProfile) -> None:
                              lambda data: inbox.failure(data, time.monotonic_ns()), qos, raw=True)
 
 
-def _param_value(v: Any) -> Any:
+def _param_value(v: ParameterValue) -> object:
     """A ``rcl_interfaces/ParameterValue`` as Python (None when not set); arrays as lists."""
     from rclpy.parameter import parameter_value_to_python
 
@@ -341,7 +351,7 @@ def _evaluate(node: EvaluatorNode) -> dict[str, Any]:
             "metrics": str(Path(cfg.out) / METRICS_FILE)}
 
 
-def _spin(executor: Any) -> None:
+def _spin(executor: Executor) -> None:
     from rclpy.executors import ExternalShutdownException
     from rclpy.impl.implementation_singleton import rclpy_implementation
 

@@ -30,6 +30,7 @@ from vision_msgs.msg import LabelInfo
 from probench.errors import ProbenchError
 from probench.models.base import check_prompts
 from probench.msgs.errors import MessageConversionError
+from probench.msgs.shapes import Stamp
 from probench.prompting.messages import prompts_from_message
 from probench.prompting.policy import PromptPolicy, resolve_policy
 from probench.realtime.errors import ParameterValueError
@@ -43,7 +44,9 @@ from probench.realtime.node_spec import (
     NODE_NAME,
     GroundingConfig,
     diagnostic_status_name,
+    start_time_refusal,
 )
+from probench.realtime.params import ParamValue
 from probench.ros import convert
 from probench.ros.dds_profile import fast_dds_profile_hint
 from probench.ros.grounding_topics import RELIABLE_10, GroundingInputs, GroundingOutputs, image_qos
@@ -58,14 +61,15 @@ __all__ = ["GroundingNode", "image_qos", "main"]
 
 
 class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not followed by mypy: Any
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, **kwargs: object) -> None:
         super().__init__(NODE_NAME, **kwargs)
         for spec in GROUNDING_PARAMS:  # declared once, here; config/grounding.yaml holds the same defaults
             self.declare_parameter(spec.name, *convert.param_declaration(spec))
         self.stats = GroundingStats()
         self.transport = TransportLoss()  # frames lost between the camera and this node
         self.health = NodeDiagnostics(self.stats, self.transport)
-        self.worker = FrameWorker(self.stats, self._process, self._apply_prompts, self._on_worker_error)
+        self.worker: FrameWorker[bytes, Stamp] = FrameWorker(self.stats, self._process, self._apply_prompts,
+                                                             self._on_worker_error)
         self.core: FrameCore | None = None  # configure .. cleanup
         self.outputs: GroundingOutputs | None = None
         self._cfg: GroundingConfig | None = None
@@ -81,6 +85,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         self._good: dict[str, Any] | None = None  # the values of the last configure that worked
         self.last_frame_error = ""  # the latest frame's failure, for /diagnostics
         given = convert.checked_parameters(self, GROUNDING_PARAMS)  # startup values, as the callback checks
+        self._started = dict(given)  # what configure may load (start_time_refusal): the start-up values
         self.worker.latest_prompts = given.get("prompts", ())
         # the operator's target (docs/GROUNDING_NODE.md, "Choosing the target"): it outlives configure
         self.target = TargetSelector(given.get("target_timeout", DEFAULT_TIMEOUT_S))
@@ -94,8 +99,9 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._diag_timer = self.create_timer(self.param("diagnostics_period"), self._publish_diagnostics)
 
-    def param(self, name: str) -> Any:  # a parameter's current value
-        return self.get_parameter(name).value
+    def param(self, name: str) -> ParamValue:  # a parameter's current value
+        value: ParamValue = self.get_parameter(name).value
+        return value
 
     # -- parameters and the prompt policy (docs/PROMPTING.md) ---------------------------------
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
@@ -178,7 +184,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         self.worker.put_prompts(prompts, self.get_clock().now().to_msg())
         self.get_logger().info(f"prompts from {source}: {' ; '.join(map(esc, prompts))}")
 
-    def _apply_prompts(self, prompts: Prompts, stamp: Any) -> bool:
+    def _apply_prompts(self, prompts: Prompts, stamp: Stamp) -> bool:
         """Worker thread: the core makes the text side ready; acknowledged with a LabelInfo."""
         core, outputs = self.core, self.outputs
         if core is None or outputs is None:
@@ -271,6 +277,9 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         from probench.models.threads import apply_threads
 
         cfg = self._cfg = GROUNDING_PARAMS.to_config(GroundingConfig, values)
+        refused = start_time_refusal(values, self._started)  # before anything is imported or loaded
+        if refused:
+            return self._fail(refused)
         try:  # first: a refused trace_file fails configure at once, before the model loads
             self._trace = NodeTrace(cfg.trace_file) if cfg.trace_file else None
         except ProbenchError as exc:

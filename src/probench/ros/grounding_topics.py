@@ -5,17 +5,28 @@ core's: nothing is built here but the viewer-only MarkerArray and debug Image ob
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Protocol
 
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
-from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks, UnsupportedEventTypeError
+from rclpy.event_handler import (
+    PublisherEventCallbacks,
+    QoSOfferedIncompatibleQoSInfo,
+    QoSRequestedIncompatibleQoSInfo,
+    SubscriptionEventCallbacks,
+    UnsupportedEventTypeError,
+)
+from rclpy.lifecycle import LifecycleNode, LifecyclePublisher
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSPolicyKind, QoSProfile, ReliabilityPolicy
+from rclpy.subscription import Subscription
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
 from vision_msgs.msg import Detection2D, Detection2DArray, Detection3DArray, LabelInfo
 from visualization_msgs.msg import MarkerArray
 
 from probench.realtime.frame_core import FrameAnswer, Wanted
+from probench.realtime.grounding_stats import TransportLoss
+from probench.realtime.grounding_worker import ImageKind
 from probench.realtime.node_spec import MASK_TOPICS, GroundingConfig, camera_info_beside, compressed_topic
 from probench.ros import convert
 from probench.ros.convert import spatial as convert_3d
@@ -36,16 +47,30 @@ LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
 FRAME_SETS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE)
 
 
-def qos_events(node: Any, topic: str, side: str) -> Any:
-    """Event callbacks that log an incompatible QoS on ``topic`` (``side``: "sub" or "pub")."""
-    def cb(info: Any) -> None:
+class GroundingHandler(Protocol):
+    """What the subscriptions call back (the grounding node): the input callbacks and the
+    transport-loss counts."""
+
+    transport: TransportLoss
+
+    def on_frame_prompts(self, msg: LabelInfo) -> None: ...
+    def on_frame(self, kind: ImageKind, data: bytes) -> None: ...
+    def on_depth(self, data: bytes) -> None: ...
+    def on_camera_info(self, msg: CameraInfo) -> None: ...
+
+
+def qos_events(node: LifecycleNode, topic: str, side: str,
+               image_reliability: str = "") -> PublisherEventCallbacks | SubscriptionEventCallbacks:
+    """Event callbacks that log an incompatible QoS on ``topic`` (``side``: "sub" or "pub";
+    ``image_reliability``: the camera subscriptions' configured reliability, for the hint)."""
+    def cb(info: QoSOfferedIncompatibleQoSInfo | QoSRequestedIncompatibleQoSInfo) -> None:
         try:
             policy = QoSPolicyKind(info.last_policy_kind).name
         except ValueError:
             policy = str(info.last_policy_kind)
         other = "publisher" if side == "sub" else "subscriber"
-        hint = (f" (this node: image_reliability={node.param('image_reliability')})"
-                if topic.startswith("image") else "")
+        hint = (f" (this node: image_reliability={image_reliability})"
+                if topic.startswith("image") and image_reliability else "")
         node.get_logger().warning(f"a {other} on '{topic}' has incompatible QoS (policy {policy}); no "
                                   f"messages flow between them{hint}")
     return PublisherEventCallbacks(incompatible_qos=cb) if side == "pub" else SubscriptionEventCallbacks(
@@ -58,8 +83,9 @@ class GroundingInputs:
     ``handler`` has the callbacks (the node): on_frame_prompts, on_frame(kind, data),
     on_depth, on_camera_info, and ``transport`` (lost-message counts)."""
 
-    def __init__(self, node: Any, cfg: GroundingConfig, handler: Any) -> None:
+    def __init__(self, node: LifecycleNode, cfg: GroundingConfig, handler: GroundingHandler) -> None:
         self._node = node
+        self._reliability = cfg.image_reliability
         image = node.resolve_topic_name("image")
         compressed = compressed_topic(image, node.resolve_topic_name("image/compressed"),
                                       node.resolve_topic_name("image/compressed", only_expand=True))
@@ -86,11 +112,12 @@ class GroundingInputs:
             node.get_logger().info(f"3D input: {node.resolve_topic_name(depth)} (depth), "
                                    f"{node.resolve_topic_name(info)} (CameraInfo)")
 
-    def _camera(self, msg_type: Any, topic: str, callback: Any, qos: QoSProfile, transport: Any) -> Any:
+    def _camera(self, msg_type: type, topic: str, callback: Callable[[bytes], None], qos: QoSProfile,
+                transport: TransportLoss) -> Subscription:
         """A raw camera subscription that also counts the messages the middleware reports
         lost (where it does: else stamp gaps alone tell the loss)."""
         node = self._node
-        events = qos_events(node, "image", "sub")
+        events = qos_events(node, "image", "sub", self._reliability)
         events.message_lost = lambda info: transport.lost(int(info.total_count_change))
         try:
             sub = node.create_subscription(msg_type, topic, callback, qos, raw=True, event_callbacks=events)
@@ -106,8 +133,8 @@ class GroundingOutputs:
     3D outputs exist only with a depth topic, mask outputs only for a model that gives masks;
     the attributes are there either way (None)."""
 
-    def __init__(self, node: Any, cfg: GroundingConfig, *, masks: bool) -> None:
-        def pub(msg_type: Any, topic: str, qos: QoSProfile) -> Any:
+    def __init__(self, node: LifecycleNode, cfg: GroundingConfig, *, masks: bool) -> None:
+        def pub(msg_type: type, topic: str, qos: QoSProfile) -> LifecyclePublisher:
             return node.create_lifecycle_publisher(msg_type, topic, qos,
                                                    event_callbacks=qos_events(node, topic, "pub"))
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import yaml
+from launch.launch_context import LaunchContext
 from launch.substitution import Substitution
 
 from probench.realtime.node_spec import LAUNCH_ARGUMENTS, grounding_from_arguments, grounding_node_description
@@ -72,5 +73,5 @@ class FromGraph(Substitution):  # type: ignore[misc]  # launch has no type infor
         what = f"remap {self.key}" if self.field == "remap" else self.field
         return f"probench {self.graph} graph, node {self.index}: {what} (from the launch arguments)"
 
-    def perform(self, context: Any) -> str:
+    def perform(self, context: LaunchContext) -> str:
         return node_parameters(self.graph, self.index, self.field, self.key, context.launch_configurations)

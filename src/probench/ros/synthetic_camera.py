@@ -31,12 +31,17 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from probench.limits import MAX_COUNT, MAX_RATE_HZ, MIN_RATE_HZ, IntRange
 from probench.spatial.rgbd_scene import FRAME_ID, RgbdCamera, RgbdFrame, k_row_major
+
+if TYPE_CHECKING:
+    from rclpy.node import Node
+    from rclpy.qos import QoSProfile
+    from std_msgs.msg import Header
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -82,7 +87,7 @@ def frame_at(scene: np.ndarray, width: int, i: int) -> np.ndarray:
 class _DepthOut:
     """The depth image and CameraInfo publishers of ``--depth`` (same QoS as the colour topic)."""
 
-    def __init__(self, node: Any, depth_topic: str, qos: Any, camera: RgbdCamera) -> None:
+    def __init__(self, node: Node, depth_topic: str, qos: QoSProfile, camera: RgbdCamera) -> None:
         from sensor_msgs.msg import CameraInfo, Image
 
         from probench.realtime.node_spec import camera_info_beside
@@ -92,7 +97,7 @@ class _DepthOut:
         self.depth = node.create_publisher(Image, depth_topic, qos)
         self.info = node.create_publisher(CameraInfo, camera_info_beside(depth_topic), qos)
 
-    def publish(self, frame: RgbdFrame, header: Any) -> None:
+    def publish(self, frame: RgbdFrame, header: Header) -> None:
         k = frame.k
         h, w = frame.depth_mm.shape
         msg = self._Image(header=header, height=h, width=w, encoding="16UC1", is_bigendian=0, step=w * 2)

@@ -13,11 +13,11 @@ grounding node publishes and ``probench ground`` writes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from probench.detections import Detections
+from probench.msgs.shapes import Header
 from probench.msgs.wire import detections_3d_to_cdr, pose_stamped_to_cdr
 from probench.spatial.depth import Detections3D
 
@@ -25,7 +25,7 @@ DETECTION_3D_ARRAY = "vision_msgs/msg/Detection3DArray"
 POSE_STAMPED = "geometry_msgs/msg/PoseStamped"
 
 
-def detections_3d_cdr(est: Detections3D, dets: Detections, header: Any, prompts: Sequence[str]) -> bytes:
+def detections_3d_cdr(est: Detections3D, dets: Detections, header: Header, prompts: Sequence[str]) -> bytes:
     """The serialized ``vision_msgs/Detection3DArray`` of ``est`` (estimates of ``dets``,
     detected with ``prompts``)."""
     labels = [prompts[int(pi)] for pi in dets.prompt_index[est.index].tolist()]
@@ -43,7 +43,7 @@ def best_of_first_prompt(est: Detections3D, dets: Detections) -> int | None:
     return int(first[np.argmax(dets.scores[est.index[first]])])
 
 
-def target_pose_cdr(est: Detections3D, dets: Detections, header: Any) -> bytes | None:
+def target_pose_cdr(est: Detections3D, dets: Detections, header: Header) -> bytes | None:
     """The serialized ``geometry_msgs/PoseStamped`` at the best 3D estimate of the first
     prompt, or None."""
     row = best_of_first_prompt(est, dets)

@@ -20,11 +20,11 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from probench.detections import Detections
+from probench.msgs.shapes import Header
 from probench.spatial.depth import Detections3D
 from probench.spatial.errors import SpatialError
 
@@ -116,7 +116,7 @@ class TargetSelector:
         return _best(dets, ids, prompts, gave_way)
 
 
-def target_cdr(choice: TargetChoice, dets: Detections, header: Any) -> bytes | None:
+def target_cdr(choice: TargetChoice, dets: Detections, header: Header) -> bytes | None:
     """The latched ``target`` (``vision_msgs/Detection2D``, :func:`probench.msgs.target.target_to_cdr`)
     of a frame's choice, or None when the frame has no target."""
     from probench.msgs.target import target_to_cdr
@@ -128,7 +128,7 @@ def target_cdr(choice: TargetChoice, dets: Detections, header: Any) -> bytes | N
                          choice.track_id)
 
 
-def target_pose_cdr_for(choice: TargetChoice, est: Detections3D, header: Any) -> bytes | None:
+def target_pose_cdr_for(choice: TargetChoice, est: Detections3D, header: Header) -> bytes | None:
     """``target_pose`` (``geometry_msgs/PoseStamped``) at the 3D estimate of the frame's
     target detection, or None (no target, or the target's box got no 3D estimate)."""
     from probench.msgs.wire import pose_stamped_to_cdr

@@ -10,7 +10,7 @@ from __future__ import annotations
 import array
 from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +21,15 @@ from probench.msgs.shapes import Detection2DArray as Detection2DArrayShape
 from probench.msgs.shapes import DiagnosticArray, Header, LabelInfo, Stamp, stamp_at
 from probench.msgs.wire import detections_to_cdr, label_info_to_cdr
 from probench.realtime.params import Param, ParamTable
+
+if TYPE_CHECKING:  # the message classes convert builds (untyped packages)
+    from diagnostic_msgs.msg import DiagnosticArray as DiagnosticArrayMsg
+    from rcl_interfaces.srv import SetParametersAtomically
+    from rclpy.node import Node
+    from sensor_msgs.msg import Image
+    from std_msgs.msg import Header as HeaderMsg
+    from vision_msgs.msg import Detection2DArray as Detection2DArrayMsg
+    from vision_msgs.msg import LabelInfo as LabelInfoMsg
 
 
 # -- messages (need the ROS message packages, not a running rclpy) -------------------------
@@ -48,7 +57,7 @@ def set_stamp(stamp: Stamp, ns: int) -> None:
     stamp.sec, stamp.nanosec = at.sec, at.nanosec
 
 
-def to_header(header: Header) -> Any:
+def to_header(header: Header) -> HeaderMsg:
     """A ``std_msgs/Header`` from any object with ``stamp.sec``, ``stamp.nanosec``, ``frame_id``."""
     m = _msgs()
     if isinstance(header, m.Header):
@@ -58,7 +67,7 @@ def to_header(header: Header) -> Any:
     return out
 
 
-def rgb_to_image_msg(rgb: np.ndarray, header: Header, encoding: str = "rgb8") -> Any:
+def rgb_to_image_msg(rgb: np.ndarray, header: Header, encoding: str = "rgb8") -> Image:
     """An RGB uint8 array as a ``sensor_msgs/Image`` with ``header`` (one buffer copy)."""
     m = _msgs()
     msg = m.Image()
@@ -84,7 +93,7 @@ def detections_to_msg(
     prompts: Sequence[str],
     *,
     max_detections: int | None = None,
-) -> Any:
+) -> Detection2DArrayMsg:
     """:func:`probench.msgs.wire.detections_to_cdr` as a ``vision_msgs/Detection2DArray``
     message object (the one encoder's bytes, deserialized: no second builder); the
     detections' ``tracker_id`` go into each Detection2D.id."""
@@ -113,7 +122,7 @@ def detection_array_to_arrays(msg: Detection2DArrayShape) -> tuple[np.ndarray, n
     return xyxy, scores, class_ids
 
 
-def prompts_to_label_info(prompts: Sequence[str], header: Header, threshold: float = 0.0) -> Any:
+def prompts_to_label_info(prompts: Sequence[str], header: Header, threshold: float = 0.0) -> LabelInfoMsg:
     """:func:`probench.msgs.wire.label_info_to_cdr` as a ``vision_msgs/LabelInfo`` message
     object: class_map[i] = (i, prompt i)."""
     from rclpy.serialization import deserialize_message
@@ -135,8 +144,8 @@ def stats_to_diagnostics(
     level: str,
     message: str,
     values: Mapping[str, Any],
-    stamp: Any,
-) -> Any:
+    stamp: Stamp,
+) -> DiagnosticArrayMsg:
     """A ``diagnostic_msgs/DiagnosticArray`` with one status; floats get 3 decimals."""
     if level not in LEVELS:
         raise MessageConversionError(f"diagnostic level must be one of {LEVELS}, got {level!r}")
@@ -171,7 +180,7 @@ def diagnostics_to_statuses(msg: DiagnosticArray) -> list[tuple[str, str, str, d
 
 
 # -- parameter declarations ------------------------------------------------------------------
-def checked_parameters(node: Any, table: ParamTable) -> dict[str, Any]:
+def checked_parameters(node: Node, table: ParamTable) -> dict[str, Any]:
     """A node's parameter values as given at startup (``-p``, a params file: they bypass the
     set-parameters callback), each checked by ``table``; the first bad one raises
     :class:`probench.realtime.errors.ParameterValueError` naming it."""
@@ -223,7 +232,7 @@ def param_declaration(param: Param) -> tuple[Any, Any]:
     return default, desc
 
 
-def string_parameters_request(values: Mapping[str, str]) -> Any:
+def string_parameters_request(values: Mapping[str, str]) -> SetParametersAtomically.Request:
     """``rcl_interfaces/SetParametersAtomically.Request`` setting string parameters (the
     evaluator and the console set a grounding node's ``prompt_policy`` and ``prompt_profile``)."""
     from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue

@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import colorsys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from probench.detections import Detections
 from probench.spatial.depth import Detections3D
+
+if TYPE_CHECKING:
+    from std_msgs.msg import Header
+    from visualization_msgs.msg import MarkerArray
 
 
 def _colour(prompt_index: int) -> tuple[float, float, float]:
     return colorsys.hsv_to_rgb((prompt_index * 0.618034) % 1.0, 0.8, 1.0)
 
 
-def markers_to_msg(est: Detections3D, dets: Detections, header: Any, prompts: Sequence[str]) -> Any:
+def markers_to_msg(est: Detections3D, dets: Detections, header: Header,
+                   prompts: Sequence[str]) -> MarkerArray:
     """A ``visualization_msgs/MarkerArray``: DELETEALL, then a box and a label per 3D detection."""
     from geometry_msgs.msg import Pose
     from std_msgs.msg import ColorRGBA
