@@ -37,6 +37,9 @@ __all__ = [
     "REALTIME_FILE",
     "RESULT_FILES",
     "RUN_FILE",
+    "Absence",
+    "AbsenceFormulation",
+    "AbsenceScores",
     "Curve",
     "Curves",
     "FormulationScores",
@@ -496,6 +499,54 @@ class Curves(Record):
     by_formulation: dict[str, Curve] = Field(default_factory=dict)
 
 
+# the absence metrics' figures (scoring/absence.py), as metrics.json names them and the
+# bootstrap and ``compare`` resample them ("<formulation>.<key>")
+ABSENCE_KEYS: tuple[str, ...] = (
+    "presence_tpr", "presence_fpr", "presence_mcc", "hallucination_rate", "positive_f1", "cgf1",
+)  # fmt: skip
+# the ones ``compare`` prints (hallucination_rate is presence_fpr under its other name)
+ABSENCE_COMPARED: tuple[str, ...] = (
+    "presence_tpr", "hallucination_rate", "presence_mcc", "positive_f1", "cgf1",
+)  # fmt: skip
+
+
+class AbsenceScores(Record):
+    """Image-level presence over label-space pairs at the operating threshold, and the
+    box-level F1 on the positive pairs (docs/METRICS.md, "Absence")."""
+
+    n_positive_pairs: Count = 0
+    n_negative_pairs: Count = 0
+    true_positive_pairs: Count = 0  # positive pairs with a box >= the threshold
+    false_negative_pairs: Count = 0
+    false_positive_pairs: Count = 0  # negative pairs with a box >= the threshold: hallucinations
+    true_negative_pairs: Count = 0
+    box_tp: Count = 0  # on positive pairs, boxes >= the threshold matched at IoU 0.5
+    box_fp: Count = 0
+    box_fn: Count = 0
+    presence_tpr: Share | None = None
+    presence_fpr: Share | None = None
+    presence_mcc: Signed | None = None
+    hallucination_rate: Share | None = None
+    positive_f1: Share | None = None
+    cgf1: Signed | None = None
+    intervals: dict[str, Interval | None] = Field(default_factory=dict)  # with a bootstrap
+
+
+class AbsenceFormulation(AbsenceScores):
+    """``absence.by_formulation.<f>``: every pair, and the pairs of each prompt type."""
+
+    by_prompt_type: dict[str, AbsenceScores] = Field(default_factory=dict)
+
+
+class Absence(Record):
+    """``absence``: does the model answer a target that is not there (scoring/absence.py)."""
+
+    score_threshold: Share | None = None
+    threshold_source: str | None = None  # "pcr_score_threshold" (asked) or "node_default"
+    iou: Share | None = None
+    by_formulation: dict[str, AbsenceFormulation] = Field(default_factory=dict)
+
+
 class PromptChange(Record):
     video_id: int
     frame_index: Count
@@ -602,6 +653,7 @@ class MetricsRecord(Consistency):
     intervals: Intervals | None = None
     curves: Curves | None = None
     errors: TideErrors | None = None
+    absence: Absence | None = None
     by_prompt_type: dict[str, GroupScores] = Field(default_factory=dict)
     by_domain: dict[str, GroupScores] = Field(default_factory=dict)
     by_size: dict[str, GroupScores] = Field(default_factory=dict)

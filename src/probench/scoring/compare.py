@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from probench.cache.records import (
+    ABSENCE_COMPARED,
     AP_KEYS,
     CONSISTENCY_KEYS,
     DELTA_MAX,
@@ -27,6 +28,7 @@ from probench.cache.records import (
 )
 from probench.data.dataset import Dataset
 from probench.scoring import bootstrap as bs
+from probench.scoring.absence import absence_samples
 from probench.scoring.cocoeval import CocoAP
 from probench.scoring.errors import DatasetMismatch, ScoringError, ScoringUsageError
 from probench.scoring.suite import _Formulation, unknown_predictions
@@ -37,6 +39,7 @@ from probench.vocabulary import FORMULATIONS
 METRICS: tuple[str, ...] = (
     *(sample_name(f, m) for f in FORMULATIONS for m in AP_KEYS),
     DELTA_ORIG_CAT, DELTA_TMPL_ORIG, DELTA_MAX, *CONSISTENCY_KEYS,
+    *(sample_name(f, m) for f in FORMULATIONS for m in ABSENCE_COMPARED),  # scoring/absence.py
 )  # fmt: skip
 
 
@@ -106,6 +109,7 @@ def compare_runs(
     for ev in evals:
         tgt = bs.targets_of(gt, {f: e.recovered() for f, e in ev.items()})
         samples.append(bs.resample(bs.tables_of(gt, ev), tgt, w))  # row 0: unit weights, the point values
+        samples[-1].update(absence_samples(gt, ev, w, ABSENCE_COMPARED))  # on the same resamples
     metrics: dict[str, Any] = {}
     for key in METRICS:
         if key not in samples[0] or key not in samples[1]:
