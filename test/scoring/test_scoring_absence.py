@@ -140,8 +140,10 @@ def test_no_negative_pairs_leave_mcc_and_hallucination_null() -> None:
 def test_intervals_come_from_the_bootstraps_resamples() -> None:
     ds = Dataset.from_dict(COCO)
     m = score(ds, {"orig": ORIG}, pcr_score_threshold=0.5, bootstrap=40, bootstrap_seed=3)
-    iv = m.absence.by_formulation["orig"].intervals  # type: ignore[union-attr]
+    assert m.intervals is not None and m.intervals.absence is not None
+    iv = m.intervals.absence.by_formulation["orig"]
     assert set(iv) == set(ABSENCE_KEYS)
+    assert set(m.intervals.absence.by_prompt_type["orig"]) == set(TYPES.values())
     gt = GroundTruth.from_dataset(ds)
     ev = _Formulation(gt, DetArrays.from_results(ORIG, where="orig"), ("all",))
     samples = absence_samples(gt, {"orig": ev}, weights(4, 40, 3), pcr_score_threshold=0.5)

@@ -39,6 +39,7 @@ __all__ = [
     "RUN_FILE",
     "Absence",
     "AbsenceFormulation",
+    "AbsenceIntervals",
     "AbsenceScores",
     "Curve",
     "Curves",
@@ -444,6 +445,13 @@ PCR_VARIANTS: dict[str, tuple[str, str, str, str]] = {
 }
 
 
+class AbsenceIntervals(Record):
+    """``intervals.absence``: the absence figures' intervals, per formulation and per its prompt types."""
+
+    by_formulation: dict[str, dict[str, Interval | None]] = Field(default_factory=dict)
+    by_prompt_type: dict[str, dict[str, dict[str, Interval | None]]] = Field(default_factory=dict)
+
+
 class Intervals(Record):
     """``intervals``: the paired bootstrap's 95% intervals (:mod:`probench.scoring.bootstrap`)."""
 
@@ -461,6 +469,7 @@ class Intervals(Record):
     plc_top1: Interval | None = None
     formulation_support: dict[str, Share] = Field(default_factory=dict)
     best_formulation_support: Share | None = None
+    absence: AbsenceIntervals | None = None
 
 
 TIDE_ERROR_TYPES: tuple[str, ...] = ("cls", "loc", "both", "dupe", "bkg", "missed")  # TIDE's, in its order
@@ -504,6 +513,8 @@ class Curves(Record):
 ABSENCE_KEYS: tuple[str, ...] = (
     "presence_tpr", "presence_fpr", "presence_mcc", "hallucination_rate", "positive_f1", "cgf1",
 )  # fmt: skip
+# where the absence metrics' threshold came from: the PCR score threshold asked, or the node's default
+ABSENCE_THRESHOLD_ASKED, ABSENCE_THRESHOLD_DEFAULT = "pcr_score_threshold", "node_default"
 # the ones ``compare`` prints (hallucination_rate is presence_fpr under its other name)
 ABSENCE_COMPARED: tuple[str, ...] = (
     "presence_tpr", "hallucination_rate", "presence_mcc", "positive_f1", "cgf1",
@@ -529,7 +540,6 @@ class AbsenceScores(Record):
     hallucination_rate: Share | None = None
     positive_f1: Share | None = None
     cgf1: Signed | None = None
-    intervals: dict[str, Interval | None] = Field(default_factory=dict)  # with a bootstrap
 
 
 class AbsenceFormulation(AbsenceScores):

@@ -20,8 +20,8 @@ operating threshold ``t``. Then, with TP/FN/FP/TN the pairs' confusion counts:
 
 Every figure is a ratio of counts summed over images, so a bootstrap resample's value is
 the same ratio of the counts weighted by the image multiplicities (scoring/bootstrap.py's
-draws): :func:`absence_samples` takes the weights, :func:`absence` the point values and
-the intervals.
+draws, the very weights of the other metrics' intervals): :func:`absence` gives the point
+values and ``intervals.absence``, :func:`absence_samples` the resampled values (``compare``).
 """
 
 from __future__ import annotations
@@ -34,8 +34,11 @@ import numpy as np
 
 from probench.cache.records import (
     ABSENCE_KEYS,
+    ABSENCE_THRESHOLD_ASKED,
+    ABSENCE_THRESHOLD_DEFAULT,
     Absence,
     AbsenceFormulation,
+    AbsenceIntervals,
     AbsenceScores,
     sample_name,
 )
@@ -79,8 +82,8 @@ def operating_threshold(pcr_score_threshold: float | None) -> tuple[float, str]:
     """The threshold the absence metrics use, and where it comes from: the PCR score
     threshold when one is asked (the report's pcr50_at), else the node's default."""
     if pcr_score_threshold is not None:
-        return float(pcr_score_threshold), "pcr_score_threshold"
-    return ABSENCE_DEFAULT_THRESHOLD, "node_default"
+        return float(pcr_score_threshold), ABSENCE_THRESHOLD_ASKED
+    return ABSENCE_DEFAULT_THRESHOLD, ABSENCE_THRESHOLD_DEFAULT
 
 
 def pair_types(gt: GroundTruth) -> list[str]:
@@ -142,20 +145,15 @@ def _value(x: np.ndarray) -> float | None:
 S = TypeVar("S", bound=AbsenceScores)
 
 
-def _scores(c: Counts, samples: Mapping[str, np.ndarray] | None, cls: type[S]) -> S:
-    from probench.scoring.bootstrap import interval
-
+def _scores(c: Counts, cls: type[S]) -> S:
     total = c.total()
     n = {k: round(float(getattr(total, k))) for k in _COUNTS}
     values = {k: _value(v) for k, v in figures(total).items()}
-    out = cls(
+    return cls(
         n_positive_pairs=n["tp"] + n["fn"], n_negative_pairs=n["fp"] + n["tn"], true_positive_pairs=n["tp"],
         false_negative_pairs=n["fn"], false_positive_pairs=n["fp"], true_negative_pairs=n["tn"],
         box_tp=n["box_tp"], box_fp=n["box_fp"], box_fn=n["box_fn"], **values,
     )  # fmt: skip
-    if samples is not None:
-        out = out.updated(intervals={k: interval(v) for k, v in samples.items()})
-    return out
 
 
 def _type_pairs(gt: GroundTruth) -> dict[str, np.ndarray]:
@@ -170,21 +168,35 @@ def _type_pairs(gt: GroundTruth) -> dict[str, np.ndarray]:
 def absence(
     gt: GroundTruth, evals: Mapping[str, Evaluated], pcr_score_threshold: float | None = None,
     w: np.ndarray | None = None,
-) -> Absence:  # fmt: skip
-    """metrics.json's ``absence`` for the evaluated formulations; ``w`` (B, I): the
-    bootstrap's image weights, for ``intervals`` (none without)."""
+) -> tuple[Absence, AbsenceIntervals | None]:  # fmt: skip
+    """metrics.json's ``absence`` for the evaluated formulations, and, given the bootstrap's
+    image weights ``w`` (B, I), ``intervals.absence`` (None without)."""
+    from probench.scoring.bootstrap import interval
+
     threshold, source = operating_threshold(pcr_score_threshold)
     by_formulation: dict[str, AbsenceFormulation] = {}
+    iv_form: dict[str, dict[str, list[float] | None]] = {}
+    iv_type: dict[str, dict[str, dict[str, list[float] | None]]] = {}
     for f, ev in evals.items():
-
-        def scores(pairs: np.ndarray | None, cls: type[S], ev: Evaluated = ev) -> S:
+        groups: dict[str | None, np.ndarray | None] = {None: None, **_type_pairs(gt)}
+        by_type: dict[str, AbsenceScores] = {}
+        for t, pairs in groups.items():
             c = counts(gt, ev, threshold, pairs)
-            return _scores(c, None if w is None else figures(c.weighted(w)), cls)
-
-        by_type = {t: scores(pairs, AbsenceScores) for t, pairs in _type_pairs(gt).items()}
-        by_formulation[f] = scores(None, AbsenceFormulation).updated(by_prompt_type=by_type)
-    return Absence(score_threshold=threshold, threshold_source=source, iou=PCR_IOU,
-                   by_formulation=by_formulation)
+            ivs = None if w is None else {k: interval(v) for k, v in figures(c.weighted(w)).items()}
+            if t is None:
+                by_formulation[f] = _scores(c, AbsenceFormulation)
+                if ivs is not None:
+                    iv_form[f] = ivs
+            else:
+                by_type[t] = _scores(c, AbsenceScores)
+                if ivs is not None:
+                    iv_type.setdefault(f, {})[t] = ivs
+        by_formulation[f] = by_formulation[f].updated(by_prompt_type=by_type)
+    out = Absence(score_threshold=threshold, threshold_source=source, iou=PCR_IOU,
+                  by_formulation=by_formulation)
+    if w is None:
+        return out, None
+    return out, AbsenceIntervals(by_formulation=iv_form, by_prompt_type=iv_type)
 
 
 def absence_samples(

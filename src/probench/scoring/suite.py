@@ -171,15 +171,17 @@ def score(
     if POLICY_FORMULATION in evals:  # a prompt policy's run: orig through the policy
         m_policy = by_formulation[POLICY_FORMULATION].map50
         extra.update(m_policy=m_policy, delta_policy_orig=_diff(m_policy, m["orig"]))
-    w = None
+    from probench.scoring.absence import absence  # does the model answer absent targets (scoring/absence.py)
+
     if bootstrap:  # confidence intervals (scoring/bootstrap.py); the point values above are unchanged
         from probench.scoring.bootstrap import intervals, weights
 
         w = weights(len(gt.image_ids), bootstrap, bootstrap_seed)  # the resamples, for every metric
-        extra.update(intervals=intervals(gt, evals, best, bootstrap, bootstrap_seed, w=w))
-    from probench.scoring.absence import absence  # does the model answer absent targets (scoring/absence.py)
-
-    extra.update(absence=absence(gt, evals, pcr_score_threshold, w))
+        absent, absence_iv = absence(gt, evals, pcr_score_threshold, w)
+        iv = intervals(gt, evals, best, bootstrap, bootstrap_seed, w=w)
+        extra.update(absence=absent, intervals=iv.updated(absence=absence_iv))
+    else:
+        extra.update(absence=absence(gt, evals, pcr_score_threshold)[0])
     from probench.scoring.curves import curves  # PR and F1-vs-confidence sweeps (scoring/curves.py)
 
     extra.update(curves=curves(evals, int((~gt.gt_crowd).sum())), **_breakdowns(gt, evals.get("orig")))
