@@ -14,6 +14,7 @@ import numpy as np
 from probench.cache.records import (
     LATENCY_FILE,
     REALTIME_FILE,
+    RUN_FILE,
     FormulationScores,
     GroupScores,
     LatencyRecord,
@@ -339,6 +340,10 @@ def score_run(
     if not run.path.is_dir():
         raise ScoringUsageError(f"{run.path}: no such run folder")
     info = run.info  # a RecordError when run.json is not a run record
+    from probench.data.negatives import negatives_of, with_negatives
+
+    # the absent queries the run added to the label spaces (data/negatives.py), drawn again
+    dataset = with_negatives(dataset, negatives_of(info.settings, where=f"{run.path / RUN_FILE}"))
     run_hash = info.dataset.hash
     matches = None if run_hash is None else run_hash == dataset.content_hash
     if matches is False and dataset_check == "refuse":
