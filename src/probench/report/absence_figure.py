@@ -46,9 +46,10 @@ def fig_absence(entries: list[Entry]) -> Plot:
         ab = e.metrics.absence
         if ab is not None and ab.score_threshold is not None:
             thresholds.add(ab.score_threshold)
-        for f, s in _drawn(e).items():
-            ax.scatter([s.hallucination_rate], [s.presence_tpr], color=colour, marker=MARKERS.get(f, "x"),
-                       s=36, gid=f"run:{e.label}:{f}", zorder=3)  # fmt: skip
+        for f, s in _drawn(e).items():  # both rates are numbers here (_drawn)
+            x, y = float(s.hallucination_rate or 0.0), float(s.presence_tpr or 0.0)
+            ax.scatter([x], [y], color=colour, marker=MARKERS.get(f, "x"), s=36, gid=f"run:{e.label}:{f}",
+                       zorder=3)  # fmt: skip
     # no text beside the points (they would overlap): a legend says what each is
     from matplotlib.lines import Line2D
 

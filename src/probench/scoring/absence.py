@@ -178,9 +178,9 @@ def absence(
     iv_form: dict[str, dict[str, list[float] | None]] = {}
     iv_type: dict[str, dict[str, dict[str, list[float] | None]]] = {}
     for f, ev in evals.items():
-        groups: dict[str | None, np.ndarray | None] = {None: None, **_type_pairs(gt)}
+        groups: list[tuple[str | None, np.ndarray | None]] = [(None, None), *_type_pairs(gt).items()]
         by_type: dict[str, AbsenceScores] = {}
-        for t, pairs in groups.items():
+        for t, pairs in groups:
             c = counts(gt, ev, threshold, pairs)
             ivs = None if w is None else {k: interval(v) for k, v in figures(c.weighted(w)).items()}
             if t is None:
