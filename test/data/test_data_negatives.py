@@ -194,3 +194,34 @@ def test_eval_records_the_negatives_in_its_identity() -> None:
     rec = ros_identity(evaluator, grounding, {"hash": "h"}, bag="b", compressed=False,
                        negatives=asked).record()
     assert rec["settings"]["negatives"] == {"k": 3, "seed": 4}
+
+
+def test_the_three_commands_take_the_same_flags() -> None:
+    import argparse
+
+    from probench.bags.cli import add_arguments as bag_arguments
+    from probench.models.cli_infer import add_arguments as infer_arguments
+    from probench.ros.cli_eval import add_arguments as eval_arguments
+    from probench.ros.cli_eval import options_from_args
+
+    for add, required in ((bag_arguments, ["--dataset", "d", "--out", "o"]),
+                          (infer_arguments, ["--model", "m", "--dataset", "d", "--out", "o"]),
+                          (eval_arguments, ["--model", "m", "--bag", "b", "--out", "o"])):  # fmt: skip
+        parser = argparse.ArgumentParser(exit_on_error=False)
+        add(parser)
+        args = parser.parse_args([*required, "--negatives", "3", "--negatives-seed", "7"])
+        assert (args.negatives, args.negatives_seed) == (3, 7)
+        assert parser.parse_args(required).negatives == 0  # the default: none
+        with pytest.raises(argparse.ArgumentError, match=r"must be 0\.\.100, got 101"):
+            parser.parse_args([*required, "--negatives", "101"])  # beyond the documented range
+    options = options_from_args(args)
+    assert (options.negatives, options.negatives_seed) == (3, 7)
+
+
+def test_eval_parity_refuses_negatives() -> None:
+    from probench.errors import UsageError
+    from probench.ros.eval_command import EvalOptions
+
+    with pytest.raises(UsageError, match="--parity does not take --negatives"):
+        EvalOptions(model="m", bag=Path("b"), out=Path("o"), parity=True, dataset=Path("d"),
+                    negatives=2).check()

@@ -232,7 +232,7 @@ EVALUATOR_PARAMS = ParamTable(EVALUATOR_NAME, (
           "node for its frames); empty = none (docs/PROMPTING.md)", choices=("", *POLICIES)),
     Param("prompt_profile", "string", "", "formulation profile for prompt_policy best; empty = the paper's "
           "Table II", check_value=_profile),
-    Param("negatives", "integer", 0, "absent queries added to each frame's label space (data/negatives.py); "
+    Param("negatives", "integer", 0, "absent queries added to each frame's label space (docs/EVALUATION.md); "
           "0: none", low=0, high=MAX_NEGATIVES),
     Param("negatives_seed", "integer", 0, "the seed of the negatives draw", low=0, high=MAX_SEED),
 ))

@@ -96,6 +96,9 @@ class EvalOptions:
                              "camera-rate")
         if self.profile is not None and self.prompt_policy is None:
             raise UsageError("--profile needs --prompt-policy")
+        if self.parity and self.negatives:
+            raise UsageError("--parity does not take --negatives yet (its offline run asks the dataset's own "
+                             "label spaces)")
 
 
 @dataclass(frozen=True)
