@@ -95,11 +95,11 @@ def test_k_zero_is_the_dataset_itself_and_records_nothing() -> None:
 
 
 def test_a_malformed_record_is_one_line() -> None:
-    assert negatives_of({}) is None and negatives_of({"negatives": {"k": 0, "seed": 1}}) is None
-    assert negatives_of({"negatives": {"k": 3, "seed": 1}}) == Negatives(3, 1)
+    assert negatives_of({}, "t") is None and negatives_of({"negatives": {"k": 0, "seed": 1}}, "t") is None
+    assert negatives_of({"negatives": {"k": 3, "seed": 1}}, "t") == Negatives(3, 1)
     for bad in ({"k": "3", "seed": 1}, {"k": 3}, [3, 1], {"k": True, "seed": 1}, {"k": 500, "seed": 1}):
         with pytest.raises(DatasetError) as e:
-            negatives_of({"negatives": bad})
+            negatives_of({"negatives": bad}, "t")
         assert "\n" not in str(e.value)
 
 

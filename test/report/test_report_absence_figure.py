@@ -26,7 +26,7 @@ def test_a_report_of_sample_runs_has_the_absence_table_and_figure(sample_run, tm
 
     runs = [sample_run("a", 0.4, seed=4), sample_run("b", 0.9, seed=4)]
     written = build_report(runs, tmp_path / "report", progress=False, bootstrap=0)
-    png = written["absence"]
+    png = written["fig_absence"]
     assert png.name == "fig_absence.png"
     w, h = _png_size(png)
     assert 600 <= w <= 2000 and 400 <= h <= 1200

@@ -52,7 +52,7 @@ class Negatives:
         return {"k": self.k, "seed": self.seed}
 
 
-def negatives_of(settings: Mapping[str, object], where: str = "run.json") -> Negatives | None:
+def negatives_of(settings: Mapping[str, object], where: str) -> Negatives | None:
     """The negatives a run or bag recorded under ``settings.negatives`` (None: none); a
     malformed record is a one-line :class:`DatasetError`."""
     rec = settings.get(NEGATIVES_SETTING)

@@ -39,7 +39,7 @@ FIGURE_CAPTIONS: dict[str, str] = {
             "covered yet, or --scenes), columns runs; in each cell the ground truth of every target query "
             "(dashed) and the run's top-confidence prediction per target prompt, labelled with the prompt "
             "text and its score.",
-    "absence": "Absent targets - per run (colour) and formulation (marker): the share of negative pairs "
+    "fig_absence": "Absent targets - per run (colour) and formulation (marker): the share of negative pairs "
                "(the query has no target in the image) with a box at the operating threshold (hallucination "
                "rate, x) against the share of positive pairs with one (presence TPR, y); the dashed diagonal "
                "is chance (MCC 0) (docs/METRICS.md, Absence).",
