@@ -77,3 +77,29 @@ def test_a_formulation_one_run_lacks_is_named_or_refused(sample_run, tmp_path, c
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "has no complete predictions/cat.json" in err and "(orig, tmpl)" in err, err
     assert "\n" not in err
+
+
+def test_compare_prints_the_absence_deltas(sample_run, tmp_path, capsys):
+    """Presence, hallucination and cgF1 get paired deltas like every other metric (issue 37):
+    their A and B are the point values ``probench score`` writes."""
+    a = sample_run("a", 0.4, seed=3)
+    b = sample_run("b", 0.9, seed=3)
+    out = tmp_path / "cmp.json"
+    assert main(["compare", str(a), str(b), "--bootstrap", "50", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    for key in ("orig.presence_tpr", "orig.hallucination_rate", "orig.presence_mcc", "orig.positive_f1",
+                "orig.cgf1"):
+        assert key in text, key
+    metrics = json.loads(out.read_text(encoding="utf-8"))["metrics"]
+    ds = load_dataset(SAMPLE, check_files=False)
+    for run, side in ((a, "a"), (b, "b")):
+        preds = {f: json.loads((run / "predictions" / f"{f}.json").read_text())
+                 for f in ("orig", "cat", "tmpl")}
+        absence = score(ds, preds).absence
+        assert absence is not None
+        for f in ("orig", "cat", "tmpl"):
+            want = absence.by_formulation[f]
+            for key in ("presence_tpr", "hallucination_rate", "presence_mcc", "cgf1"):
+                got = metrics[f"{f}.{key}"][side]
+                expected = getattr(want, key)
+                assert got == (None if expected is None else pytest.approx(expected, abs=1e-9)), (f, key)

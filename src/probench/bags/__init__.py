@@ -9,7 +9,8 @@ No rclpy here: a bag is written and read on any machine. Layout of a probench ba
   (image id, file name, size, domain, label space with the three prompt formulations);
 - ``/probench/dataset`` (std_msgs/String), at the bag's first timestamp: the dataset's
   annotations.json, so the bag alone is enough to replay and score;
-- metadata ``custom_data``: ``probench.format``, ``probench.dataset_hash``, ``probench.n_frames``.
+- metadata ``custom_data``: ``probench.format``, ``probench.dataset_hash``, ``probench.n_frames``,
+  and ``probench.negatives`` for a bag made with ``--negatives`` (data/negatives.py).
 """
 
 from probench.bags.layout import (

@@ -25,11 +25,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="JPEG quality with --compressed, for non-JPEG images",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    from probench.data.negatives import add_negatives_arguments
+
+    add_negatives_arguments(parser)  # --negatives K --negatives-seed S: absent prompts in the label spaces
 
 
 def run(args: argparse.Namespace) -> int:
     from probench.bags.writer import write_bag
     from probench.data.dataset import load_dataset
+    from probench.data.negatives import negatives_from_args
 
     check_flag("--rate", args.rate, low=MIN_RATE_HZ, high=MAX_RATE_HZ)
     dataset = load_dataset(args.dataset)
@@ -42,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
             rate_hz=args.rate,
             jpeg_quality=args.jpeg_quality,
             progress=not args.quiet,
+            negatives=negatives_from_args(args),
         )
     except OSError as exc:  # the output cannot be written (a read-only folder, a full disk)
         from probench.bags.errors import BagError

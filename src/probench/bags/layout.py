@@ -18,3 +18,5 @@ STRING_MSGTYPE = "std_msgs/msg/String"
 DEFAULT_START_NS = 1_767_225_600 * 1_000_000_000
 
 STORAGES = ("mcap", "sqlite3")
+# metadata custom_data: the --negatives the frames' label spaces hold (JSON {"k", "seed"})
+NEGATIVES_KEY = "probench.negatives"

@@ -19,9 +19,12 @@ from probench.bags.layout import (
     FRAME_INFO_TOPIC,
     IMAGE_MSGTYPE,
     IMAGE_TOPIC,
+    NEGATIVES_KEY,
 )
 from probench.bags.source import BagSource, one_line
 from probench.data.dataset import Dataset
+from probench.data.errors import DatasetError
+from probench.data.negatives import NEGATIVES_SETTING, Negatives, negatives_of, with_negatives
 
 if TYPE_CHECKING:  # names for the checker only: mypy skips rosbags (pyproject)
     from rosbags.typesys.stores.ros2_kilted import sensor_msgs__msg__CompressedImage as CompressedImage
@@ -152,6 +155,30 @@ class ProbenchBag:
                 f"{self.path}: embedded dataset hash {self.dataset_hash or '(none)'} does not match "
                 f"its content ({self.dataset.content_hash}): the bag is corrupt"
             )
+        self.negatives = self._recorded_negatives()
+        self._recorded = self._asked = with_negatives(self.dataset, self.negatives)
+
+    def _recorded_negatives(self) -> Negatives | None:
+        """The absent queries ``probench bag --negatives`` put in the frames' label spaces."""
+        text = self.custom_data.get(NEGATIVES_KEY)
+        if text is None:
+            return None
+        try:
+            return negatives_of({NEGATIVES_SETTING: json.loads(text)}, where=f"{self.path} metadata")
+        except (json.JSONDecodeError, TypeError, DatasetError) as exc:
+            raise BagError(f"{self.path}: metadata {NEGATIVES_KEY} is malformed: {one_line(exc)}") from None
+
+    def add_negatives(self, negatives: Negatives | None) -> None:
+        """Ask ``negatives`` (``probench eval --negatives``) on this bag's frames: their label
+        spaces get the absent queries as :func:`probench.data.negatives.with_negatives` draws
+        them. A bag made with other negatives is refused (its frames already hold those)."""
+        if negatives is None or negatives == self.negatives:
+            return
+        if self.negatives is not None:
+            raise BagError(f"{self.path} was made with --negatives {self.negatives.k} --negatives-seed "
+                           f"{self.negatives.seed}; ask those, or make another bag")
+        self.negatives = negatives
+        self._asked = with_negatives(self.dataset, negatives)
 
     # -- reading ------------------------------------------------------------------------
     def _string(self, raw: bytes, topic: str) -> str:
@@ -243,11 +270,13 @@ class ProbenchBag:
         # the bag (another label space, other prompts) is refused, never replayed.
         from probench.bags.writer import frame_info
 
-        expected = frame_info(self.dataset, image_id, info.get("index", 0))
+        expected = frame_info(self._recorded, image_id, info.get("index", 0))
         changed = sorted(k for k in expected if k != "index" and info.get(k) != expected[k])
         if changed:
             raise BagError(f"{self.path}: frame info at t={t} ns does not match the bag's dataset "
                            f"({', '.join(changed)} differ): the bag was changed after it was written")
+        if self._asked is not self._recorded:  # eval --negatives on a bag made without
+            info["label_space"] = frame_info(self._asked, image_id, info.get("index", 0))["label_space"]
         return info
 
     def close(self) -> None:

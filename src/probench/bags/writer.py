@@ -19,10 +19,12 @@ from probench.bags.layout import (
     FRAME_INFO_TOPIC,
     IMAGE_MSGTYPE,
     IMAGE_TOPIC,
+    NEGATIVES_KEY,
     STORAGES,
     STRING_MSGTYPE,
 )
 from probench.data.dataset import Dataset
+from probench.data.negatives import Negatives, with_negatives
 from probench.vocabulary import FORMULATIONS
 
 
@@ -67,8 +69,11 @@ def write_bag(
     rate_hz: float = 30.0,
     jpeg_quality: int = 90,
     progress: bool = True,
+    negatives: Negatives | None = None,
 ) -> BagSummary:
     """Write ``dataset`` (which must have its image files) as a probench bag at ``out``.
+    ``negatives``: absent queries added to the frames' label spaces (data/negatives.py),
+    recorded in the metadata; the embedded dataset stays the one given.
 
     The bag is written into a temporary sibling folder and renamed at the end, so a killed
     run never leaves something at ``out`` that looks like a finished bag."""
@@ -102,6 +107,9 @@ def write_bag(
         writer.set_custom_data("probench.format", BAG_FORMAT)
         writer.set_custom_data("probench.dataset_hash", dataset.content_hash)
         writer.set_custom_data("probench.n_frames", str(len(image_ids)))
+        if negatives is not None:  # only then: a bag without is byte for byte what it was
+            writer.set_custom_data(NEGATIVES_KEY, json.dumps(negatives.record(), sort_keys=True))
+        asked = with_negatives(dataset, negatives)  # the label spaces of the frame infos
         image_topic, image_type = (
             (COMPRESSED_TOPIC, COMPRESSED_MSGTYPE) if compressed else (IMAGE_TOPIC, IMAGE_MSGTYPE)
         )
@@ -136,7 +144,7 @@ def write_bag(
                     data=np.ascontiguousarray(rgb).reshape(-1),
                 )
             writer.write(c_image, t, ts.serialize_cdr(msg, image_type))
-            info = json.dumps(frame_info(dataset, image_id, index), sort_keys=True)
+            info = json.dumps(frame_info(asked, image_id, index), sort_keys=True)
             writer.write(c_info, t, ts.serialize_cdr(String(data=info), STRING_MSGTYPE))
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     return BagSummary(out, storage, len(image_ids), compressed, size, dataset.content_hash)

@@ -37,6 +37,10 @@ __all__ = [
     "REALTIME_FILE",
     "RESULT_FILES",
     "RUN_FILE",
+    "Absence",
+    "AbsenceFormulation",
+    "AbsenceIntervals",
+    "AbsenceScores",
     "Curve",
     "Curves",
     "FormulationScores",
@@ -441,6 +445,13 @@ PCR_VARIANTS: dict[str, tuple[str, str, str, str]] = {
 }
 
 
+class AbsenceIntervals(Record):
+    """``intervals.absence``: the absence figures' intervals, per formulation and per its prompt types."""
+
+    by_formulation: dict[str, dict[str, Interval | None]] = Field(default_factory=dict)
+    by_prompt_type: dict[str, dict[str, dict[str, Interval | None]]] = Field(default_factory=dict)
+
+
 class Intervals(Record):
     """``intervals``: the paired bootstrap's 95% intervals (:mod:`probench.scoring.bootstrap`)."""
 
@@ -458,6 +469,7 @@ class Intervals(Record):
     plc_top1: Interval | None = None
     formulation_support: dict[str, Share] = Field(default_factory=dict)
     best_formulation_support: Share | None = None
+    absence: AbsenceIntervals | None = None
 
 
 TIDE_ERROR_TYPES: tuple[str, ...] = ("cls", "loc", "both", "dupe", "bkg", "missed")  # TIDE's, in its order
@@ -494,6 +506,55 @@ class Curve(Record):
 class Curves(Record):
     iou: Share | None = None
     by_formulation: dict[str, Curve] = Field(default_factory=dict)
+
+
+# the absence metrics' figures (scoring/absence.py), as metrics.json names them and the
+# bootstrap and ``compare`` resample them ("<formulation>.<key>")
+ABSENCE_KEYS: tuple[str, ...] = (
+    "presence_tpr", "presence_fpr", "presence_mcc", "hallucination_rate", "positive_f1", "cgf1",
+)  # fmt: skip
+# where the absence metrics' threshold came from: the PCR score threshold asked, or the node's default
+ABSENCE_THRESHOLD_ASKED, ABSENCE_THRESHOLD_DEFAULT = "pcr_score_threshold", "node_default"
+# the ones ``compare`` prints (hallucination_rate is presence_fpr under its other name)
+ABSENCE_COMPARED: tuple[str, ...] = (
+    "presence_tpr", "hallucination_rate", "presence_mcc", "positive_f1", "cgf1",
+)  # fmt: skip
+
+
+class AbsenceScores(Record):
+    """Image-level presence over label-space pairs at the operating threshold, and the
+    box-level F1 on the positive pairs (docs/METRICS.md, "Absence")."""
+
+    n_positive_pairs: Count = 0
+    n_negative_pairs: Count = 0
+    true_positive_pairs: Count = 0  # positive pairs with a box >= the threshold
+    false_negative_pairs: Count = 0
+    false_positive_pairs: Count = 0  # negative pairs with a box >= the threshold: hallucinations
+    true_negative_pairs: Count = 0
+    box_tp: Count = 0  # on positive pairs, boxes >= the threshold matched at IoU 0.5
+    box_fp: Count = 0
+    box_fn: Count = 0
+    presence_tpr: Share | None = None
+    presence_fpr: Share | None = None
+    presence_mcc: Signed | None = None
+    hallucination_rate: Share | None = None
+    positive_f1: Share | None = None
+    cgf1: Signed | None = None
+
+
+class AbsenceFormulation(AbsenceScores):
+    """``absence.by_formulation.<f>``: every pair, and the pairs of each prompt type."""
+
+    by_prompt_type: dict[str, AbsenceScores] = Field(default_factory=dict)
+
+
+class Absence(Record):
+    """``absence``: does the model answer a target that is not there (scoring/absence.py)."""
+
+    score_threshold: Share | None = None
+    threshold_source: str | None = None  # "pcr_score_threshold" (asked) or "node_default"
+    iou: Share | None = None
+    by_formulation: dict[str, AbsenceFormulation] = Field(default_factory=dict)
 
 
 class PromptChange(Record):
@@ -602,6 +663,7 @@ class MetricsRecord(Consistency):
     intervals: Intervals | None = None
     curves: Curves | None = None
     errors: TideErrors | None = None
+    absence: Absence | None = None
     by_prompt_type: dict[str, GroupScores] = Field(default_factory=dict)
     by_domain: dict[str, GroupScores] = Field(default_factory=dict)
     by_size: dict[str, GroupScores] = Field(default_factory=dict)

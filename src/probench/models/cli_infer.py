@@ -73,6 +73,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from probench.scale.options import add_ray_arguments
 
     add_policy_arguments(parser)  # --prompt-policy P [--profile PROFILE]: the fourth formulation `policy`
+    from probench.data.negatives import add_negatives_arguments
+
+    add_negatives_arguments(parser)  # --negatives K --negatives-seed S: absent prompts (data/negatives.py)
 
     add_ray_arguments(parser)  # --ray [ADDRESS], --workers N, ... (docs/SCALE.md)
 
@@ -122,6 +125,7 @@ def load_model(args: argparse.Namespace, score_threshold: float = 0.0) -> tuple[
 def run(args: argparse.Namespace) -> int:
     from probench.cache.identity import check_folder
     from probench.data.dataset import load_dataset
+    from probench.data.negatives import negatives_from_args
     from probench.models.infer import (
         check_something_to_ask,
         offline_identity,
@@ -132,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
     from probench.prompting.options import policy_from_args
 
     policy = policy_from_args(args, requested_model(args), "infer")
+    negatives = negatives_from_args(args)
     formulations = run_formulations(args.formulations, policy)
     if not 0.0 <= args.score_threshold <= 1.0:
         raise UsageError(f"--score-threshold must lie in [0, 1], got {args.score_threshold}")
@@ -146,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
         check_folder(out, offline_identity(
             requested_model(args), dataset, device=args.device, precision=args.precision,
             score_threshold=args.score_threshold, limit=args.limit,
-            prompt_policy=None if policy is None else policy.record(),
+            prompt_policy=None if policy is None else policy.record(), negatives=negatives,
         ))
     from probench.scale.options import RayOptions
 
@@ -157,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
 
         if policy is not None:
             raise UsageError("--prompt-policy is not yet supported with --ray (run without --ray)")
+        if negatives is not None:
+            raise UsageError("--negatives is not yet supported with --ray (run without --ray)")
         model = ModelArgs(name=args.model, device=args.device, precision=args.precision,
                           score_threshold=float(args.score_threshold), weights=args.weights,
                           random_weights=bool(args.random_weights), runtime=args.runtime,
@@ -167,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     info = run_inference(
         detector, dataset, out, formulations, progress=args.progress,
         device=args.device, precision=args.precision, limit=args.limit, overwrite=args.overwrite,
-        model_load_s=load_s, policy=policy,
+        model_load_s=load_s, policy=policy, negatives=negatives,
     )
     print(
         f"{out}: {info.model.name} on {info.n_images_evaluated} image(s), formulations "

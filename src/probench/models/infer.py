@@ -27,6 +27,7 @@ from probench.cache.identity import RunIdentity, RunSession, open_run
 from probench.cache.records import RunRecord
 from probench.cache.run import RunDir
 from probench.data.dataset import Dataset
+from probench.data.negatives import NEGATIVES_SETTING, Negatives, with_negatives
 from probench.detections import Detections
 from probench.errors import ProbenchError, UsageError
 from probench.models.base import Detector
@@ -61,10 +62,11 @@ class PromptPolicyLike(Protocol):
 def offline_identity(
     model: Mapping[str, object], dataset: Dataset, *, device: str, precision: str,
     score_threshold: float = 0.0, limit: int | None = None,
-    prompt_policy: Mapping[str, object] | None = None,
+    prompt_policy: Mapping[str, object] | None = None, negatives: Negatives | None = None,
 ) -> RunIdentity:
     """The identity of an offline inference run (``probench infer``, single process or Ray);
-    ``prompt_policy``: the policy's record when the run has the ``policy`` formulation."""
+    ``prompt_policy``: the policy's record when the run has the ``policy`` formulation;
+    ``negatives``: the absent queries added to the label spaces (data/negatives.py)."""
     settings: dict[str, Any] = {
         "score_threshold": float(score_threshold),
         "limit": limit,
@@ -72,6 +74,8 @@ def offline_identity(
     }
     if prompt_policy is not None:
         settings["prompt_policy"] = dict(prompt_policy)
+    if negatives is not None:  # only then: a run without is byte for byte what it was
+        settings[NEGATIVES_SETTING] = negatives.record()
     return RunIdentity(
         source="offline", model=model, dataset=dataset.summary(), device=device, precision=precision,
         settings=settings,
@@ -133,12 +137,14 @@ def run_inference(
     model_load_s: float | None = None,
     prefetch: bool = True,
     policy: PromptPolicyLike | None = None,
+    negatives: Negatives | None = None,
 ) -> RunRecord:
     """Fill ``run_dir`` with the predictions of ``detector`` on ``dataset``; returns run.json.
 
     The run's model record is the detector's ``model_info`` (set by the registry).
     ``prefetch`` decodes the next image in a thread while the model runs (results are the
     same either way). ``policy`` adds the ``policy`` formulation (docs/PROMPTING.md).
+    ``negatives`` adds absent queries to every label space (:mod:`probench.data.negatives`).
     """
     path = run_dir.path if isinstance(run_dir, RunDir) else Path(run_dir)
     formulations = run_formulations(formulations, policy)
@@ -149,8 +155,9 @@ def run_inference(
     identity = offline_identity(
         dict(model), dataset, device=device or str(detector.device), precision=precision,
         score_threshold=float(detector.score_threshold), limit=limit,
-        prompt_policy=None if policy is None else policy.record(),
+        prompt_policy=None if policy is None else policy.record(), negatives=negatives,
     )
+    dataset = with_negatives(dataset, negatives)  # the label spaces asked (the same dataset for K = 0)
     extra: dict[str, Any] = {"n_images_evaluated": len(image_ids)}
     if model_load_s is not None:
         extra["timings"] = {"model_load_s": round(model_load_s, 3)}

@@ -30,6 +30,7 @@ from probench.cache.identity import RunIdentity, RunSession
 from probench.cache.records import METRICS_FILE, REALTIME_FILE, MetricsRecord, RealtimeFigures
 from probench.cache.run import JsonlLog, RunDir
 from probench.cache.trace import TRACE_FILE, read_trace
+from probench.data.negatives import NEGATIVES_SETTING, Negatives
 from probench.realtime.eval_plan import FormulationPlan, FramePlan, plan_formulation
 from probench.realtime.eval_realtime import realtime_summary
 from probench.realtime.eval_stream import MONOTONIC, Answer, Clock, Collector, Link, stream, warm_up
@@ -69,7 +70,7 @@ class EvaluatorLink(Link, Protocol):
 # -- 1. plan -------------------------------------------------------------------------------
 def ros_identity(
     evaluator: Mapping[str, Any], grounding: Mapping[str, Any], dataset: Mapping[str, Any], *,
-    bag: str, compressed: bool, sequence: bool = False,
+    bag: str, compressed: bool, sequence: bool = False, negatives: Negatives | None = None,
 ) -> RunIdentity:
     """The identity of an evaluation through the ROS graph, from the evaluator's parameters,
     the grounding node's and the bag's dataset summary. ``probench eval`` builds the same
@@ -93,6 +94,8 @@ def ros_identity(
     if sequence:  # a sequence bag: realtime/eval_sequence.py
         settings["prompts"] = "per video: operator prompts (prompt), at its start and at each prompt change"
         settings["tracking"] = bool(grounding.get("tracking"))
+    if negatives is not None:  # absent queries in the frames' label spaces (data/negatives.py); only then
+        settings[NEGATIVES_SETTING] = negatives.record()
     if evaluator.get("prompt_policy"):
         from probench.prompting.policy import resolve_policy
 
@@ -109,6 +112,13 @@ def ros_identity(
     )
 
 
+def evaluator_negatives(evaluator: EvaluatorConfig | Mapping[str, Any]) -> Negatives | None:
+    """The absent queries the evaluator's ``negatives`` / ``negatives_seed`` ask (None: none)."""
+    values = asdict(evaluator) if isinstance(evaluator, EvaluatorConfig) else evaluator
+    k = int(values.get("negatives") or 0)
+    return Negatives(k, int(values.get("negatives_seed") or 0)) if k > 0 else None
+
+
 @dataclass
 class RunPlan:
     session: RunSession
@@ -122,7 +132,8 @@ def plan(cfg: EvaluatorConfig, bag: ProbenchBag, grounding: Mapping[str, Any]) -
     from probench.cache.identity import open_run
 
     identity = ros_identity(asdict(cfg), grounding, bag.dataset.summary(), bag=cfg.bag,
-                            compressed=bag.compressed, sequence=bool(bag.dataset.videos))
+                            compressed=bag.compressed, sequence=bool(bag.dataset.videos),
+                            negatives=bag.negatives)
     session = open_run(cfg.out, identity, formulations=cfg.run_formulations, overwrite=cfg.overwrite,
                        timing_key="eval_s", extra={"ros": {
                            "mode": cfg.mode, "rate_hz": cfg.rate_hz, "bag": str(Path(cfg.bag).resolve()),
@@ -206,6 +217,7 @@ def run_evaluation(link: EvaluatorLink, cfg: EvaluatorConfig, clock: Clock | Non
 
     bag = ProbenchBag(cfg.bag)
     try:
+        bag.add_negatives(evaluator_negatives(cfg))
         return _run(link, cfg, bag, clock)
     finally:
         bag.close()

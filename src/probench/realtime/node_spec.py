@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from probench.data.negatives import MAX_NEGATIVES
 from probench.limits import (
     MAX_PERIOD_S,
     MAX_RATE_HZ,
+    MAX_SEED,
     MAX_THREADS,
     MAX_TIMEOUT_S,
     MIN_PERIOD_S,
@@ -260,6 +262,9 @@ EVALUATOR_PARAMS = ParamTable(EVALUATOR_NAME, (
           "node for its frames); empty = none (docs/PROMPTING.md)", choices=("", *POLICIES)),
     Param("prompt_profile", "string", "", "formulation profile for prompt_policy best; empty = the paper's "
           "Table II", check_value=_profile),
+    Param("negatives", "integer", 0, "absent queries added to each frame's label space (docs/EVALUATION.md); "
+          "0: none", low=0, high=MAX_NEGATIVES),
+    Param("negatives_seed", "integer", 0, "the seed of the negatives draw", low=0, high=MAX_SEED),
 ))
 
 
@@ -284,6 +289,8 @@ class EvaluatorConfig:
     result_file: str = ""
     prompt_policy: str = ""
     prompt_profile: str = ""
+    negatives: int = 0
+    negatives_seed: int = 0
 
     @property
     def run_formulations(self) -> list[str]:

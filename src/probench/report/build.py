@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 FIGURE_FILES = {"fig3": "fig3_map_vs_iou.png", "fig4": "fig4_delta_max_vs_iou.png", "fig5": "fig5_pareto.png",
                 "timeline": "fig_latency_timeline.png", "pr": "fig_pr_curves.png",
                 "f1": "fig_f1_confidence.png", "prompt_types": "fig_prompt_types.png",
-                "fig6": "fig6_qualitative.png"}
+                "fig6": "fig6_qualitative.png", "fig_absence": "fig_absence.png"}
 
 
 REPORT_SUFFIXES = (".md", ".csv", ".png")  # everything a report folder holds
@@ -103,6 +103,10 @@ def _write_report(entries: list[Entry], refs: list[Entry], out: Path, dataset: s
         plots["pr"] = figures.fig_pr_curves(entries)
         plots["f1"] = figures.fig_f1_curves(entries)
     plots["prompt_types"] = figures.fig_prompt_types(entries)
+    if any(e.metrics.absence is not None for e in entries):  # runs scored with the absence metrics
+        from probench.report.absence_figure import fig_absence
+
+        plots["fig_absence"] = fig_absence(entries)
     names: dict[str, str | None] = {}
     notes: list[str] = []
     for key, plot in plots.items():

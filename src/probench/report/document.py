@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 
 from probench import __version__
-from probench.cache.records import METRICS_FILE, TIDE_ERROR_TYPES, GroupScores, TideScores
+from probench.cache.records import METRICS_FILE, TIDE_ERROR_TYPES, AbsenceScores, GroupScores, TideScores
 from probench.report.load import Entry
 from probench.report.table import format_number, md_text
 from probench.vocabulary import PROMPT_TYPES
@@ -39,6 +39,10 @@ FIGURE_CAPTIONS: dict[str, str] = {
             "covered yet, or --scenes), columns runs; in each cell the ground truth of every target query "
             "(dashed) and the run's top-confidence prediction per target prompt, labelled with the prompt "
             "text and its score.",
+    "fig_absence": "Absent targets - per run (colour) and formulation (marker): the share of negative pairs "
+               "(the query has no target in the image) with a box at the operating threshold (hallucination "
+               "rate, x) against the share of positive pairs with one (presence TPR, y); the dashed diagonal "
+               "is chance (MCC 0) (docs/METRICS.md, Absence).",
     "timeline": "Latency timeline - the latency of every replayed frame over time (one panel per "
                 "formulation and run; hollow: warm-up frames, red crosses along the top: missed "
                 "frames, dashed: the real-time budget).",
@@ -238,6 +242,35 @@ def _operating_points(runs: list[Entry]) -> list[str]:
             "| row | formulation | score_threshold | F1 |", "|---|---|:-:|:-:|", *lines, ""]  # fmt: skip
 
 
+def absence_table(runs: list[Entry]) -> list[str]:
+    """Per run, formulation and prompt type: presence TPR, hallucination rate, MCC, positive F1
+    and cgF1 at the operating threshold (metrics.json ``absence``; docs/METRICS.md, Absence)."""
+    lines = []
+    thresholds = set()
+    for e in runs:
+        ab = e.metrics.absence
+        if ab is None:
+            continue
+        thresholds.add(f"{ab.score_threshold:g} ({ab.threshold_source})")
+        for f, rec in ab.by_formulation.items():
+            groups: list[tuple[str, AbsenceScores]] = [("all", rec), *rec.by_prompt_type.items()]
+            for group, s in groups:
+                cells = [_fmt3(s.presence_tpr), _fmt3(s.hallucination_rate), _fmt3(s.presence_mcc),
+                         _fmt3(s.positive_f1), _fmt3(s.cgf1)]  # fmt: skip
+                pairs = f"{s.n_positive_pairs}/{s.n_negative_pairs}"
+                lines.append("| " + " | ".join([_md(e.label), _md(f), _md(group), pairs, *cells]) + " |")
+    if not lines:
+        return []
+    return ["## Absent targets", "",
+            "Does the model answer a target that is not there? Over the label-space pairs (image, query): "
+            "positive when the query has a target in the image, negative when not; the model says present "
+            "when it keeps a box scoring at least the threshold "
+            f"({'; '.join(sorted(thresholds))}). cgF1 = positive F1 x MCC (SAM 3's SA-Co); "
+            "'-': undefined (no negative or no positive pair). Definitions: docs/METRICS.md, Absence.", "",
+            "| row | formulation | prompt type | pairs +/- | presence TPR | hallucination rate | MCC | "
+            "positive F1 | cgF1 |", "|---|---|---|:-:|:-:|:-:|:-:|:-:|:-:|", *lines, ""]  # fmt: skip
+
+
 def _delta_ap(by: Mapping[str, TideScores], f: str) -> dict[str, float | None]:
     rec = by.get(f)
     return (rec.delta_ap or {}) if rec is not None else {}
@@ -330,6 +363,7 @@ def render(entries: list[Entry], table_md: str, figures: dict[str, str | None], 
     if breakdown:
         out += ["## Breakdowns", "", *breakdown]
     out += _operating_points(runs)
+    out += absence_table(runs)
     out += _errors(runs)
     out += _latency(runs)
     out += _realtime(runs)

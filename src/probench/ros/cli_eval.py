@@ -69,6 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_threads_argument(parser)  # the grounding node's `threads`
     add_policy_arguments(parser)  # --prompt-policy P [--profile PROFILE]: the fourth formulation `policy`
+    from probench.data.negatives import add_negatives_arguments
+
+    add_negatives_arguments(parser)  # --negatives K --negatives-seed S: absent prompts (data/negatives.py)
 
 
 def options_from_args(args: argparse.Namespace) -> EvalOptions:
@@ -92,6 +95,7 @@ def options_from_args(args: argparse.Namespace) -> EvalOptions:
         params_file=None if args.params_file is None else Path(args.params_file), timeout_s=args.timeout,
         domain_id=args.domain_id, prompt_policy=args.prompt_policy, profile=profile,
         grounding_parameters={"threads": int(args.threads)} if args.threads else {},
+        negatives=args.negatives, negatives_seed=args.negatives_seed,
     )  # fmt: skip
 
 

@@ -64,6 +64,8 @@ class EvalOptions:
     domain_id: int | None = None
     prompt_policy: str | None = None
     profile: str | None = None
+    negatives: int = 0  # absent queries per frame (data/negatives.py); 0: none
+    negatives_seed: int = 0
     # more grounding node parameters, by name, passed as given (e.g. the CPU threads of its model)
     grounding_parameters: Mapping[str, object] = field(default_factory=dict)
 
@@ -94,6 +96,9 @@ class EvalOptions:
                              "camera-rate")
         if self.profile is not None and self.prompt_policy is None:
             raise UsageError("--profile needs --prompt-policy")
+        if self.parity and self.negatives:
+            raise UsageError("--parity does not take --negatives yet (its offline run asks the dataset's own "
+                             "label spaces)")
 
 
 @dataclass(frozen=True)
@@ -201,6 +206,8 @@ def _graph(options: EvalOptions, result_file: Path) -> tuple[list[NodeDescriptio
     evaluator: dict[str, object] = {"result_file": str(result_file)}
     if options.budget_ms is not None:
         evaluator["budget_ms"] = float(options.budget_ms)
+    if options.negatives:  # only then: the evaluator's defaults are today's
+        evaluator.update(negatives=int(options.negatives), negatives_seed=int(options.negatives_seed))
     if options.find_max_rate:
         evaluator["find_max_rate"] = True
         if options.max_missed is not None:
@@ -238,8 +245,12 @@ def check_run_folder(graph: list[NodeDescription], bag: ProbenchBag) -> None:
         evaluator = EVALUATOR_PARAMS.check_all({**EVALUATOR_PARAMS.defaults(), **resolved_parameters(e_desc)})
     except ValueError as exc:
         raise UsageError(f"bad parameter: {exc}") from None
+    from probench.realtime.eval_run import evaluator_negatives
+
+    bag.add_negatives(evaluator_negatives(evaluator))  # a bag made with other negatives: refused here
     identity = ros_identity(evaluator, grounding, bag.dataset.summary(), bag=str(evaluator["bag"]),
-                            compressed=bag.compressed, sequence=bool(bag.dataset.videos))
+                            compressed=bag.compressed, sequence=bool(bag.dataset.videos),
+                            negatives=bag.negatives)
     check_folder(str(evaluator["out"]), identity)
 
 

@@ -433,13 +433,15 @@ def tables_of(gt: GroundTruth, evals: Mapping[str, Evaluated]) -> dict[str, Form
 
 def intervals(
     gt: GroundTruth, evals: Mapping[str, Evaluated], best: str | None, n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
+    seed: int = DEFAULT_SEED, *, w: np.ndarray | None = None,
 ) -> Intervals:
-    """The ``intervals`` of metrics.json for the suite's evaluations."""
+    """The ``intervals`` of metrics.json for the suite's evaluations; ``w``: the resamples'
+    weights when the caller drew them already (:func:`weights` of the same count and seed),
+    so that other metrics share them."""
     tables = tables_of(gt, evals)
     recovery = {f: ev.recovered() for f, ev in evals.items() if f in FORMULATIONS}
     tgt = targets_of(gt, recovery)
-    samples = resample(tables, tgt, weights(len(gt.image_ids), n_resamples, seed))
+    samples = resample(tables, tgt, weights(len(gt.image_ids), n_resamples, seed) if w is None else w)
     return summarize(samples, best, n_resamples, seed)
 
 

@@ -16,17 +16,21 @@ from typing import Any
 import numpy as np
 
 from probench.cache.records import (
+    ABSENCE_COMPARED,
     AP_KEYS,
     CONSISTENCY_KEYS,
     DELTA_MAX,
     DELTA_ORIG_CAT,
     DELTA_TMPL_ORIG,
     METRICS_FILE,
+    RUN_FILE,
     MetricsRecord,
     sample_name,
 )
 from probench.data.dataset import Dataset
+from probench.data.negatives import Negatives, negatives_of, with_negatives
 from probench.scoring import bootstrap as bs
+from probench.scoring.absence import absence_samples
 from probench.scoring.cocoeval import CocoAP
 from probench.scoring.errors import DatasetMismatch, ScoringError, ScoringUsageError
 from probench.scoring.suite import _Formulation, unknown_predictions
@@ -37,6 +41,7 @@ from probench.vocabulary import FORMULATIONS
 METRICS: tuple[str, ...] = (
     *(sample_name(f, m) for f in FORMULATIONS for m in AP_KEYS),
     DELTA_ORIG_CAT, DELTA_TMPL_ORIG, DELTA_MAX, *CONSISTENCY_KEYS,
+    *(sample_name(f, m) for f in FORMULATIONS for m in ABSENCE_COMPARED),  # scoring/absence.py
 )  # fmt: skip
 
 
@@ -98,6 +103,7 @@ def compare_runs(
             f"the runs were made on dataset {known.pop()}, not on the one given ({dataset.content_hash}); "
             "compare with the dataset the runs were made on"
         )
+    dataset = with_negatives(dataset, _same_negatives(paths))
     gt = GroundTruth.from_dataset(dataset)
     evals = [_evaluations(gt, dataset, p) for p in paths]
     missing = _missing_formulations(paths, evals, formulation)
@@ -106,6 +112,7 @@ def compare_runs(
     for ev in evals:
         tgt = bs.targets_of(gt, {f: e.recovered() for f, e in ev.items()})
         samples.append(bs.resample(bs.tables_of(gt, ev), tgt, w))  # row 0: unit weights, the point values
+        samples[-1].update(absence_samples(gt, ev, w, ABSENCE_COMPARED))  # on the same resamples
     metrics: dict[str, Any] = {}
     for key in METRICS:
         if key not in samples[0] or key not in samples[1]:
@@ -125,6 +132,20 @@ def compare_runs(
         "not_compared": missing,
         "queries": _query_deltas(dataset, gt, evals, formulation),
     }
+
+
+def _same_negatives(paths: Sequence[Path]) -> Negatives | None:
+    """The absent queries both runs added to the label spaces (data/negatives.py): runs with
+    different ones were scored on different pairs, so they are refused."""
+    from probench.cache.run import RunDir
+
+    found = [negatives_of(RunDir(p).info.settings, where=str(p / RUN_FILE)) for p in paths]
+    if found[0] != found[1]:
+        said = ["none" if n is None else f"K={n.k}, seed {n.seed}" for n in found]
+        raise DatasetMismatch(f"{paths[0]} and {paths[1]} asked different absent queries (--negatives: "
+                              f"{said[0]} and {said[1]}): their label spaces differ, so their metrics are "
+                              "not comparable")
+    return found[0]
 
 
 def _missing_formulations(paths: Sequence[Path], evals: Sequence[Mapping[str, _Formulation]],

@@ -33,3 +33,6 @@ def sweep_key(t: float) -> str:
 def all_thresholds() -> np.ndarray:
     """The union of the sweep and the standard ten, exact floats, ascending."""
     return np.unique(np.concatenate([SWEEP_IOUS, COCO_IOUS]))
+# the absence metrics' operating point when no PCR score threshold is asked: the grounding
+# node's default score_threshold (realtime/node_spec.py), what a robot displays and acts on
+ABSENCE_DEFAULT_THRESHOLD = 0.3

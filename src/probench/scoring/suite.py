@@ -14,6 +14,7 @@ import numpy as np
 from probench.cache.records import (
     LATENCY_FILE,
     REALTIME_FILE,
+    RUN_FILE,
     FormulationScores,
     GroupScores,
     LatencyRecord,
@@ -171,10 +172,17 @@ def score(
     if POLICY_FORMULATION in evals:  # a prompt policy's run: orig through the policy
         m_policy = by_formulation[POLICY_FORMULATION].map50
         extra.update(m_policy=m_policy, delta_policy_orig=_diff(m_policy, m["orig"]))
-    if bootstrap:  # confidence intervals (scoring/bootstrap.py); the point values above are unchanged
-        from probench.scoring.bootstrap import intervals
+    from probench.scoring.absence import absence  # does the model answer absent targets (scoring/absence.py)
 
-        extra.update(intervals=intervals(gt, evals, best, bootstrap, bootstrap_seed))
+    if bootstrap:  # confidence intervals (scoring/bootstrap.py); the point values above are unchanged
+        from probench.scoring.bootstrap import intervals, weights
+
+        w = weights(len(gt.image_ids), bootstrap, bootstrap_seed)  # the resamples, for every metric
+        absent, absence_iv = absence(gt, evals, pcr_score_threshold, w)
+        iv = intervals(gt, evals, best, bootstrap, bootstrap_seed, w=w)
+        extra.update(absence=absent, intervals=iv.updated(absence=absence_iv))
+    else:
+        extra.update(absence=absence(gt, evals, pcr_score_threshold)[0])
     from probench.scoring.curves import curves  # PR and F1-vs-confidence sweeps (scoring/curves.py)
 
     extra.update(curves=curves(evals, int((~gt.gt_crowd).sum())), **_breakdowns(gt, evals.get("orig")))
@@ -332,6 +340,10 @@ def score_run(
     if not run.path.is_dir():
         raise ScoringUsageError(f"{run.path}: no such run folder")
     info = run.info  # a RecordError when run.json is not a run record
+    from probench.data.negatives import negatives_of, with_negatives
+
+    # the absent queries the run added to the label spaces (data/negatives.py), drawn again
+    dataset = with_negatives(dataset, negatives_of(info.settings, where=f"{run.path / RUN_FILE}"))
     run_hash = info.dataset.hash
     matches = None if run_hash is None else run_hash == dataset.content_hash
     if matches is False and dataset_check == "refuse":
