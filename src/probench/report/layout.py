@@ -104,7 +104,10 @@ def text_problems(fig: Figure) -> list[str]:
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # the Agg canvas has one
     canvas = fig.bbox
-    boxes = [(t, t.get_window_extent(renderer)) for t in _drawn_texts(fig)]
+    from matplotlib.text import Text
+
+    # the text's own box (an Annotation's get_window_extent also holds its leader line)
+    boxes = [(t, Text.get_window_extent(t, renderer)) for t in _drawn_texts(fig)]
     problems = []
     for t, box in boxes:
         if (box.x0 < canvas.x0 - TOLERANCE_PX or box.y0 < canvas.y0 - TOLERANCE_PX

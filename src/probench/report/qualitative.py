@@ -16,7 +16,6 @@ every target of the query, and not on another query's target) and *wrong target*
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 from probench.data.dataset import Dataset
 from probench.report.errors import ReportUsageError
 from probench.report.figures import Plot, _figure
+from probench.report.layout import wrap_title
 from probench.report.load import Entry
 from probench.vocabulary import PROMPT_TYPES
 
@@ -148,7 +148,8 @@ def fig_qualitative(
         return Plot(None, notes)
     targets = {i: sorted({a.query_id for a in dataset.annotations if a.image_id == i and not a.iscrowd})
                for i in chosen}  # fmt: skip
-    fig = _figure(3.2 * len(runs) + 0.3, 2.9 * len(chosen) + 0.5)
+    fig_width = 3.2 * len(runs) + 0.3
+    fig = _figure(fig_width, 2.9 * len(chosen) + 0.5)
     axes = fig.subplots(len(chosen), len(runs), squeeze=False)
     for r, image_id in enumerate(chosen):
         queries = targets[image_id][:MAX_PROMPTS]
@@ -178,10 +179,9 @@ def fig_qualitative(
                 ax.set_title(e.label, fontsize=8)
             if c == 0:
                 ax.set_ylabel(f"image {image_id} ({dataset.images[image_id].domain or '?'})", fontsize=7)
-    fig.suptitle(
+    fig.suptitle(wrap_title(  # wrapped to the canvas: with one run it once lost both its ends
         f"Fig. 6 - top-confidence prediction per target prompt ({formulation}); dashed: ground truth",
-        fontsize=9,
-    )
+        fig_width - 0.2, 9), fontsize=9)
     return Plot(fig, notes)
 
 
@@ -228,7 +228,8 @@ def fig_failures(entry: Entry, dataset: Dataset, formulation: str = "orig") -> P
     kinds = [k for k in FAILURE_KINDS if found[k]]
     if not kinds:
         return Plot(None, [f"{entry.label}: no failure of the top-confidence predictions ({formulation})"])
-    fig = _figure(2.3 * PER_KIND + 0.4, 2.4 * len(kinds) + 0.5)
+    fig_width = 2.3 * PER_KIND + 0.4
+    fig = _figure(fig_width, 2.4 * len(kinds) + 0.5)
     axes = fig.subplots(len(kinds), PER_KIND, squeeze=False)
     for r, kind in enumerate(kinds):
         for c in range(PER_KIND):
@@ -256,11 +257,11 @@ def fig_failures(entry: Entry, dataset: Dataset, formulation: str = "orig") -> P
                 detail += f", IoU {f['iou']:.2f}"
             if kind == "wrong target":
                 detail += f", on '{dataset.queries[f['taken']].name}'"
-            ax.set_title(textwrap.fill(f"{prompt}{detail}", 34), fontsize=6.5)  # wrapped: titles never meet
+            ax.set_title(wrap_title(f"{prompt}{detail}", 2.2, 6.5), fontsize=6.5)  # wrapped: never meet
             if c == 0:
                 ax.set_ylabel(f"{kind} ({len(found[kind])})", fontsize=8)
-    fig.suptitle(f"{entry.label}: failures of the top-confidence prediction ({formulation}); dashed green: "
-                 "target, red: prediction", fontsize=8)  # fmt: skip
+    fig.suptitle(wrap_title(f"{entry.label}: failures of the top-confidence prediction ({formulation}); "
+                            "dashed green: target, red: prediction", fig_width - 0.2, 8), fontsize=8)
     return Plot(fig, [])
 
 
