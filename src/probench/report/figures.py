@@ -190,7 +190,8 @@ def fig_pareto(entries: list[Entry]) -> Plot:
         rows.append((e, lat, m50))
     if not rows:
         return Plot(None, notes)
-    fig = _figure(8.6, 5.0)
+    # taller with many rows: their labels need room (37 rows once left no free place for some)
+    fig = _figure(8.6, 5.0 + 0.08 * max(0, len(rows) - 20))
     ax = fig.add_subplot()
     ax.set_xscale("log")
     # the x range holds every std bar (room for labels on both sides)
@@ -273,7 +274,7 @@ def _pareto_legend(
 _LABEL_PLACES: tuple[tuple[float, float, str], ...] = (
     (5, 2, "left"), (5, -9, "left"), (-5, 2, "right"), (-5, -9, "right"),
     (0, 7, "center"), (0, -15, "center"),
-    *((dx * s, dy * s, ha) for s in (1.0, 1.8, 2.6, 3.4)
+    *((dx * s, dy * s, ha) for s in (1.0, 1.8, 2.6, 3.4, 4.2, 5.0, 5.8)
       for dx, dy, ha in ((10, 12, "left"), (10, -20, "left"), (-10, 12, "right"), (-10, -20, "right"),
                          (0, 20, "center"), (0, -28, "center"))),
 )  # fmt: skip
@@ -560,7 +561,7 @@ def _curve_plot(entries: list[Entry], what: str) -> Plot:
         ax.legend(fontsize=6.5, loc="upper right" if what == "pr" else "lower left")
     title = ("Precision-recall per formulation" if what == "pr"
              else "F1 versus score threshold (dot: the operating point, the node's score_threshold)")
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(wrap_title(title, fig.get_figwidth() - 0.2, 10), fontsize=10)
     return Plot(fig, notes)
 
 

@@ -75,6 +75,8 @@ def _drawn_texts(fig: Figure) -> list[Text]:
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             tick_labels |= {id(label) for label, _ in _tick_labels(axis)}
+            if not ax.get_visible():  # a hidden panel (a grid's unused cell) draws none
+                continue
             for tick in axis._update_ticks():  # the ticks in view, as Axis.draw picks them
                 drawn += [label for label in (tick.label1, tick.label2) if tick.get_visible()]
     drawn += [t for t in fig.findobj(Text) if id(t) not in tick_labels]
