@@ -9,7 +9,9 @@ No rclpy here: a bag is written and read on any machine. Layout of a probench ba
   (image id, file name, size, domain, label space with the three prompt formulations);
 - ``/probench/dataset`` (std_msgs/String), at the bag's first timestamp: the dataset's
   annotations.json, so the bag alone is enough to replay and score;
-- metadata ``custom_data``: ``probench.format``, ``probench.dataset_hash``, ``probench.n_frames``.
+- metadata ``custom_data``: ``probench.format``, ``probench.dataset_hash``, ``probench.n_frames``
+  and ``probench.dataset_folder`` (the dataset's folder, absolute; not in older bags, nor in
+  bags made with ``--no-dataset-folder``).
 """
 
 from probench.bags.layout import (

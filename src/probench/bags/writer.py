@@ -14,6 +14,7 @@ from probench.bags.layout import (
     CAMERA_FRAME_ID,
     COMPRESSED_MSGTYPE,
     COMPRESSED_TOPIC,
+    DATASET_FOLDER_KEY,
     DATASET_TOPIC,
     DEFAULT_START_NS,
     FRAME_INFO_TOPIC,
@@ -34,6 +35,7 @@ class BagSummary:
     compressed: bool
     size_bytes: int
     dataset_hash: str
+    dataset_folder: str | None = None  # recorded in the metadata (None: not recorded)
 
 
 def frame_info(dataset: Dataset, image_id: int, index: int) -> dict[str, object]:
@@ -67,11 +69,14 @@ def write_bag(
     rate_hz: float = 30.0,
     jpeg_quality: int = 90,
     progress: bool = True,
+    record_folder: bool = True,
 ) -> BagSummary:
     """Write ``dataset`` (which must have its image files) as a probench bag at ``out``.
 
     The bag is written into a temporary sibling folder and renamed at the end, so a killed
-    run never leaves something at ``out`` that looks like a finished bag."""
+    run never leaves something at ``out`` that looks like a finished bag. ``record_folder``:
+    the dataset's folder (absolute) goes into the metadata, where a run's report finds the
+    images again; off for a bag to share (it names a folder of this machine)."""
     from tqdm import tqdm
 
     from probench.bags.staged import StagedBagWriter
@@ -102,6 +107,9 @@ def write_bag(
         writer.set_custom_data("probench.format", BAG_FORMAT)
         writer.set_custom_data("probench.dataset_hash", dataset.content_hash)
         writer.set_custom_data("probench.n_frames", str(len(image_ids)))
+        folder = str(dataset.root.resolve()) if record_folder else None
+        if folder is not None:
+            writer.set_custom_data(DATASET_FOLDER_KEY, folder)
         image_topic, image_type = (
             (COMPRESSED_TOPIC, COMPRESSED_MSGTYPE) if compressed else (IMAGE_TOPIC, IMAGE_MSGTYPE)
         )
@@ -111,7 +119,8 @@ def write_bag(
         t0 = DEFAULT_START_NS
         payload = json.dumps(dataset_message(dataset), sort_keys=True, separators=(",", ":"))
         writer.write(c_data, t0, ts.serialize_cdr(String(data=payload), STRING_MSGTYPE))
-        bar = tqdm(image_ids, desc="bag", unit="frame", disable=not progress)
+        # off when stderr is no terminal (a log, a pipe): tqdm's disable=None
+        bar = tqdm(image_ids, desc="bag", unit="frame", disable=None if progress else True)
         for index, image_id in enumerate(bar):
             t = t0 + (index + 1) * period_ns
             rgb = dataset.read_image(image_id)
@@ -139,7 +148,7 @@ def write_bag(
             info = json.dumps(frame_info(dataset, image_id, index), sort_keys=True)
             writer.write(c_info, t, ts.serialize_cdr(String(data=info), STRING_MSGTYPE))
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    return BagSummary(out, storage, len(image_ids), compressed, size, dataset.content_hash)
+    return BagSummary(out, storage, len(image_ids), compressed, size, dataset.content_hash, folder)
 
 
 def _jpeg(rgb: np.ndarray, quality: int) -> np.ndarray:

@@ -269,22 +269,23 @@ def dataset_for_figures(
     entries: list[Entry], dataset: str | Path | None
 ) -> tuple[Dataset | None, str | None]:
     """The dataset whose images Fig. 6 and the galleries draw on: ``dataset`` (--dataset), else
-    the path in the runs' run.json (for a bag run, the dataset the bag was made from). (None,
-    why) when there is none or its images are missing."""
+    the folder the runs' run.json records, while it exists and its annotations still have the
+    runs' hash (:func:`probench.report.load.recorded_dataset`; for a bag run, the folder the bag
+    was made from). (None, why) when there is none."""
     from probench.data import load_dataset
     from probench.errors import ProbenchError
+    from probench.report.load import recorded_dataset
+
     runs = [e for e in entries if not e.reference]
-    paths = [dataset] if dataset is not None else [p for e in runs if (p := e.info.dataset.path)]
-    hashes = {h for e in runs if (h := e.dataset_hash())}
-    need = f" (dataset {next(iter(hashes))})" if len(hashes) == 1 else ""
-    if not paths:
-        return None, (
-            f"Fig. 6 and the failure galleries need the dataset's images{need}: the runs' run.json names no "
-            "dataset folder (a bag run names its bag); pass --dataset D, the folder the bag was made from, "
-            "with its images"
-        )
+    if dataset is None:
+        found, why = recorded_dataset([(e.label, e.info) for e in runs])
+        if found is None:
+            return None, (f"Fig. 6 and the failure galleries need the dataset's images: {why}; pass "
+                          "--dataset D, the dataset folder with its images (for a bag run, the one the bag "
+                          "was made from)")
+        return found, None
     try:
-        ds = load_dataset(paths[0], check_files=False)
+        ds = load_dataset(dataset, check_files=False)
     except ProbenchError as exc:
         return None, f"Fig. 6 and the failure galleries need the dataset's images: {str(exc).splitlines()[0]}"
     return ds, None

@@ -239,7 +239,8 @@ def check_run_folder(graph: list[NodeDescription], bag: ProbenchBag) -> None:
     except ValueError as exc:
         raise UsageError(f"bad parameter: {exc}") from None
     identity = ros_identity(evaluator, grounding, bag.dataset.summary(), bag=str(evaluator["bag"]),
-                            compressed=bag.compressed, sequence=bool(bag.dataset.videos))
+                            compressed=bag.compressed, sequence=bool(bag.dataset.videos),
+                            made_from=bag.dataset_folder)
     check_folder(evaluator["out"], identity)
 
 
