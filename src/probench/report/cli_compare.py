@@ -65,11 +65,22 @@ def _fmt(v: object, sign: bool = False) -> str:
     return f"{v:+.3f}" if sign else f"{v:.3f}"
 
 
+def _conditions(name: str, c: dict[str, Any]) -> str:
+    """One run's miss rate and weights, as compare prints them."""
+    miss = c["miss_rate"]
+    how = " of its frames dropped" if c["source"] == "ros" else " (offline: every image answered)"
+    miss_text = "unknown" if miss is None else f"{miss:.1%}{how}"
+    weights = "random weights" if c["random_weights"] else (c["weights_source"] or "weights source unknown")
+    return f"{name}: miss rate {miss_text}; weights: {weights}"
+
+
 def render(result: dict[str, Any], top: int) -> str:
     a, b = result["runs"]
     lines = [f"A: {a}", f"B: {b}",
              f"dataset {result['dataset_hash']}; {result['resamples']} paired bootstrap resamples over "
-             f"images (seed {result['seed']}); * = the 95% interval of B - A excludes 0", "",
+             f"images (seed {result['seed']}); * = the 95% interval of B - A excludes 0",
+             *(_conditions(name, c) for name, c in zip("AB", result["conditions"], strict=True)),
+             *(f"warning: {w}" for w in result["warnings"]), "",
              f"{'metric':<18} {'A':>7} {'B':>7} {'B - A':>8}  95% interval of B - A"]  # fmt: skip
     for key, m in result["metrics"].items():
         iv = m["interval"]
