@@ -116,6 +116,15 @@ class Entry:
             return f"bag {Path(ds.bag).name or ds.bag}"
         return "?"
 
+    def dropped_images(self, formulation: str) -> set[int]:
+        """The images whose frame the node never answered in ``formulation`` (missed or failed,
+        by the replay's trace): no prediction there says nothing of the model. Empty for runs
+        that did not come through ROS."""
+        from probench.cache.trace import ANSWERED, latest_frames
+
+        return {int(r["image_id"]) for r in latest_frames(self.trace)
+                if r.get("formulation") == formulation and r.get("status") != ANSWERED}  # fmt: skip
+
     def dataset_hash(self) -> str | None:
         """The content hash of the dataset the row was scored on: metrics.json
         ``dataset_hash``, else run.json's ``dataset.hash`` (the one it was made on)."""

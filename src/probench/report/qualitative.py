@@ -8,10 +8,13 @@ Scenes are chosen deterministically: for each domain, then each prompt type not 
 yet, the image of lowest id that has a target of it (``scenes`` overrides).
 
 The failure gallery: per run, the (image, query) pairs whose top-confidence prediction
-fails, in three kinds, each most confident first, as crops around the target and the
+fails, in four kinds, each most confident first, as crops around the target and the
 prediction: *missed* (no prediction for the query there), *mislocalised* (IoU < 0.5 with
-every target of the query, and not on another query's target) and *wrong target*
-(IoU >= 0.5 with a target of another query of the image, not with its own).
+every target of the query, and not on another query's target), *wrong target*
+(IoU >= 0.5 with a target of another query of the image, not with its own) and, for runs
+replayed through ROS 2, *dropped* (the node never answered the frame: no prediction, but
+not the model's miss). Fig. 6 says "frame dropped" for those, "no prediction" for a model
+that found nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from probench.vocabulary import PROMPT_TYPES
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-FAILURE_KINDS: tuple[str, ...] = ("missed", "mislocalised", "wrong target")
+FAILURE_KINDS: tuple[str, ...] = ("missed", "mislocalised", "wrong target", "dropped")
 PER_KIND = 4  # gallery examples per kind
 MAX_PROMPTS = 4  # target prompts drawn per Fig. 6 cell
 _COLOURS = ("tab:red", "tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:pink")
@@ -151,6 +154,7 @@ def fig_qualitative(
     fig_width = 3.2 * len(runs) + 0.3
     fig = _figure(fig_width, 2.9 * len(chosen) + 0.5)
     axes = fig.subplots(len(chosen), len(runs), squeeze=False)
+    dropped = {e.label: e.dropped_images(formulation) for e in runs}
     for r, image_id in enumerate(chosen):
         queries = targets[image_id][:MAX_PROMPTS]
         for c, e in enumerate(runs):
@@ -170,7 +174,9 @@ def fig_qualitative(
                     ax.text(top.box[0], top.box[1], str(k + 1), fontsize=7, color="white", va="bottom",
                             fontweight="bold", gid=f"tag:{e.label}:{image_id}:{q}",
                             bbox={"fc": colour, "ec": "none", "alpha": 0.9, "pad": 0.8})  # fmt: skip
-                said = f"{prompt} {top.score:.2f}" if top is not None else f"{prompt}: no prediction"
+                said = (f"{prompt} {top.score:.2f}" if top is not None
+                        else f"{prompt}: frame dropped (never answered)" if image_id in dropped[e.label]
+                        else f"{prompt}: no prediction")  # fmt: skip
                 ax.text(0.0, -0.03 - 0.085 * k, f"{k + 1}  {said}", transform=ax.transAxes,
                         fontsize=6.5, color=colour, va="top", ha="left",
                         gid=f"prompt:{e.label}:{image_id}:{q}")  # fmt: skip
@@ -191,6 +197,7 @@ def failures(entry: Entry, dataset: Dataset, formulation: str = "orig") -> dict[
     from probench.scoring.match import box_iou_edges
 
     tops = top_predictions(entry, formulation)
+    dropped = entry.dropped_images(formulation)
     gt: dict[tuple[int, int], list[tuple[float, float, float, float]]] = {}
     for a in dataset.annotations:
         if not a.iscrowd:
@@ -199,7 +206,7 @@ def failures(entry: Entry, dataset: Dataset, formulation: str = "orig") -> dict[
     for (image_id, q), boxes in sorted(gt.items()):
         top = tops.get((image_id, q))
         if top is None:
-            out["missed"].append(
+            out["dropped" if image_id in dropped else "missed"].append(
                 {"image_id": image_id, "query_id": q, "gt": boxes[0], "score": None, "box": None}
             )
             continue
