@@ -518,9 +518,10 @@ def _why_no_curve(c: Curve, what: str) -> str:
     return "no F1 at any threshold"
 
 
-def _empty_note(ax: Axes, text: str, gid: str) -> None:
-    """A note in the middle of an axes that has nothing to draw: why it is empty."""
-    ax.text(0.5, 0.5, wrap_title(text, ax.get_position().width * ax.figure.get_figwidth() * 0.9, 7),
+def _empty_note(ax: Axes, text: str, gid: str, width_in: float) -> None:
+    """A note in the middle of an axes (``width_in`` inches wide) that has nothing to draw: why
+    it is empty."""
+    ax.text(0.5, 0.5, wrap_title(text, width_in * 0.8, 7),
             transform=ax.transAxes, ha="center", va="center", fontsize=7, color="0.35", gid=gid)
 
 
@@ -554,7 +555,7 @@ def _curve_plot(entries: list[Entry], what: str) -> Plot:
         ax.grid(True, alpha=0.3)
         if len(empty) == len(curves):  # an empty panel says why
             _empty_note(ax, f"no {'PR' if what == 'pr' else 'F1'} curve: " + "; ".join(
-                f"{f}: {why}" for f, why in empty.items()), gid=f"empty:{e.label}")
+                f"{f}: {why}" for f, why in empty.items()), gid=f"empty:{e.label}", width_in=PANEL_WIDTH_IN)
             continue
         for f, why in empty.items():  # a legend line for each formulation drawn nowhere, with why
             ax.plot([], [], color=FORMULATION_COLOURS.get(f, "0.3"), lw=1.4, label=f"{f}: no curve ({why})")
@@ -616,7 +617,8 @@ def fig_prompt_types(entries: list[Entry]) -> Plot:
                             fig_width - 1.5, 9), fontsize=9)
     if not drawn:  # an empty panel says why
         _empty_note(ax, "no bar: the runs' metrics hold no mAP.5 (orig) for any prompt type "
-                    "(none of its queries has ground truth)", gid="empty:prompt-types")
+                    "(none of its queries has ground truth)", gid="empty:prompt-types",
+                    width_in=fig_width - 1.5)
     _legend(ax, len(runs))
     return Plot(fig, notes)
 

@@ -77,8 +77,11 @@ def _drawn_texts(fig: Figure) -> list[Text]:
             tick_labels |= {id(label) for label, _ in _tick_labels(axis)}
             if not ax.get_visible():  # a hidden panel (a grid's unused cell) draws none
                 continue
-            for tick in axis._update_ticks():  # the ticks in view, as Axis.draw picks them
-                drawn += [label for label in (tick.label1, tick.label2) if tick.get_visible()]
+            lo, hi = sorted(axis.get_view_interval())
+            slack = (hi - lo) * 1e-6
+            for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:  # the ticks in view only
+                if tick.get_visible() and lo - slack <= tick.get_loc() <= hi + slack:
+                    drawn += [tick.label1, tick.label2]
     drawn += [t for t in fig.findobj(Text) if id(t) not in tick_labels]
     seen: set[int] = set()
     out = []
