@@ -55,3 +55,29 @@ def test_the_import_help_names_every_importer() -> None:
     imports = next(a for a in sub.choices["import"]._actions if isinstance(a, argparse._SubParsersAction))
     assert set(imports.choices) == {"coco", "refcoco", "mot"}
     assert f"({', '.join(imports.choices)})" in COMMANDS["import"][1]
+
+
+def test_no_progress_bar_reaches_a_pipe(tmp_path) -> None:
+    """Commands run with their output piped (a log) print no bar: `report` of two runs and
+    `bag` once drew theirs there (``report: loading runs: 0%|``)."""
+    import os
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sample = root / "datasets" / "probench-sample"
+    runs = []
+    for name in ("a", "b"):
+        run = tmp_path / name
+        run.mkdir()
+        (run / "run.json").write_text(json.dumps({"model": {"name": name}}))
+        (run / "metrics.json").write_text(json.dumps({"map50": 0.5, "latency_ms": {"mean": 20.0}}))
+        runs.append(str(run))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    bag = ["bag", "--dataset", str(sample), "--out", str(tmp_path / "bag"), "--compressed"]
+    for args in (["report", *runs, "--out", str(tmp_path / "rep")], bag):
+        # capture_output: both streams are pipes, as in a log
+        done = subprocess.run([sys.executable, "-m", "probench", *args], capture_output=True, text=True,
+                              env=env, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        both = done.stdout + done.stderr
+        assert "\r" not in both and "%|" not in both and "it/s" not in both, both

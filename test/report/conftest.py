@@ -127,3 +127,10 @@ def sample_run(tmp_path: Path):
         return write_sample_run(tmp_path / "runs", name, recall, seed, dataset_hash)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def run_writers():
+    """``(write_run, write_sample_run)`` for module-scoped fixtures, which cannot use the
+    function-scoped ``make_run`` and ``sample_run``."""
+    return write_run, write_sample_run

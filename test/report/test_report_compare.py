@@ -103,3 +103,27 @@ def test_compare_prints_the_absence_deltas(sample_run, tmp_path, capsys):
                 got = metrics[f"{f}.{key}"][side]
                 expected = getattr(want, key)
                 assert got == (None if expected is None else pytest.approx(expected, abs=1e-9)), (f, key)
+def test_compare_prints_miss_rates_and_weights_and_warns_when_they_make_the_difference(sample_run, capsys):
+    """A ROS run that dropped 70% of its frames against an offline run, one with random
+    weights: each run's miss rate and weights are printed, and both reasons are warned of."""
+    a = sample_run("a", 0.9, seed=1)
+    b = sample_run("b", 0.9, seed=2)
+    info = json.loads((b / "run.json").read_text())
+    info["source"] = "ros"
+    info["model"]["random_weights"] = True
+    (b / "run.json").write_text(json.dumps(info))
+    realtime = {"frames_sent": 10, "frames_received": 3, "frames_missed": 7, "missed_share": 0.7}
+    (b / "metrics.json").write_text(json.dumps({"realtime": realtime}))
+    info = json.loads((a / "run.json").read_text())
+    info["model"]["weights_source"] = "huggingface:google/owlv2-base-patch16"
+    (a / "run.json").write_text(json.dumps(info))
+    assert main(["compare", str(a), str(b), "--bootstrap", "0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    weights = "huggingface:google/owlv2-base-patch16"
+    assert f"A: miss rate 0.0% (offline: every image answered); weights: {weights}" in lines
+    assert "B: miss rate 70.0% of its frames dropped; weights: random weights" in lines
+    warnings = [ln for ln in lines if ln.startswith("warning: ")]
+    assert len(warnings) == 2 and "(A 0%, B 70%)" in warnings[0] and "B (" in warnings[1], warnings
+    b2 = sample_run("c", 0.5, seed=3)  # offline too, weights unknown but not random: nothing to warn of
+    assert main(["compare", str(a), str(b2), "--bootstrap", "0"]) == 0
+    assert "warning:" not in capsys.readouterr().out

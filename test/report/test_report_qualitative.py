@@ -108,3 +108,30 @@ def test_report_draws_fig6_and_galleries_and_says_what_is_missing(sample_run, tm
     assert "*Fig. 6: not drawn" in doc
     with pytest.raises(SystemExit):
         main(["report", str(run), "--out", str(out2), "--scenes", "x,1"])
+
+
+def test_a_frame_the_node_dropped_is_marked_dropped_not_as_a_model_that_found_nothing(sample_run):
+    """A ROS replay's trace says which frames were never answered: Fig. 6 writes "frame dropped"
+    for them and the gallery files their pairs under "dropped", apart from "missed"."""
+    from probench.cache.trace import frame_record
+
+    run = sample_run("ros", 0.9)
+    path = run / "predictions" / "orig.json"
+    path.write_text(json.dumps([p for p in json.loads(path.read_text()) if p["image_id"] != 1]))
+    sent = {i: i * 33_000_000 for i in (1, 2, 3)}
+    trace = [frame_record("orig", i, sent_ns=t, received_ns=None if i == 1 else t + 10**7,
+                          status="missed" if i == 1 else "answered") for i, t in sent.items()]  # fmt: skip
+    (run / "realtime_frames.jsonl").write_text("".join(json.dumps(r) + "\n" for r in trace))
+    entry = load_run(run)
+    assert entry.dropped_images("orig") == {1} and entry.dropped_images("cat") == set()
+    ds = _ds()
+    ax = next(a for a in fig_qualitative([entry], ds, "orig", [1, 2]).figure.axes if a.get_visible())
+    said = [t.get_text() for t in ax.texts if (t.get_gid() or "").startswith("prompt:ros:1:")]
+    assert said and all(s.endswith(": frame dropped (never answered)") for s in said)
+    found = failures(entry, ds, "orig")
+    targets = {(a.image_id, a.query_id) for a in ds.annotations if a.image_id == 1 and not a.iscrowd}
+    assert {(f["image_id"], f["query_id"]) for f in found["dropped"]} == targets
+    assert all(f["image_id"] != 1 for f in found["missed"])
+    axes = fig_failures(entry, ds, "orig").figure.axes
+    rows = [a.get_ylabel() for a in axes if a.get_visible() and a.get_ylabel()]
+    assert rows[-1] == f"dropped ({len(targets)})"

@@ -10,7 +10,9 @@ No rclpy here: a bag is written and read on any machine. Layout of a probench ba
 - ``/probench/dataset`` (std_msgs/String), at the bag's first timestamp: the dataset's
   annotations.json, so the bag alone is enough to replay and score;
 - metadata ``custom_data``: ``probench.format``, ``probench.dataset_hash``, ``probench.n_frames``,
-  and ``probench.negatives`` for a bag made with ``--negatives`` (data/negatives.py).
+  ``probench.dataset_folder`` (the dataset's folder, absolute; not in older bags, nor in bags
+  made with ``--no-dataset-folder``) and ``probench.negatives`` for a bag made with
+  ``--negatives`` (data/negatives.py).
 """
 
 from probench.bags.layout import (

@@ -24,10 +24,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--jpeg-quality", type=IntRange(1, 100), default=90,
         help="JPEG quality with --compressed, for non-JPEG images",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     from probench.data.negatives import add_negatives_arguments
 
     add_negatives_arguments(parser)  # --negatives K --negatives-seed S: absent prompts in the label spaces
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bar (there is none either when stderr is not a terminal)")
+    parser.add_argument(
+        "--no-dataset-folder", action="store_true",
+        help="do not record the dataset's folder in the bag's metadata (a bag to share: the folder is a "
+             "path of this machine); a run of the bag then needs --dataset for its report's images",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
             jpeg_quality=args.jpeg_quality,
             progress=not args.quiet,
             negatives=negatives_from_args(args),
+            record_folder=not args.no_dataset_folder,
         )
     except OSError as exc:  # the output cannot be written (a read-only folder, a full disk)
         from probench.bags.errors import BagError

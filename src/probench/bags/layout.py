@@ -20,3 +20,7 @@ DEFAULT_START_NS = 1_767_225_600 * 1_000_000_000
 STORAGES = ("mcap", "sqlite3")
 # metadata custom_data: the --negatives the frames' label spaces hold (JSON {"k", "seed"})
 NEGATIVES_KEY = "probench.negatives"
+
+# metadata custom_data: the dataset folder the bag was made from (absolute), so that a run of
+# the bag finds the images again (report, compare); absent from bags made without it
+DATASET_FOLDER_KEY = "probench.dataset_folder"

@@ -15,6 +15,7 @@ from probench.bags.layout import (
     BAG_FORMAT,
     COMPRESSED_MSGTYPE,
     COMPRESSED_TOPIC,
+    DATASET_FOLDER_KEY,
     DATASET_TOPIC,
     FRAME_INFO_TOPIC,
     IMAGE_MSGTYPE,
@@ -115,6 +116,9 @@ class ProbenchBag:
         self.compressed = self.image_topic == COMPRESSED_TOPIC
         self.n_frames = topics[self.image_topic].count
         self.custom_data = self._custom_data()
+        # the folder the bag was made from (absolute), None in bags made before it was recorded
+        folder = self.custom_data.get(DATASET_FOLDER_KEY)
+        self.dataset_folder: str | None = str(folder) if folder else None
 
     def _custom_data(self) -> dict[str, str]:
         meta = self.path / "metadata.yaml" if self.path.is_dir() else None

@@ -14,6 +14,7 @@ from probench.bags.layout import (
     CAMERA_FRAME_ID,
     COMPRESSED_MSGTYPE,
     COMPRESSED_TOPIC,
+    DATASET_FOLDER_KEY,
     DATASET_TOPIC,
     DEFAULT_START_NS,
     FRAME_INFO_TOPIC,
@@ -36,6 +37,7 @@ class BagSummary:
     compressed: bool
     size_bytes: int
     dataset_hash: str
+    dataset_folder: str | None = None  # recorded in the metadata (None: not recorded)
 
 
 def frame_info(dataset: Dataset, image_id: int, index: int) -> dict[str, object]:
@@ -70,13 +72,16 @@ def write_bag(
     jpeg_quality: int = 90,
     progress: bool = True,
     negatives: Negatives | None = None,
+    record_folder: bool = True,
 ) -> BagSummary:
     """Write ``dataset`` (which must have its image files) as a probench bag at ``out``.
     ``negatives``: absent queries added to the frames' label spaces (data/negatives.py),
     recorded in the metadata; the embedded dataset stays the one given.
 
     The bag is written into a temporary sibling folder and renamed at the end, so a killed
-    run never leaves something at ``out`` that looks like a finished bag."""
+    run never leaves something at ``out`` that looks like a finished bag. ``record_folder``:
+    the dataset's folder (absolute) goes into the metadata, where a run's report finds the
+    images again; off for a bag to share (it names a folder of this machine)."""
     from tqdm import tqdm
 
     from probench.bags.staged import StagedBagWriter
@@ -110,6 +115,9 @@ def write_bag(
         if negatives is not None:  # only then: a bag without is byte for byte what it was
             writer.set_custom_data(NEGATIVES_KEY, json.dumps(negatives.record(), sort_keys=True))
         asked = with_negatives(dataset, negatives)  # the label spaces of the frame infos
+        folder = str(dataset.root.resolve()) if record_folder else None
+        if folder is not None:
+            writer.set_custom_data(DATASET_FOLDER_KEY, folder)
         image_topic, image_type = (
             (COMPRESSED_TOPIC, COMPRESSED_MSGTYPE) if compressed else (IMAGE_TOPIC, IMAGE_MSGTYPE)
         )
@@ -119,7 +127,8 @@ def write_bag(
         t0 = DEFAULT_START_NS
         payload = json.dumps(dataset_message(dataset), sort_keys=True, separators=(",", ":"))
         writer.write(c_data, t0, ts.serialize_cdr(String(data=payload), STRING_MSGTYPE))
-        bar = tqdm(image_ids, desc="bag", unit="frame", disable=not progress)
+        # off when stderr is no terminal (a log, a pipe): tqdm's disable=None
+        bar = tqdm(image_ids, desc="bag", unit="frame", disable=None if progress else True)
         for index, image_id in enumerate(bar):
             t = t0 + (index + 1) * period_ns
             rgb = dataset.read_image(image_id)
@@ -147,7 +156,7 @@ def write_bag(
             info = json.dumps(frame_info(asked, image_id, index), sort_keys=True)
             writer.write(c_info, t, ts.serialize_cdr(String(data=info), STRING_MSGTYPE))
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    return BagSummary(out, storage, len(image_ids), compressed, size, dataset.content_hash)
+    return BagSummary(out, storage, len(image_ids), compressed, size, dataset.content_hash, folder)
 
 
 def _jpeg(rgb: np.ndarray, quality: int) -> np.ndarray:

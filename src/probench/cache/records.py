@@ -183,6 +183,9 @@ class RunDataset(Record):
     n_images: Count | None = None
     n_queries: Count | None = None
     bag: str | None = None
+    # a bag run: the dataset folder the bag was made from (absolute, as `probench bag` recorded
+    # it; None for bags that do not record it), where the report finds the images again
+    made_from: str | None = None
 
 
 class _Identity(Record):

@@ -71,11 +71,13 @@ class EvaluatorLink(Link, Protocol):
 def ros_identity(
     evaluator: Mapping[str, Any], grounding: Mapping[str, Any], dataset: Mapping[str, Any], *,
     bag: str, compressed: bool, sequence: bool = False, negatives: Negatives | None = None,
+    made_from: str | None = None,
 ) -> RunIdentity:
     """The identity of an evaluation through the ROS graph, from the evaluator's parameters,
     the grounding node's and the bag's dataset summary. ``probench eval`` builds the same
     from the parameter files before starting any node (so a mismatch is refused before a
-    model loads); the evaluator builds it from the running nodes."""
+    model loads); the evaluator builds it from the running nodes. ``made_from``: the dataset
+    folder the bag records (:attr:`probench.bags.reader.ProbenchBag.dataset_folder`)."""
     from probench.models.zoo import model_record
 
     weights = str(grounding.get("weights") or "") or None
@@ -107,7 +109,7 @@ def ros_identity(
         source="ros", model=model_record(str(grounding.get("model") or ""), weights=weights,
                                          preprocess=str(grounding.get("preprocess") or "device")),
         # the dataset came embedded in the bag: no folder path, the bag instead
-        dataset={**dataset, "path": None, "bag": str(Path(bag).resolve())},
+        dataset={**dataset, "path": None, "bag": str(Path(bag).resolve()), "made_from": made_from},
         device=str(grounding.get("device")), precision=str(grounding.get("precision")), settings=settings,
     )
 
@@ -133,7 +135,7 @@ def plan(cfg: EvaluatorConfig, bag: ProbenchBag, grounding: Mapping[str, Any]) -
 
     identity = ros_identity(asdict(cfg), grounding, bag.dataset.summary(), bag=cfg.bag,
                             compressed=bag.compressed, sequence=bool(bag.dataset.videos),
-                            negatives=bag.negatives)
+                            negatives=bag.negatives, made_from=bag.dataset_folder)
     session = open_run(cfg.out, identity, formulations=cfg.run_formulations, overwrite=cfg.overwrite,
                        timing_key="eval_s", extra={"ros": {
                            "mode": cfg.mode, "rate_hz": cfg.rate_hz, "bag": str(Path(cfg.bag).resolve()),

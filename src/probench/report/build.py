@@ -58,8 +58,9 @@ def build_report(
     out = Path(out)
     check_output_folder(out, what="report", is_previous=is_report_folder, overwrite=overwrite)  # fail fast
     refs = load_reference(resolve_reference(reference)) if reference is not None else []
+    # never in a log or a pipe: tqdm's disable=None is off when stderr is not a terminal
     bar = tqdm(runs, desc="report: loading runs", unit="run", file=sys.stderr,
-               disable=not progress or len(runs) < 2, leave=False)
+               disable=True if not progress or len(runs) < 2 else None, leave=False)
     entries = [load_run(r, dataset, bootstrap=bootstrap) for r in bar]
     if check_datasets(entries, allow_mismatch=allow_dataset_mismatch):
         print("probench report: warning: the runs were made on different datasets; reported together as "
@@ -156,6 +157,8 @@ def _qualitative(
     if ds is None:
         names["fig6"] = None
         notes.append(str(why))
+        # said where it is seen too, not in report.md only
+        print(f"probench report: {why}", file=sys.stderr)
         return []
     plot = qualitative.fig_qualitative(runs, ds, formulation, scenes)
     notes += plot.notes

@@ -52,8 +52,9 @@ FIGURE_CAPTIONS: dict[str, str] = {
 GALLERY_CAPTION = (
     "Per run, the (image, query) pairs whose top-confidence prediction fails, most confident first, "
     "as crops (dashed green: the target, red: the prediction): missed (no prediction for the query in "
-    "the image), mislocalised (IoU < 0.5 with every target of the query) and wrong target (IoU >= 0.5 "
-    "with another query's target)."
+    "the image), mislocalised (IoU < 0.5 with every target of the query), wrong target (IoU >= 0.5 "
+    "with another query's target) and, for runs replayed through ROS 2, dropped (the node never answered "
+    "the frame: not the model's miss)."
 )
 
 

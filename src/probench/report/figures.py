@@ -19,6 +19,7 @@ import numpy as np
 
 from probench.cache.atomic import write_bytes_atomic
 from probench.cache.records import MAP50, MAP50_95, Curve
+from probench.report.layout import plain_text, wrap_title
 from probench.report.load import LATENCY_COLUMN, Entry
 from probench.vocabulary import FORMULATIONS
 
@@ -31,6 +32,7 @@ SWEEP: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 BUDGET_MS = 33.3  # 30 Hz: the paper's real-time operational reference
 DPI = 150
 LEGEND_INSIDE_MAX = 6  # more lines than this: the legend goes outside, right of the axes
+PANEL_WIDTH_IN = 3.4  # one panel of a multi-panel figure (timeline, curves), in inches
 
 
 @dataclass
@@ -188,7 +190,9 @@ def fig_pareto(entries: list[Entry]) -> Plot:
         rows.append((e, lat, m50))
     if not rows:
         return Plot(None, notes)
-    fig = _figure(8.6, 5.0)
+    # taller with many rows: their labels need room (37 rows once left no free place for some);
+    # capped, so that a 500-row reference CSV still gives a page-sized figure
+    fig = _figure(8.6, min(5.0 + 0.08 * max(0, len(rows) - 20), 8.0))
     ax = fig.add_subplot()
     ax.set_xscale("log")
     # the x range holds every std bar (room for labels on both sides)
@@ -404,7 +408,7 @@ def fig_latency_timeline(entries: list[Entry]) -> Plot:
     from matplotlib.transforms import blended_transform_factory
 
     n_cols = max(len(forms) for _, forms in rows)
-    fig = _figure(3.4 * n_cols + 0.6, 2.6 * len(rows) + 0.4)
+    fig = _figure(PANEL_WIDTH_IN * n_cols + 0.6, 2.8 * len(rows) + 0.4)
     axes = fig.subplots(len(rows), n_cols, squeeze=False, sharey="row")
     for i, (e, forms) in enumerate(rows):
         rt = e.metrics.realtime
@@ -448,7 +452,9 @@ def fig_latency_timeline(entries: list[Entry]) -> Plot:
             # the title counts the measured frames; warm-up frames are apart (scored nowhere)
             n_missed, n_measured = len(pts["missed"]), len(pts["answered"]) + len(pts["missed"])
             warm = f", + {len(pts['warmup'])} warm-up" if pts["warmup"] else ""
-            ax.set_title(f"{e.label}: {f} ({n_missed} of {n_measured} measured missed{warm})", fontsize=8)
+            # wrapped to the panel's width: side by side, long run labels once ran into each other
+            ax.set_title(wrap_title(f"{e.label}: {f} ({n_missed} of {n_measured} measured missed{warm})",
+                                    PANEL_WIDTH_IN, 8), fontsize=8)
             ax.set_xlabel("replay time (s)", fontsize=8)
             if j == 0:
                 ax.set_ylabel("latency (ms)", fontsize=8)
@@ -484,6 +490,42 @@ def _panels(n: int, width: float = 3.4, height: float = 2.9) -> tuple[Figure, li
     return fig, flat[:n]
 
 
+def _curve_line(ax: Axes, label: str, f: str, c: Curve, what: str) -> bool:
+    """One formulation's PR or F1 line in a run's panel; whether it has any point. The F1
+    line's best point is a dot, its threshold in the legend (a label beside each dot merged
+    with its neighbours': "0.54" and "0.57" read "0.5457")."""
+    colour = FORMULATION_COLOURS.get(f, "0.3")
+    if what == "pr":
+        pts = [(r, p) for r, p in zip(c.recall, c.precision, strict=False) if r is not None and p is not None]
+        text = f
+    else:
+        pts = [(s, v) for s, v in zip(c.score_thresholds, c.f1, strict=False) if v is not None]
+        best, at = c.best_f1, c.best_f1_threshold
+        text = f if best is None or at is None else f"{f} (best F1 {best:.2f} at {at:.2f})"
+    if not pts:
+        return False
+    ax.plot([x for x, _ in pts], [y for _, y in pts], color=colour, lw=1.4, label=text,
+            gid=f"{what}:{label}:{f}")
+    if what == "f1" and c.best_f1 is not None and c.best_f1_threshold is not None:
+        ax.plot([c.best_f1_threshold], [c.best_f1], marker="o", ms=4, color=colour, gid=f"best:{label}:{f}")
+    return True
+
+
+def _why_no_curve(c: Curve, what: str) -> str:
+    if c.n_targets == 0:
+        return "no ground truth in this formulation"
+    if what == "pr":
+        return "no prediction at any threshold"
+    return "no F1 at any threshold"
+
+
+def _empty_note(ax: Axes, text: str, gid: str, width_in: float) -> None:
+    """A note in the middle of an axes (``width_in`` inches wide) that has nothing to draw: why
+    it is empty."""
+    ax.text(0.5, 0.5, wrap_title(text, width_in * 0.8, 7),
+            transform=ax.transAxes, ha="center", va="center", fontsize=7, color="0.35", gid=gid)
+
+
 def _curve_plot(entries: list[Entry], what: str) -> Plot:
     """PR (``what`` "pr") or F1-versus-confidence ("f1") curves, a panel per run, a line per
     formulation (metrics.json ``curves``)."""
@@ -499,35 +541,29 @@ def _curve_plot(entries: list[Entry], what: str) -> Plot:
         rows.append((e, curves))
     if not rows:
         return Plot(None, notes)
-    fig, axes = _panels(len(rows))
+    fig, axes = _panels(len(rows), PANEL_WIDTH_IN)
     for ax, (e, curves) in zip(axes, rows, strict=True):
+        empty: dict[str, str] = {}  # formulation -> why it has no curve
         for f, c in curves.items():
-            colour = FORMULATION_COLOURS.get(f, "0.3")
-            if what == "pr":
-                pts = [(r, p) for r, p in zip(c.recall, c.precision, strict=False)
-                       if r is not None and p is not None]
-                ax.plot([r for r, _ in pts], [p for _, p in pts], color=colour, lw=1.4, label=f,
-                        gid=f"pr:{e.label}:{f}")
-            else:
-                pts = [(s, v) for s, v in zip(c.score_thresholds, c.f1, strict=False) if v is not None]
-                ax.plot([s for s, _ in pts], [v for _, v in pts], color=colour, lw=1.4, label=f,
-                        gid=f"f1:{e.label}:{f}")
-                best, at = c.best_f1, c.best_f1_threshold
-                if best is not None and at is not None:
-                    ax.plot([at], [best], marker="o", ms=4, color=colour, gid=f"best:{e.label}:{f}")
-                    ax.annotate(f"{at:.2f}", (at, best), xytext=(3, 3), textcoords="offset points",
-                                fontsize=6.5, color=colour)
+            if not _curve_line(ax, e.label, f, c, what):
+                empty[f] = _why_no_curve(c, what)
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1.02)
         ax.set_xlabel("recall (IoU 0.5, queries pooled)" if what == "pr" else "score threshold", fontsize=8)
         ax.set_ylabel("precision" if what == "pr" else "F1", fontsize=8)
-        ax.set_title(e.label, fontsize=8)
+        ax.set_title(wrap_title(e.label, PANEL_WIDTH_IN, 8), fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, loc="upper right" if what == "pr" else "lower left")
+        if len(empty) == len(curves):  # an empty panel says why
+            _empty_note(ax, f"no {'PR' if what == 'pr' else 'F1'} curve: " + "; ".join(
+                f"{f}: {why}" for f, why in empty.items()), gid=f"empty:{e.label}", width_in=PANEL_WIDTH_IN)
+            continue
+        for f, why in empty.items():  # a legend line for each formulation drawn nowhere, with why
+            ax.plot([], [], color=FORMULATION_COLOURS.get(f, "0.3"), lw=1.4, label=f"{f}: no curve ({why})")
+        ax.legend(fontsize=6.5, loc="upper right" if what == "pr" else "lower left")
     title = ("Precision-recall per formulation" if what == "pr"
              else "F1 versus score threshold (dot: the operating point, the node's score_threshold)")
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(wrap_title(title, fig.get_figwidth() - 0.2, 10), fontsize=10)
     return Plot(fig, notes)
 
 
@@ -554,9 +590,11 @@ def fig_prompt_types(entries: list[Entry]) -> Plot:
     for e in runs:
         types += [t for t in e.metrics.by_prompt_type if t not in types]
     types.sort(key=lambda t: (PROMPT_TYPES.index(t) if t in PROMPT_TYPES else len(PROMPT_TYPES), t))
-    fig = _figure(max(5.0, 0.9 * len(types) * max(1, len(runs)) ** 0.5 + 2.5), 3.6)
+    fig_width = max(5.0, 0.9 * len(types) * max(1, len(runs)) ** 0.5 + 2.5)
+    fig = _figure(fig_width, 3.6)
     ax = fig.add_subplot()
     width = 0.8 / len(runs)
+    drawn = 0
     for k, (e, colour) in enumerate(zip(runs, _colours(len(runs)), strict=True)):
         by = e.metrics.by_prompt_type
         xs, ys = [], []
@@ -566,6 +604,7 @@ def fig_prompt_types(entries: list[Entry]) -> Plot:
                 xs.append(i - 0.4 + width * (k + 0.5))
                 ys.append(float(v))
         ax.bar(xs, ys, width=width * 0.95, color=colour, label=e.label, gid=f"bars:{e.label}")
+        drawn += len(xs)
     ns = []
     for t in types:
         counts = {e.metrics.by_prompt_type[t].n_queries for e in runs if t in e.metrics.by_prompt_type}
@@ -575,22 +614,19 @@ def fig_prompt_types(entries: list[Entry]) -> Plot:
     ax.set_ylabel("mAP.5 (orig)")
     ax.set_ylim(0, 1.02)
     ax.grid(True, axis="y", alpha=0.3)
-    ax.set_title("mAP.5 per prompt type (n: queries of the type; a query can have several types)", fontsize=9)
+    ax.set_title(wrap_title("mAP.5 per prompt type (n: queries of the type; a query can have several types)",
+                            fig_width - 1.5, 9), fontsize=9)
+    if not drawn:  # an empty panel says why
+        _empty_note(ax, "no bar: the runs' metrics hold no mAP.5 (orig) for any prompt type "
+                    "(none of its queries has ground truth)", gid="empty:prompt-types",
+                    width_in=fig_width - 1.5)
     _legend(ax, len(runs))
     return Plot(fig, notes)
 
 
-def plain_text(fig: Figure) -> None:
-    """Every text of the figure as plain text: labels come from files, and a ``$`` in one
-    (``cost $\\frac{1``) would otherwise be parsed as mathtext, and fail or render as math."""
-    from matplotlib.text import Text
-
-    for t in fig.findobj(Text):
-        t.set_parse_math(False)
-
-
 def save_png(fig: Figure, path: str | Path) -> Path:
-    """Render at 150 dpi (every text plain: :func:`plain_text`) and write atomically."""
+    """Render at 150 dpi (every text plain but the formatters' tick labels:
+    :func:`probench.report.layout.plain_text`) and write atomically."""
     plain_text(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)

@@ -33,7 +33,10 @@ from probench.scoring.suite import TIE_TEXT
 from probench.vocabulary import FORMULATIONS, RUN_FORMULATIONS
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from probench.cache.run import RunDir
+    from probench.data.dataset import Dataset
 
 # The columns of the paper's Table II, in order (probench/report/data/paper_table2.csv).
 COLUMNS: tuple[str, ...] = TABLE2_COLUMNS
@@ -112,6 +115,15 @@ class Entry:
         if ds.bag:
             return f"bag {Path(ds.bag).name or ds.bag}"
         return "?"
+
+    def dropped_images(self, formulation: str) -> set[int]:
+        """The images whose frame the node never answered in ``formulation`` (missed or failed,
+        by the replay's trace): no prediction there says nothing of the model. Empty for runs
+        that did not come through ROS."""
+        from probench.cache.trace import ANSWERED, latest_frames
+
+        return {int(r["image_id"]) for r in latest_frames(self.trace)
+                if r.get("formulation") == formulation and r.get("status") != ANSWERED}  # fmt: skip
 
     def dataset_hash(self) -> str | None:
         """The content hash of the dataset the row was scored on: metrics.json
@@ -339,3 +351,36 @@ def _reference_metrics(values: dict[str, object], best: str, where: str) -> Metr
     if latency is not None:
         record = record.updated(latency_ms=parse_record(Stats, {"mean": latency}, where))
     return record
+
+
+def recorded_dataset(runs: Sequence[tuple[str, RunRecord]]) -> tuple[Dataset | None, str | None]:
+    """The dataset the runs (``(name, run.json)`` pairs) were made on, found without
+    ``--dataset``: the first folder their run.json records (``dataset.path``, or for a bag run
+    ``dataset.made_from``, the folder the bag was made from) that still exists and whose
+    annotations still have the run's hash. (None, why in one line) otherwise: no folder
+    recorded, the folder moved, or its annotations changed since the run."""
+    from probench.data import load_dataset
+
+    problems: list[str] = []
+    for name, info in runs:
+        ds = info.dataset
+        for folder in dict.fromkeys(f for f in (ds.path, ds.made_from) if f):
+            if not Path(folder).is_dir():
+                problems.append(f"{name}: the dataset folder its run.json records, {folder}, is gone "
+                                "(moved or removed)")
+                continue
+            try:
+                data = load_dataset(folder, check_files=False)
+            except ProbenchError as exc:
+                why = str(exc).splitlines()[0]
+                problems.append(f"{name}: the dataset folder {folder} does not load: {why}")
+                continue
+            if ds.hash and data.content_hash != ds.hash:
+                problems.append(f"{name}: the dataset folder {folder} has changed since the run (its "
+                                f"annotations hash {data.content_hash[:19]}, the run's {ds.hash[:19]})")
+                continue
+            return data, None
+    if not problems:
+        return None, ("the runs' run.json records no dataset folder (a bag made with --no-dataset-folder, "
+                      "or before probench recorded it)")
+    return None, problems[0]

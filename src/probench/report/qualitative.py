@@ -8,15 +8,17 @@ Scenes are chosen deterministically: for each domain, then each prompt type not 
 yet, the image of lowest id that has a target of it (``scenes`` overrides).
 
 The failure gallery: per run, the (image, query) pairs whose top-confidence prediction
-fails, in three kinds, each most confident first, as crops around the target and the
+fails, in four kinds, each most confident first, as crops around the target and the
 prediction: *missed* (no prediction for the query there), *mislocalised* (IoU < 0.5 with
-every target of the query, and not on another query's target) and *wrong target*
-(IoU >= 0.5 with a target of another query of the image, not with its own).
+every target of the query, and not on another query's target), *wrong target*
+(IoU >= 0.5 with a target of another query of the image, not with its own) and, for runs
+replayed through ROS 2, *dropped* (the node never answered the frame: no prediction, but
+not the model's miss). Fig. 6 says "frame dropped" for those, "no prediction" for a model
+that found nothing.
 """
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +29,14 @@ import numpy as np
 from probench.data.dataset import Dataset
 from probench.report.errors import ReportUsageError
 from probench.report.figures import Plot, _figure
+from probench.report.layout import wrap_title
 from probench.report.load import Entry
 from probench.vocabulary import PROMPT_TYPES
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-FAILURE_KINDS: tuple[str, ...] = ("missed", "mislocalised", "wrong target")
+FAILURE_KINDS: tuple[str, ...] = ("missed", "mislocalised", "wrong target", "dropped")
 PER_KIND = 4  # gallery examples per kind
 MAX_PROMPTS = 4  # target prompts drawn per Fig. 6 cell
 _COLOURS = ("tab:red", "tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:pink")
@@ -148,8 +151,10 @@ def fig_qualitative(
         return Plot(None, notes)
     targets = {i: sorted({a.query_id for a in dataset.annotations if a.image_id == i and not a.iscrowd})
                for i in chosen}  # fmt: skip
-    fig = _figure(3.2 * len(runs) + 0.3, 2.9 * len(chosen) + 0.5)
+    fig_width = 3.2 * len(runs) + 0.3
+    fig = _figure(fig_width, 2.9 * len(chosen) + 0.5)
     axes = fig.subplots(len(chosen), len(runs), squeeze=False)
+    dropped = {e.label: e.dropped_images(formulation) for e in runs}
     for r, image_id in enumerate(chosen):
         queries = targets[image_id][:MAX_PROMPTS]
         for c, e in enumerate(runs):
@@ -169,7 +174,9 @@ def fig_qualitative(
                     ax.text(top.box[0], top.box[1], str(k + 1), fontsize=7, color="white", va="bottom",
                             fontweight="bold", gid=f"tag:{e.label}:{image_id}:{q}",
                             bbox={"fc": colour, "ec": "none", "alpha": 0.9, "pad": 0.8})  # fmt: skip
-                said = f"{prompt} {top.score:.2f}" if top is not None else f"{prompt}: no prediction"
+                said = (f"{prompt} {top.score:.2f}" if top is not None
+                        else f"{prompt}: frame dropped (never answered)" if image_id in dropped[e.label]
+                        else f"{prompt}: no prediction")  # fmt: skip
                 ax.text(0.0, -0.03 - 0.085 * k, f"{k + 1}  {said}", transform=ax.transAxes,
                         fontsize=6.5, color=colour, va="top", ha="left",
                         gid=f"prompt:{e.label}:{image_id}:{q}")  # fmt: skip
@@ -178,10 +185,9 @@ def fig_qualitative(
                 ax.set_title(e.label, fontsize=8)
             if c == 0:
                 ax.set_ylabel(f"image {image_id} ({dataset.images[image_id].domain or '?'})", fontsize=7)
-    fig.suptitle(
+    fig.suptitle(wrap_title(  # wrapped to the canvas: with one run it once lost both its ends
         f"Fig. 6 - top-confidence prediction per target prompt ({formulation}); dashed: ground truth",
-        fontsize=9,
-    )
+        fig_width - 0.2, 9), fontsize=9)
     return Plot(fig, notes)
 
 
@@ -191,6 +197,7 @@ def failures(entry: Entry, dataset: Dataset, formulation: str = "orig") -> dict[
     from probench.scoring.match import box_iou_edges
 
     tops = top_predictions(entry, formulation)
+    dropped = entry.dropped_images(formulation)
     gt: dict[tuple[int, int], list[tuple[float, float, float, float]]] = {}
     for a in dataset.annotations:
         if not a.iscrowd:
@@ -199,7 +206,7 @@ def failures(entry: Entry, dataset: Dataset, formulation: str = "orig") -> dict[
     for (image_id, q), boxes in sorted(gt.items()):
         top = tops.get((image_id, q))
         if top is None:
-            out["missed"].append(
+            out["dropped" if image_id in dropped else "missed"].append(
                 {"image_id": image_id, "query_id": q, "gt": boxes[0], "score": None, "box": None}
             )
             continue
@@ -228,7 +235,8 @@ def fig_failures(entry: Entry, dataset: Dataset, formulation: str = "orig") -> P
     kinds = [k for k in FAILURE_KINDS if found[k]]
     if not kinds:
         return Plot(None, [f"{entry.label}: no failure of the top-confidence predictions ({formulation})"])
-    fig = _figure(2.3 * PER_KIND + 0.4, 2.4 * len(kinds) + 0.5)
+    fig_width = 2.3 * PER_KIND + 0.4
+    fig = _figure(fig_width, 2.4 * len(kinds) + 0.5)
     axes = fig.subplots(len(kinds), PER_KIND, squeeze=False)
     for r, kind in enumerate(kinds):
         for c in range(PER_KIND):
@@ -256,11 +264,11 @@ def fig_failures(entry: Entry, dataset: Dataset, formulation: str = "orig") -> P
                 detail += f", IoU {f['iou']:.2f}"
             if kind == "wrong target":
                 detail += f", on '{dataset.queries[f['taken']].name}'"
-            ax.set_title(textwrap.fill(f"{prompt}{detail}", 34), fontsize=6.5)  # wrapped: titles never meet
+            ax.set_title(wrap_title(f"{prompt}{detail}", 2.2, 6.5), fontsize=6.5)  # wrapped: never meet
             if c == 0:
                 ax.set_ylabel(f"{kind} ({len(found[kind])})", fontsize=8)
-    fig.suptitle(f"{entry.label}: failures of the top-confidence prediction ({formulation}); dashed green: "
-                 "target, red: prediction", fontsize=8)  # fmt: skip
+    fig.suptitle(wrap_title(f"{entry.label}: failures of the top-confidence prediction ({formulation}); "
+                            "dashed green: target, red: prediction", fig_width - 0.2, 8), fontsize=8)
     return Plot(fig, [])
 
 
@@ -268,22 +276,23 @@ def dataset_for_figures(
     entries: list[Entry], dataset: str | Path | None
 ) -> tuple[Dataset | None, str | None]:
     """The dataset whose images Fig. 6 and the galleries draw on: ``dataset`` (--dataset), else
-    the path in the runs' run.json (for a bag run, the dataset the bag was made from). (None,
-    why) when there is none or its images are missing."""
+    the folder the runs' run.json records, while it exists and its annotations still have the
+    runs' hash (:func:`probench.report.load.recorded_dataset`; for a bag run, the folder the bag
+    was made from). (None, why) when there is none."""
     from probench.data import load_dataset
     from probench.errors import ProbenchError
+    from probench.report.load import recorded_dataset
+
     runs = [e for e in entries if not e.reference]
-    paths = [dataset] if dataset is not None else [p for e in runs if (p := e.info.dataset.path)]
-    hashes = {h for e in runs if (h := e.dataset_hash())}
-    need = f" (dataset {next(iter(hashes))})" if len(hashes) == 1 else ""
-    if not paths:
-        return None, (
-            f"Fig. 6 and the failure galleries need the dataset's images{need}: the runs' run.json names no "
-            "dataset folder (a bag run names its bag); pass --dataset D, the folder the bag was made from, "
-            "with its images"
-        )
+    if dataset is None:
+        found, why = recorded_dataset([(e.label, e.info) for e in runs])
+        if found is None:
+            return None, (f"Fig. 6 and the failure galleries need the dataset's images: {why}; pass "
+                          "--dataset D, the dataset folder with its images (for a bag run, the one the bag "
+                          "was made from)")
+        return found, None
     try:
-        ds = load_dataset(paths[0], check_files=False)
+        ds = load_dataset(dataset, check_files=False)
     except ProbenchError as exc:
         return None, f"Fig. 6 and the failure galleries need the dataset's images: {str(exc).splitlines()[0]}"
     return ds, None

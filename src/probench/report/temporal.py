@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probench.cache.records import Temporal
+from probench.report.layout import wrap_title
 from probench.report.load import Entry
 
 if TYPE_CHECKING:
@@ -139,9 +140,8 @@ def fig_timelines(e: Entry) -> Figure | None:
     handles: list[Any] = [Patch(facecolor=c, label=name, edgecolor="0.5") for name, c in STATES.values()]
     handles.append(Line2D([], [], color="black", ls="--", lw=1.2, label="prompt change"))
     fig.legend(handles=handles, loc="outside lower center", ncol=5, fontsize=7, frameon=False)
-    fig.suptitle(
-        f"{e.label}: target found (top-1 IoU >= {t.iou_threshold or 0.5}) per frame", fontsize=9
-    )
+    fig.suptitle(wrap_title(f"{e.label}: target found (top-1 IoU >= {t.iou_threshold or 0.5}) per frame",
+                            7.8, 9), fontsize=9)
     return fig
 
 
@@ -152,7 +152,8 @@ def _slug(text: str) -> str:
 def write_temporal(entries: Sequence[Entry], out: Path) -> tuple[dict[str, Path], str]:
     """Write the temporal table and timeline figures into ``out``; returns the files written
     and report.md's section ("" when no run has temporal metrics)."""
-    from probench.cache.atomic import write_bytes_atomic, write_text_atomic
+    from probench.cache.atomic import write_text_atomic
+    from probench.report.figures import save_png
 
     rows = temporal_rows(entries)
     if not rows:
@@ -181,9 +182,6 @@ def write_temporal(entries: Sequence[Entry], out: Path) -> tuple[dict[str, Path]
             continue
         n += 1
         name = f"fig_temporal_{n}_{_slug(e.label)}.png"
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=150)
-        write_bytes_atomic(out / name, buf.getvalue())
-        written[name] = out / name
+        written[name] = save_png(fig, out / name)
         section += ["", f"![{e.label}: found and lost per frame]({name})"]
     return written, "\n".join(section) + "\n"

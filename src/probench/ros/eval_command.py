@@ -250,7 +250,7 @@ def check_run_folder(graph: list[NodeDescription], bag: ProbenchBag) -> None:
     bag.add_negatives(evaluator_negatives(evaluator))  # a bag made with other negatives: refused here
     identity = ros_identity(evaluator, grounding, bag.dataset.summary(), bag=str(evaluator["bag"]),
                             compressed=bag.compressed, sequence=bool(bag.dataset.videos),
-                            negatives=bag.negatives)
+                            negatives=bag.negatives, made_from=bag.dataset_folder)
     check_folder(str(evaluator["out"]), identity)
 
 

@@ -58,6 +58,43 @@ def run_hash(path: Path) -> str | None:
     return h or None
 
 
+MISS_RATE_GAP = 0.05  # miss rates further apart than this: part of a difference is dropped frames
+
+
+def run_conditions(path: Path) -> dict[str, Any]:
+    """What a run's numbers rest on besides its model: where it came from, the share of its
+    frames the node dropped (metrics.json ``realtime.missed_share``; an offline run answers
+    every image: 0) and its weights (run.json ``model``)."""
+    from probench.cache.run import RunDir
+
+    run = RunDir(path)
+    info = run.info
+    metrics = run.read_record(METRICS_FILE, MetricsRecord)
+    rt = None if metrics is None else metrics.realtime
+    if rt is not None:
+        miss = rt.missed_share if rt.missed_share is not None else (
+            rt.frames_missed / rt.frames_sent if rt.frames_sent else None)
+    else:
+        miss = 0.0 if info.source != "ros" else None  # a ROS run without its realtime figures: unknown
+    return {"source": info.source, "miss_rate": miss, "weights_source": info.model.weights_source,
+            "random_weights": info.model.random_weights is True}
+
+
+def condition_warnings(paths: Sequence[Path], conditions: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per reason the two runs' difference is not the models' alone: miss rates more
+    than :data:`MISS_RATE_GAP` apart, random weights."""
+    out = []
+    a, b = (c.get("miss_rate") for c in conditions)
+    if a is not None and b is not None and abs(a - b) > MISS_RATE_GAP:
+        out.append(f"the runs dropped different shares of their frames (A {a:.0%}, B {b:.0%}): part of every "
+                   "accuracy difference is frames one node never answered")
+    for name, path, c in zip("AB", paths, conditions, strict=True):
+        if c.get("random_weights"):
+            out.append(f"{name} ({path}) has random weights: it tests the pipeline, its accuracy ranks "
+                       "no model")
+    return out
+
+
 def _evaluations(gt: GroundTruth, dataset: Dataset, path: Path) -> dict[str, _Formulation]:
     from probench.cache.run import RunDir
 
@@ -122,9 +159,12 @@ def compare_runs(
         iv = bs.interval(diff) if n_resamples else None
         metrics[key] = {"a": _f(a[0]), "b": _f(b[0]), "delta": _f(b[0] - a[0]), "interval": iv,
                         "significant": None if iv is None else not bs.holds_zero(iv)}  # fmt: skip
+    conditions = [run_conditions(p) for p in paths]
     return {
         "dataset_hash": dataset.content_hash,
         "runs": [str(p) for p in paths],
+        "conditions": conditions,
+        "warnings": condition_warnings(paths, conditions),
         "resamples": n_resamples,
         "seed": seed,
         "metrics": metrics,
