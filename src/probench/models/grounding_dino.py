@@ -236,7 +236,7 @@ class GroundingDinoDetector(hf.HFDetector):
         shapes, level starts) are constants of a trace, so an exported head is made per input
         size (the runtimes key their files by every input shape but the token axis)."""
         return ImageHead(
-            family="grounding-dino", module=GroundingDinoImageHead(self.model, self.bert_cache),
+            family="grounding-dino", module=gdino_head_module(self.model, self.bert_cache),
             input_names=HEAD_INPUTS, output_names=HEAD_OUTPUTS, example_inputs=self._example_inputs,
             prompt_axes={"text_hidden": 1, "attention_mask": 1, "text_self_attention_mask": 1,
                          "position_ids": 1},
@@ -362,7 +362,7 @@ def _head_module_cls() -> type[Module]:
     return Head
 
 
-def GroundingDinoImageHead(model: PreTrainedModel, text_cache: TextCache) -> Module:  # noqa: N802 (a class factory)
+def gdino_head_module(model: PreTrainedModel, text_cache: TextCache) -> Module:
     """The Grounding DINO image head module (torch imported lazily)."""
     return _head_module_cls()(model, text_cache).eval()
 
