@@ -117,9 +117,10 @@ class _Caption:
     n_phrases: int
     key: tuple[int, ...]  # the token ids, read once on the CPU (TextCache.active's key)
     hidden: Tensor | None = None  # the BERT backbone's output for these tokens (1, L, D), on the device
-    # the model's phrase-wise text self-attention mask (1, L, L) bool and position ids (1, L),
-    # computed once per prompt set from the token ids: image-head inputs (GroundingDinoImageHead)
-    self_mask: Tensor | None = None
+    # the model's phrase-wise text self-attention mask as one block id per token (1, L) (the
+    # mask is token i attends j iff their ids are equal: _token_groups) and its position ids
+    # (1, L), computed once per prompt set from the token ids: image-head inputs
+    token_groups: Tensor | None = None
     position_ids: Tensor | None = None
 
 
@@ -225,7 +226,7 @@ class GroundingDinoDetector(hf.HFDetector):
                 ids = cap.tokens["input_ids"]
                 bert = _bert_masks(self.model.model, ids)
                 cap.hidden = self.bert_cache.encode(ids, **bert)
-                cap.self_mask = bert["attention_mask"][:, 0]  # type: ignore[index]
+                cap.token_groups = _token_groups(bert["attention_mask"][:, 0])  # type: ignore[index]
                 cap.position_ids = bert["position_ids"]  # type: ignore[assignment]
         return caps
 
@@ -238,8 +239,7 @@ class GroundingDinoDetector(hf.HFDetector):
         return ImageHead(
             family="grounding-dino", module=gdino_head_module(self.model, self.bert_cache),
             input_names=HEAD_INPUTS, output_names=HEAD_OUTPUTS, example_inputs=self._example_inputs,
-            prompt_axes={"text_hidden": 1, "attention_mask": 1, "text_self_attention_mask": 1,
-                         "position_ids": 1},
+            prompt_axes={"text_hidden": 1, "attention_mask": 1, "token_groups": 1, "position_ids": 1},
         )
 
     def _example_inputs(self, n_prompts: int) -> tuple[Tensor, ...]:
@@ -255,9 +255,9 @@ class GroundingDinoDetector(hf.HFDetector):
 
         if pm is None:  # what the model builds when it is given none
             pm = torch.ones((pv.shape[0], pv.shape[2], pv.shape[3]), dtype=torch.long, device=pv.device)
-        if cap.hidden is None or cap.self_mask is None or cap.position_ids is None:
+        if cap.hidden is None or cap.token_groups is None or cap.position_ids is None:
             raise RuntimeError("caption not encoded: _encode_prompts fills its text side")
-        return pv, pm, cap.hidden, cap.tokens["attention_mask"], cap.self_mask, cap.position_ids
+        return pv, pm, cap.hidden, cap.tokens["attention_mask"], cap.token_groups, cap.position_ids
 
     # -- per frame ------------------------------------------------------------------------
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
@@ -299,8 +299,7 @@ class GroundingDinoDetector(hf.HFDetector):
         )
 
 
-HEAD_INPUTS = ("pixel_values", "pixel_mask", "text_hidden", "attention_mask", "text_self_attention_mask",
-               "position_ids")
+HEAD_INPUTS = ("pixel_values", "pixel_mask", "text_hidden", "attention_mask", "token_groups", "position_ids")
 HEAD_OUTPUTS = ("logits", "pred_boxes")
 _MASKS_FN = "generate_masks_with_special_tokens_and_transfer_map"
 _FED = threading.local()  # the masks of the head call running on this thread
@@ -334,7 +333,8 @@ def _head_module_cls() -> type[Module]:
     # torch is not followed by mypy (pyproject: follow_imports = "skip"), so Module is Any here
     class Head(torch.nn.Module):  # type: ignore[misc]
         """``GroundingDinoForObjectDetection.forward`` with the text side as inputs: the BERT
-        output comes in as ``text_hidden`` (through :class:`TextCache`), the phrase masks and
+        output comes in as ``text_hidden`` (through :class:`TextCache`), the phrase-wise
+        self-attention mask as block ids (one token axis, so one dynamic axis in ONNX) and the
         position ids as tensors; the token ids themselves are not needed."""
 
         def __init__(self, model: PreTrainedModel, text_cache: TextCache) -> None:
@@ -347,9 +347,9 @@ def _head_module_cls() -> type[Module]:
 
         def forward(
             self, pixel_values: Tensor, pixel_mask: Tensor, text_hidden: Tensor, attention_mask: Tensor,
-            text_self_attention_mask: Tensor, position_ids: Tensor,
+            token_groups: Tensor, position_ids: Tensor,
         ) -> tuple[Tensor, Tensor]:
-            _FED.masks = (text_self_attention_mask, position_ids)
+            _FED.masks = (token_groups.unsqueeze(2) == token_groups.unsqueeze(1), position_ids)
             self.text_cache.fed = text_hidden
             try:  # the attention mask stands in for the ids: only its shape is read
                 out = self.gd(pixel_values=pixel_values, pixel_mask=pixel_mask, input_ids=attention_mask,
@@ -365,6 +365,17 @@ def _head_module_cls() -> type[Module]:
 def gdino_head_module(model: PreTrainedModel, text_cache: TextCache) -> Module:
     """The Grounding DINO image head module (torch imported lazily)."""
     return _head_module_cls()(model, text_cache).eval()
+
+
+def _token_groups(self_mask: Tensor) -> Tensor:
+    """The phrase-wise self-attention mask (B, L, L) as one id per token (B, L): the first
+    column it attends to. The mask is block-diagonal (a phrase's tokens attend to each other,
+    special and trailing tokens to themselves), so ``ids_i == ids_j`` rebuilds it exactly;
+    checked here, since the head relies on it."""
+    groups = self_mask.int().argmax(-1)
+    if not bool(((groups.unsqueeze(2) == groups.unsqueeze(1)) == self_mask).all()):
+        raise RuntimeError("the text self-attention mask is not block-diagonal: cannot pass it as block ids")
+    return groups
 
 
 def _bert_masks(gd_model: PreTrainedModel, input_ids: Tensor) -> dict[str, Tensor | bool]:
