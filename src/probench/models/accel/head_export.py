@@ -105,7 +105,37 @@ def export_head_onnx(
     except (RuntimeError, TypeError, ValueError, torch.onnx.errors.OnnxExporterError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ExportError(f"ONNX export of the {head.family} image head failed: {first}") from exc
+    _float_grid_samples(path)
     return path
+
+
+def _float_grid_samples(path: Path) -> None:
+    """Cast any float64 input of a GridSample node to float32, in place. The TorchScript
+    exporter turns the deformable attention's ``linspace`` reference points into float64 for
+    some input sizes (Grounding DINO at a square 64 px input), and ONNX Runtime's CPU
+    GridSample has no float64 kernel; eager PyTorch computes these in float32 too."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = onnx.load(str(path))
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {v.name: v.type.tensor_type.elem_type
+             for v in [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]}
+    nodes, changed = [], False
+    for node in model.graph.node:
+        if node.op_type == "GridSample":
+            for i, name in enumerate(node.input):
+                if types.get(name) == TensorProto.DOUBLE:
+                    cast_out = f"{name}__as_float32"
+                    nodes.append(helper.make_node("Cast", [name], [cast_out], to=TensorProto.FLOAT,
+                                                  name=f"{node.name}__cast{i}"))
+                    node.input[i] = cast_out
+                    changed = True
+        nodes.append(node)
+    if changed:
+        del model.graph.node[:]
+        model.graph.node.extend(nodes)
+        onnx.save(model, str(path))
 
 
 def head_fingerprint(head: ImageHead) -> str:
