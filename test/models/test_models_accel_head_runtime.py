@@ -73,7 +73,7 @@ def test_refusals_are_clear(tmp_path: Path) -> None:
     class NoHead(BaseDetector):
         name = "no-head"
 
-    with pytest.raises(UnsupportedRuntimeError, match="no image head.*--runtime torch"):
+    with pytest.raises(UnsupportedRuntimeError, match=r"no image head.*--runtime torch"):
         head_of(NoHead(), "onnxruntime")
 
 

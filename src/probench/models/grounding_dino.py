@@ -227,7 +227,7 @@ class GroundingDinoDetector(hf.HFDetector):
                 bert = _bert_masks(self.model.model, ids)
                 cap.hidden = self.bert_cache.encode(ids, **bert)
                 cap.token_groups = _token_groups(bert["attention_mask"][:, 0])  # type: ignore[index]
-                cap.position_ids = bert["position_ids"]  # type: ignore[assignment]
+                cap.position_ids = bert["position_ids"]
         return caps
 
     # -- image head -----------------------------------------------------------------------

@@ -150,7 +150,7 @@ class HeadEngineRunner(EngineRunner):
         super().__init__(engine_path, trt=trt)
         self.input_names, self.output_names = tuple(input_names), tuple(output_names)
 
-    def __call__(self, *inputs: Tensor) -> tuple[Tensor, ...]:  # type: ignore[override]
+    def __call__(self, *inputs: Tensor) -> tuple[Tensor, ...]:
         import torch
 
         device = inputs[0].device
