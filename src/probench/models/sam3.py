@@ -8,7 +8,7 @@ call of the image head (:meth:`Sam3Detector.image_head`: pixels + the prompts' t
 features and masks -> logits, boxes, presence, masks), the image features computed once
 per frame inside it and broadcast over the prompt axis. (Before, prompts ran in Python
 chunks of 16, each chunk one forward.) Memory grows with the prompt count: the mask
-decoder's output is prompts x 200 x (input/4)^2 values. Scores = sigmoid(logit) x
+decoder's output is prompts x 200 masks. Scores = sigmoid(logit) x
 sigmoid(presence), the processor's ``post_process_object_detection`` (or
 ``post_process_instance_segmentation`` when masks are requested). The 1008x1008 input is
 a plain resize, undone by the post-processing.
