@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from helpers.tiny_adapters import PROMPTS, fresh, image
+from probench.models.grounding_dino import HEAD_INPUTS
 
 H, W = 96, 160  # non-square on purpose
 CENTER = [0.5, 0.5, 0.5, 0.5]  # cx, cy, w, h (normalised)
@@ -55,7 +56,7 @@ class _GDStub:
 
     def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         self.calls += 1
-        cap = next(c for c in self.det._text_state if c.hidden is inputs[2])  # the caption's BERT output
+        cap = next(c for c in self.det._text_state if c.hidden is inputs[HEAD_INPUTS.index("text_hidden")])
         n = self.det.max_text_len
         logits = torch.full((1, 2, n), -9.0)
         last = np.nonzero(cap.token_phrase == cap.n_phrases - 1)[0]

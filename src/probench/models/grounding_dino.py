@@ -239,7 +239,8 @@ class GroundingDinoDetector(hf.HFDetector):
         return ImageHead(
             family="grounding-dino", module=gdino_head_module(self.model, self.bert_cache),
             input_names=HEAD_INPUTS, output_names=HEAD_OUTPUTS, example_inputs=self._example_inputs,
-            prompt_axes={"text_hidden": 1, "attention_mask": 1, "token_groups": 1, "position_ids": 1},
+            prompt_axes={"input_ids": 1, "text_hidden": 1, "attention_mask": 1, "token_groups": 1,
+                         "position_ids": 1},
         )
 
     def _example_inputs(self, n_prompts: int) -> tuple[Tensor, ...]:
@@ -257,7 +258,8 @@ class GroundingDinoDetector(hf.HFDetector):
             pm = torch.ones((pv.shape[0], pv.shape[2], pv.shape[3]), dtype=torch.long, device=pv.device)
         if cap.hidden is None or cap.token_groups is None or cap.position_ids is None:
             raise RuntimeError("caption not encoded: _encode_prompts fills its text side")
-        return pv, pm, cap.hidden, cap.tokens["attention_mask"], cap.token_groups, cap.position_ids
+        ids, mask = cap.tokens["input_ids"], cap.tokens["attention_mask"]
+        return pv, pm, ids, cap.hidden, mask, cap.token_groups, cap.position_ids
 
     # -- per frame ------------------------------------------------------------------------
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
@@ -299,7 +301,8 @@ class GroundingDinoDetector(hf.HFDetector):
         )
 
 
-HEAD_INPUTS = ("pixel_values", "pixel_mask", "text_hidden", "attention_mask", "token_groups", "position_ids")
+HEAD_INPUTS = ("pixel_values", "pixel_mask", "input_ids", "text_hidden", "attention_mask", "token_groups",
+               "position_ids")
 HEAD_OUTPUTS = ("logits", "pred_boxes")
 _MASKS_FN = "generate_masks_with_special_tokens_and_transfer_map"
 _FED = threading.local()  # the masks of the head call running on this thread
@@ -335,7 +338,9 @@ def _head_module_cls() -> type[Module]:
         """``GroundingDinoForObjectDetection.forward`` with the text side as inputs: the BERT
         output comes in as ``text_hidden`` (through :class:`TextCache`), the phrase-wise
         self-attention mask as block ids (one token axis, so one dynamic axis in ONNX) and the
-        position ids as tensors; the token ids themselves are not needed."""
+        position ids as tensors. The token ids are passed on to the model as they are (only
+        their shape is read inside a head call), so its recorded call replays correctly
+        outside the head (bench/gpu_parity.py)."""
 
         def __init__(self, model: PreTrainedModel, text_cache: TextCache) -> None:
             super().__init__()
@@ -346,14 +351,14 @@ def _head_module_cls() -> type[Module]:
             _feed_masks(importlib.import_module(type(model.model).__module__))
 
         def forward(
-            self, pixel_values: Tensor, pixel_mask: Tensor, text_hidden: Tensor, attention_mask: Tensor,
-            token_groups: Tensor, position_ids: Tensor,
+            self, pixel_values: Tensor, pixel_mask: Tensor, input_ids: Tensor, text_hidden: Tensor,
+            attention_mask: Tensor, token_groups: Tensor, position_ids: Tensor,
         ) -> tuple[Tensor, Tensor]:
             _FED.masks = (token_groups.unsqueeze(2) == token_groups.unsqueeze(1), position_ids)
             self.text_cache.fed = text_hidden
-            try:  # the attention mask stands in for the ids: only its shape is read
-                out = self.gd(pixel_values=pixel_values, pixel_mask=pixel_mask, input_ids=attention_mask,
-                              attention_mask=attention_mask, token_type_ids=torch.zeros_like(attention_mask))
+            try:
+                out = self.gd(pixel_values=pixel_values, pixel_mask=pixel_mask, input_ids=input_ids,
+                              attention_mask=attention_mask, token_type_ids=torch.zeros_like(input_ids))
             finally:
                 _FED.masks = None
                 self.text_cache.fed = None
