@@ -87,6 +87,6 @@ def test_runtime_errors_are_clear() -> None:
     with pytest.raises(UnsupportedRuntimeError, match="Python only"):
         load_detector("test-instant", runtime="onnxruntime")
     with pytest.raises(UnsupportedRuntimeError, match="no onnxruntime path"):
-        load_detector("tiny-omdet-turbo", runtime="onnxruntime")
+        load_detector("detic", runtime="onnxruntime")  # detectron2: PyTorch only
     with pytest.raises(UsageError, match="fp32"):
         load_detector("tiny-owlv2", runtime="onnxruntime", precision="fp16")

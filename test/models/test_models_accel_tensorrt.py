@@ -156,3 +156,70 @@ def test_owl_engine_built_once_and_not_rebuilt_on_prompt_change(tmp_path) -> Non
     assert cache.builds == 3
     engines = sorted(p.name for p in tmp_path.glob("owl-trt-*.engine"))
     assert len(engines) == 2
+
+
+# -- the image-head families (Grounding DINO, OmDet-T, SAM3): generic builder and runner ---
+
+
+def test_profile_shapes_span_each_prompt_axis() -> None:
+    import torch
+
+    from probench.models.accel.errors import AccelError
+    from probench.models.accel.head_runtime import profile_shapes
+    from probench.models.head import ImageHead
+
+    head = ImageHead("toy", torch.nn.Identity(), ("img", "text", "mask"), ("y",), lambda n: (),
+                     {"text": 0, "mask": 1})
+    inputs = (torch.zeros(1, 3, 8, 8), torch.zeros(5, 32, 4), torch.zeros(1, 5, dtype=torch.long))
+    shapes = profile_shapes(head, inputs, max_prompts=64, opt_prompts=8)
+    assert shapes["img"] == ((1, 3, 8, 8),) * 3
+    assert shapes["text"] == ((1, 32, 4), (8, 32, 4), (64, 32, 4))
+    assert shapes["mask"] == ((1, 1), (1, 8), (1, 64))
+    with pytest.raises(AccelError, match="text: 65 along the prompt axis exceed the engine profile"):
+        profile_shapes(head, (inputs[0], torch.zeros(65, 32, 4), inputs[2]), max_prompts=64, opt_prompts=8)
+    with pytest.raises(ValueError, match="opt"):
+        profile_shapes(head, inputs, max_prompts=4, opt_prompts=8)
+
+
+def test_head_engine_built_once_per_geometry_and_not_on_prompt_change(tmp_path) -> None:
+    from probench.models.accel.head_runtime import to_tensorrt as head_to_tensorrt
+
+    base = load_detector("tiny-omdet-turbo")
+    eager = load_detector("tiny-omdet-turbo")
+    head = eager.image_head()
+    runners = []
+
+    class TorchEngine:
+        """Stands in for the engine: the eager head, called with the engine's named tensors."""
+
+        def __init__(self, engine_path, input_names, output_names, trt=None):
+            assert engine_path.read_bytes() == b"SERIALIZED-ENGINE"
+            assert input_names == head.input_names and output_names == head.output_names
+            runners.append(self)
+
+        def __call__(self, *inputs):
+            return head.module(*inputs)
+
+    trt = FakeTrt()
+    cache = ArtifactCache(tmp_path)
+    det = head_to_tensorrt(base, cache, trt=trt, engine_runner=TorchEngine)
+    assert det.name == "tiny-omdet-turbo@tensorrt"
+    img = np.random.default_rng(0).integers(0, 256, (80, 120, 3), dtype=np.uint8)
+    a = det.detect(img, ["a door", "a car"])
+    det.detect(img, ["a person", "a cone", "a box"])  # prompt change: the same engine
+    assert cache.builds == 2 and len(runners) == 1  # the ONNX file, then the engine
+    assert ("flag", "FP16") in trt.calls
+    shapes = {c[1]: c[2:] for c in trt.calls if c[0] == "shape"}
+    assert shapes["pixel_values"][0] == shapes["pixel_values"][2] == (1, 3, 64, 64)
+    assert shapes["class_features"][0][0] == 1 and shapes["class_features"][2][0] >= 100
+    assert shapes["task_mask"][0][1] == 1
+    ref = eager.detect(img, ["a door", "a car"])
+    np.testing.assert_array_equal(a.xyxy, ref.xyxy)
+    assert len(list(tmp_path.glob("omdet-trt-*.engine"))) == 1
+
+
+def test_head_tensorrt_refused_without_a_gpu() -> None:
+    from probench.models.accel.head_runtime import to_tensorrt as head_to_tensorrt
+
+    with pytest.raises(RuntimeUnavailableError, match="NVIDIA GPU and the tensorrt package"):
+        head_to_tensorrt(load_detector("tiny-sam3"))

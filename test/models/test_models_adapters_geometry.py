@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from helpers.tiny_adapters import PROMPTS, fresh, image
+from probench.models.grounding_dino import HEAD_INPUTS
 
 H, W = 96, 160  # non-square on purpose
 CENTER = [0.5, 0.5, 0.5, 0.5]  # cx, cy, w, h (normalised)
@@ -46,16 +47,16 @@ def test_owl_rescaling(name: str, center_px: list, small_px: list) -> None:
 
 
 class _GDStub:
-    """Answers each caption with query 0 on the caption's LAST phrase and query 1 on its first."""
+    """Stands in for the image head (``run_head``): answers each caption with query 0 on the
+    caption's LAST phrase and query 1 on its first."""
 
     def __init__(self, det) -> None:
         self.det = det
         self.calls = 0
 
-    def __call__(self, **kw) -> SimpleNamespace:
+    def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         self.calls += 1
-        ids = kw["input_ids"].cpu()
-        cap = next(c for c in self.det._text_state if torch.equal(c.tokens["input_ids"], ids))
+        cap = next(c for c in self.det._text_state if c.hidden is inputs[HEAD_INPUTS.index("text_hidden")])
         n = self.det.max_text_len
         logits = torch.full((1, 2, n), -9.0)
         last = np.nonzero(cap.token_phrase == cap.n_phrases - 1)[0]
@@ -63,7 +64,7 @@ class _GDStub:
         logits[0, 0, last] = 3.0
         logits[0, 1, first] = 1.0
         boxes = torch.tensor([[CENTER, SMALL]])
-        return SimpleNamespace(logits=logits, pred_boxes=boxes)
+        return logits, boxes
 
 
 @pytest.mark.parametrize("name", ["tiny-grounding-dino-t", "tiny-mm-grounding-dino-t"])
@@ -71,7 +72,7 @@ def test_grounding_dino_rescaling_and_phrase_mapping(name: str) -> None:
     det = fresh(name)
     det.set_prompts(PROMPTS)
     assert len(det._text_state) == 1  # three short prompts fit one caption
-    det.model = _GDStub(det)
+    vars(det)["run_head"] = _GDStub(det)
     out = det.detect(image(H, W))
     got = _boxes_by_prompt(out)
     assert sorted(got) == [0, 2]
@@ -95,7 +96,7 @@ def test_grounding_dino_chunks_long_prompt_lists() -> None:
     for c in caps:  # nothing was cut off: every phrase of every caption owns tokens
         assert set(range(c.n_phrases)) <= set(c.token_phrase.tolist())
     stub = _GDStub(det)
-    det.model = stub
+    vars(det)["run_head"] = stub
     out = det.detect(image(H, W))
     assert stub.calls == len(caps)  # one forward per caption
     expected = {c.first + c.n_phrases - 1 for c in caps} | {c.first for c in caps}
@@ -131,9 +132,7 @@ def test_omdet_rescaling_and_labels() -> None:
     logits = torch.full((1, 2, 3), -6.0)
     logits[0, 0, 0] = 4.0
     logits[0, 1, 2] = 2.0
-    det.model = lambda **kw: SimpleNamespace(
-        decoder_class_logits=logits, decoder_coord_logits=torch.tensor([[CENTER, SMALL]])
-    )
+    vars(det)["run_head"] = lambda *inputs: (torch.tensor([[CENTER, SMALL]]), logits)  # boxes, class logits
     out = det.detect(image(H, W))
     got = _boxes_by_prompt(out)
     np.testing.assert_allclose(got[0][0], [40, 24, 120, 72], atol=1e-3)  # plain resize: x by w, y by h

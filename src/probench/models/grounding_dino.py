@@ -28,7 +28,9 @@ processor.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +39,7 @@ import numpy as np
 from probench.detections import Detections
 from probench.models import hf_common as hf
 from probench.models.base import StageTimer
+from probench.models.head import ImageHead
 from probench.models.spec import ModelSpec
 
 if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transformers (pyproject)
@@ -114,6 +117,11 @@ class _Caption:
     n_phrases: int
     key: tuple[int, ...]  # the token ids, read once on the CPU (TextCache.active's key)
     hidden: Tensor | None = None  # the BERT backbone's output for these tokens (1, L, D), on the device
+    # the model's phrase-wise text self-attention mask as one block id per token (1, L) (the
+    # mask is token i attends j iff their ids are equal: _token_groups) and its position ids
+    # (1, L), computed once per prompt set from the token ids: image-head inputs
+    token_groups: Tensor | None = None
+    position_ids: Tensor | None = None
 
 
 def _join(phrases: list[str]) -> str:
@@ -132,6 +140,8 @@ class TextCache:
     def __init__(self, backbone: Module) -> None:
         self.backbone = backbone
         self.active: dict[tuple[int, ...], Tensor] = {}
+        # set by the image head for the length of one forward: the text side as a tensor input
+        self.fed: Tensor | None = None
         self.calls = 0  # real BERT runs (tests read it)
         self._forward = backbone.forward
         backbone.forward = self.forward
@@ -146,6 +156,8 @@ class TextCache:
     def forward(self, input_ids: Tensor, *args: object, **kwargs: object) -> ModelOutput:
         from transformers.modeling_outputs import BaseModelOutput
 
+        if self.fed is not None:
+            return BaseModelOutput(last_hidden_state=self.fed.expand(input_ids.shape[0], -1, -1))
         same_rows = bool((input_ids == input_ids[:1]).all())
         hidden = self.active.get(tuple(input_ids[0].tolist())) if same_rows else None
         if hidden is None:
@@ -212,8 +224,42 @@ class GroundingDinoDetector(hf.HFDetector):
             for cap in caps:  # run BERT once per caption now; frames feed its output back
                 cap.tokens = {k: v.to(self.dev) for k, v in cap.tokens.items()}
                 ids = cap.tokens["input_ids"]
-                cap.hidden = self.bert_cache.encode(ids, **_bert_masks(self.model.model, ids))
+                bert = _bert_masks(self.model.model, ids)
+                cap.hidden = self.bert_cache.encode(ids, **bert)
+                cap.token_groups = _token_groups(bert["attention_mask"][:, 0])  # type: ignore[index]
+                cap.position_ids = bert["position_ids"]
         return caps
+
+    # -- image head -----------------------------------------------------------------------
+    def image_head(self) -> ImageHead:
+        """Image + one caption's cached text side -> (logits (1, Q, max_text_len), pred_boxes
+        (1, Q, 4)); the token axis (L) grows with the prompts. Shape-derived values (spatial
+        shapes, level starts) are constants of a trace, so an exported head is made per input
+        size (the runtimes key their files by every input shape but the token axis)."""
+        return ImageHead(
+            family="grounding-dino", module=gdino_head_module(self.model, self.bert_cache),
+            input_names=HEAD_INPUTS, output_names=HEAD_OUTPUTS, example_inputs=self._example_inputs,
+            prompt_axes={"input_ids": 1, "text_hidden": 1, "attention_mask": 1, "token_groups": 1,
+                         "position_ids": 1},
+        )
+
+    def _example_inputs(self, n_prompts: int) -> tuple[Tensor, ...]:
+        """A 640x480 frame and a caption of ``n_prompts`` made-up phrases (fewer when they
+        exceed the token limit: the first caption of the set)."""
+        cap = self._encode_prompts(tuple(f"thing {i}" for i in range(n_prompts)))[0]
+        enc = self.pixel_inputs([np.zeros((480, 640, 3), dtype=np.uint8)])
+        return self._head_inputs(enc["pixel_values"], enc.get("pixel_mask"), cap)
+
+    @staticmethod
+    def _head_inputs(pv: Tensor, pm: Tensor | None, cap: _Caption) -> tuple[Tensor, ...]:
+        import torch
+
+        if pm is None:  # what the model builds when it is given none
+            pm = torch.ones((pv.shape[0], pv.shape[2], pv.shape[3]), dtype=torch.long, device=pv.device)
+        if cap.hidden is None or cap.token_groups is None or cap.position_ids is None:
+            raise RuntimeError("caption not encoded: _encode_prompts fills its text side")
+        ids, mask = cap.tokens["input_ids"], cap.tokens["attention_mask"]
+        return pv, pm, ids, cap.hidden, mask, cap.token_groups, cap.position_ids
 
     # -- per frame ------------------------------------------------------------------------
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
@@ -226,11 +272,10 @@ class GroundingDinoDetector(hf.HFDetector):
             enc = self.pixel_inputs([image])
             pv, pm = enc["pixel_values"], enc.get("pixel_mask")
         outs = []
-        self.bert_cache.active = {cap.key: cap.hidden for cap in caps}
         with timer.stage("forward"), torch.inference_mode():
             for cap in caps:
-                out = self.model(pixel_values=pv, pixel_mask=pm, **cap.tokens)
-                outs.append((out.logits[0].float(), out.pred_boxes[0].float()))
+                logits, pred_boxes = self.run_head(*self._head_inputs(pv, pm, cap))
+                outs.append((logits[0].float(), pred_boxes[0].float()))
         with timer.stage("postprocess"):
             boxes_all, scores_all, labels_all = [], [], []
             for cap, (logits, pred) in zip(caps, outs, strict=True):
@@ -254,6 +299,88 @@ class GroundingDinoDetector(hf.HFDetector):
         return Detections.from_arrays(
             boxes[keep], scores[keep], labels[keep], image_size=(h, w), timings_ms=timer.timings_ms
         )
+
+
+HEAD_INPUTS = ("pixel_values", "pixel_mask", "input_ids", "text_hidden", "attention_mask", "token_groups",
+               "position_ids")
+HEAD_OUTPUTS = ("logits", "pred_boxes")
+_MASKS_FN = "generate_masks_with_special_tokens_and_transfer_map"
+_FED = threading.local()  # the masks of the head call running on this thread
+_PATCHED: set[str] = set()
+_PATCH_LOCK = threading.Lock()
+
+
+def _feed_masks(modeling: object) -> None:
+    """Make the modeling module's mask builder answer with the head's mask inputs while a head
+    call runs on this thread (else the original): the builder loops in Python over the token
+    ids, which a trace would bake in as constants of the example prompts. Installed once per
+    module, so concurrent detectors on other threads are unaffected."""
+    name = getattr(modeling, "__name__", "")
+    with _PATCH_LOCK:
+        if name in _PATCHED:
+            return
+        original: Callable[..., tuple[Tensor, Tensor]] = getattr(modeling, _MASKS_FN)
+
+        def masks(input_ids: Tensor, special_tokens: object) -> tuple[Tensor, Tensor]:
+            fed: tuple[Tensor, Tensor] | None = getattr(_FED, "masks", None)
+            return fed if fed is not None else original(input_ids, special_tokens)
+
+        setattr(modeling, _MASKS_FN, masks)
+        _PATCHED.add(name)
+
+
+@functools.cache
+def _head_module_cls() -> type[Module]:
+    import torch
+
+    # torch is not followed by mypy (pyproject: follow_imports = "skip"), so Module is Any here
+    class Head(torch.nn.Module):  # type: ignore[misc]
+        """``GroundingDinoForObjectDetection.forward`` with the text side as inputs: the BERT
+        output comes in as ``text_hidden`` (through :class:`TextCache`), the phrase-wise
+        self-attention mask as block ids (one token axis, so one dynamic axis in ONNX) and the
+        position ids as tensors. The token ids are passed on to the model as they are (only
+        their shape is read inside a head call), so its recorded call replays correctly
+        outside the head (bench/gpu_parity.py)."""
+
+        def __init__(self, model: PreTrainedModel, text_cache: TextCache) -> None:
+            super().__init__()
+            import importlib
+
+            self.gd = model
+            self.text_cache = text_cache
+            _feed_masks(importlib.import_module(type(model.model).__module__))
+
+        def forward(
+            self, pixel_values: Tensor, pixel_mask: Tensor, input_ids: Tensor, text_hidden: Tensor,
+            attention_mask: Tensor, token_groups: Tensor, position_ids: Tensor,
+        ) -> tuple[Tensor, Tensor]:
+            _FED.masks = (token_groups.unsqueeze(2) == token_groups.unsqueeze(1), position_ids)
+            self.text_cache.fed = text_hidden
+            try:
+                out = self.gd(pixel_values=pixel_values, pixel_mask=pixel_mask, input_ids=input_ids,
+                              attention_mask=attention_mask, token_type_ids=torch.zeros_like(input_ids))
+            finally:
+                _FED.masks = None
+                self.text_cache.fed = None
+            return out.logits, out.pred_boxes
+
+    return Head
+
+
+def gdino_head_module(model: PreTrainedModel, text_cache: TextCache) -> Module:
+    """The Grounding DINO image head module (torch imported lazily)."""
+    return _head_module_cls()(model, text_cache).eval()
+
+
+def _token_groups(self_mask: Tensor) -> Tensor:
+    """The phrase-wise self-attention mask (B, L, L) as one id per token (B, L): the first
+    column it attends to. The mask is block-diagonal (a phrase's tokens attend to each other,
+    special and trailing tokens to themselves), so ``ids_i == ids_j`` rebuilds it exactly;
+    checked here, since the head relies on it."""
+    groups = self_mask.int().argmax(-1)
+    if not bool(((groups.unsqueeze(2) == groups.unsqueeze(1)) == self_mask).all()):
+        raise RuntimeError("the text self-attention mask is not block-diagonal: cannot pass it as block ids")
+    return groups
 
 
 def _bert_masks(gd_model: PreTrainedModel, input_ids: Tensor) -> dict[str, Tensor | bool]:

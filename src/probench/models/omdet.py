@@ -13,8 +13,16 @@ encoded on its own (cached per class by the model's own LRU, enlarged here to
 whose token features (attended to by the decoder) depend on the whole set, so a new
 combination of known classes still needs one text-encoder pass for its task sentence. The
 detector's cache is therefore keyed by the prompt set (``Capabilities.text_cache =
-"per-set"``); its state holds the class and task embeddings, fed to the forward pass
-directly so frames run no text encoder and no token-keyed cache lookup.
+"per-set"``); its state holds the class and task embeddings, the image head's inputs
+(:meth:`OmDetTurboDetector.image_head`), so frames run no text encoder and no token-keyed
+cache lookup.
+
+The task sentence is encoded over its own tokens only, not the 77 padded positions the
+model's ``get_language_embedding`` runs: the CLIP text tower is causal (a token attends to
+those before it) and is called without a padding mask, so the features of the sentence's
+tokens do not depend on the padding after them, and the model keeps only those. That
+makes a new set's text stage several times cheaper (a Pro-Bench task sentence is ~15-25
+tokens); the features equal the padded pass's up to matrix-kernel rounding.
 
 Preprocessing: ``device`` (default) runs the processor's own resize / normalise on the
 device tensor; ``reference`` is the processor.
@@ -22,6 +30,7 @@ device tensor; ``reference`` is the processor.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,13 +38,14 @@ import numpy as np
 from probench.detections import Detections
 from probench.models import hf_common as hf
 from probench.models.base import StageTimer
+from probench.models.head import ImageHead
 from probench.models.spec import ModelSpec
 
 if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transformers (pyproject)
     from torch import Tensor
+    from torch.nn import Module
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
     from transformers.image_processing_utils import BaseImageProcessor
-    from transformers.utils import ModelOutput
 
     # OmDetTurboForObjectDetection.get_language_embedding: class embeddings, task embeddings, task mask
     Language = tuple[Tensor, Tensor, Tensor]
@@ -88,19 +98,7 @@ class OmDetTurboDetector(hf.HFDetector):
     def _attach(self) -> None:
         from transformers.models.omdet_turbo.modeling_omdet_turbo import OmDetTurboLRUCache
 
-        model = self.model
-        model.language_cache_class = OmDetTurboLRUCache(CLASS_CACHE)
-        self._embed_language = type(model).get_language_embedding.__get__(model)
-        self._active_language: Language | None = None
-        # Instance attribute, not a module change: the forward pass asks this for its text
-        # features and gets the active set's stored ones.
-        model.get_language_embedding = self._language_embedding
-
-    def _language_embedding(self, *args: object, **kwargs: object) -> Language:
-        if self._active_language is not None:
-            return self._active_language
-        language: Language = self._embed_language(*args, **kwargs)
-        return language
+        self.model.language_cache_class = OmDetTurboLRUCache(CLASS_CACHE)
 
     def _tokens(self, prompts: tuple[str, ...]) -> dict[str, Tensor]:
         import torch
@@ -116,31 +114,56 @@ class OmDetTurboDetector(hf.HFDetector):
             "classes_structure": torch.tensor([len(prompts)], dtype=torch.long, device=self.dev),
         }
 
-    def _encode_prompts(self, prompts: tuple[str, ...]) -> tuple[dict[str, Tensor], Language]:
+    def _encode_prompts(self, prompts: tuple[str, ...]) -> Language:
         import torch
 
         tokens = self._tokens(prompts)
         with torch.inference_mode():  # class embeddings come from the model's per-class LRU
-            language = self._embed_language(**tokens)
-        return tokens, language
+            classes = self.model.get_cached_class_embeddings(
+                tokens["classes_input_ids"], tokens["classes_attention_mask"]
+            ).unsqueeze(1)  # (C, 1, D): get_language_embedding's regrouping for one image
+            task, task_mask = self._task_embedding(tokens["tasks_input_ids"], tokens["tasks_attention_mask"])
+        return classes, task, task_mask
+
+    def _task_embedding(self, ids: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """The task sentence's token features (T, 1, D) and mask (1, T), encoded over its own
+        T tokens (module doc: the tower is causal, so the padding changes nothing before it)."""
+        n = int(mask[0].ne(0).sum())
+        hidden = self.model.language_backbone.model(ids[:, :n])[0]  # what encode_type="task" keeps
+        return hidden.transpose(0, 1), mask[:, :n]
+
+    # -- image head -----------------------------------------------------------------------
+    def image_head(self) -> ImageHead:
+        """Pixels (1, 3, 640, 640) + class embeddings (C, 1, D), task embeddings (T, 1, D) and
+        task mask (1, T) -> the decoder's boxes (1, Q, 4) cxcywh and class logits (1, Q, C).
+        C grows with the prompts, T with the task sentence's tokens."""
+        return ImageHead(
+            family="omdet", module=omdet_head_module(self.model), input_names=HEAD_INPUTS,
+            output_names=HEAD_OUTPUTS, example_inputs=self._example_inputs,
+            prompt_axes={"class_features": 0, "task_features": 0, "task_mask": 1, "class_logits": 2},
+        )
+
+    def _example_inputs(self, n_prompts: int) -> tuple[Tensor, ...]:
+        import torch
+
+        side = int(self.image_processor.size["height"])
+        pv = self.pixel_inputs([np.zeros((side, side, 3), dtype=np.uint8)])["pixel_values"]
+        with torch.inference_mode():
+            language = self._encode_prompts(tuple(f"thing {i}" for i in range(n_prompts)))
+        return (pv, *language)
 
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
         import torch
 
-        state: tuple[dict[str, Tensor], Language] = text_state  # type: ignore[assignment]
-        tokens, language = state
+        language: Language = text_state  # type: ignore[assignment]
         h, w = int(image.shape[0]), int(image.shape[1])
         timer = StageTimer(sync=hf.cuda_sync(self.dev))
         with timer.stage("preprocess"):
             pv = self.pixel_inputs([image])["pixel_values"]
-        self._active_language = language
-        try:
-            with timer.stage("forward"), torch.inference_mode():
-                out = self.model(pixel_values=pv, **tokens)
-        finally:
-            self._active_language = None
+        with timer.stage("forward"), torch.inference_mode():
+            boxes, logits = self.run_head(pv, *language)
         with timer.stage("postprocess"):
-            res = _post_process(out, (h, w), len(self._prompts))
+            res = _post_process(boxes, logits, (h, w), len(self._prompts))
             keep = hf.cap_per_prompt(res["scores"], res["labels"])
         return Detections.from_arrays(
             res["boxes"][keep], res["scores"][keep], res["labels"][keep], image_size=(h, w),
@@ -148,14 +171,49 @@ class OmDetTurboDetector(hf.HFDetector):
         )
 
 
-def _post_process(out: ModelOutput, size: tuple[int, int], n_classes: int) -> dict[str, np.ndarray]:
+HEAD_INPUTS = ("pixel_values", "class_features", "task_features", "task_mask")
+HEAD_OUTPUTS = ("pred_boxes", "class_logits")
+
+
+@functools.cache
+def _head_module_cls() -> type[Module]:
+    import torch
+
+    # torch is not followed by mypy (pyproject: follow_imports = "skip"), so Module is Any here
+    class Head(torch.nn.Module):  # type: ignore[misc]
+        """``OmDetTurboForObjectDetection.forward`` with the language embeddings as inputs
+        (vision backbone -> hybrid encoder -> decoder), returning its last decoder layer."""
+
+        def __init__(self, model: PreTrainedModel) -> None:
+            super().__init__()
+            self.omdet = model
+
+        def forward(
+            self, pixel_values: Tensor, class_features: Tensor, task_features: Tensor, task_mask: Tensor
+        ) -> tuple[Tensor, Tensor]:
+            m = self.omdet
+            encoded = m.encoder(m.vision_backbone(pixel_values), return_dict=True)
+            decoded = m.decoder(encoded.extracted_states, class_features, task_features, task_mask,
+                                return_dict=True)
+            return decoded.decoder_coords[-1], decoded.decoder_classes[-1]
+
+    return Head
+
+
+def omdet_head_module(model: PreTrainedModel) -> Module:
+    """The OmDet-Turbo image head module (torch imported lazily)."""
+    return _head_module_cls()(model).eval()
+
+
+def _post_process(
+    coords: Tensor, class_logits: Tensor, size: tuple[int, int], n_classes: int
+) -> dict[str, np.ndarray]:
     """The processor's post-processing (threshold 0, NMS 0.5), as numpy."""
     from transformers.models.omdet_turbo import processing_omdet_turbo as pp
 
-    logits = out.decoder_class_logits.float()
-    scores, labels = pp.compute_score(logits)
+    scores, labels = pp.compute_score(class_logits.float())
     boxes, scores, labels = pp._post_process_boxes_for_image(
-        boxes=out.decoder_coord_logits[0].float(), scores=scores[0], labels=labels,
+        boxes=coords[0].float(), scores=scores[0], labels=labels,
         image_num_classes=n_classes, image_size=size, threshold=0.0, nms_threshold=NMS_IOU,
     )
     return {"boxes": boxes.cpu().numpy(), "scores": scores.cpu().numpy(), "labels": labels.cpu().numpy()}

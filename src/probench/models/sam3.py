@@ -3,9 +3,12 @@
 
 Native interface: one text concept per forward ("promptable concept segmentation"): the
 model returns up to 200 instances (boxes, masks, logits, plus a presence logit) for that
-concept. Here each prompt is one concept; prompts are batched (``PROMPT_BATCH`` per
-forward) against the image features, which are computed once per frame
-(``get_vision_features`` -> ``vision_embeds``). Scores = sigmoid(logit) x
+concept. Here each prompt is one concept, and every prompt of the set runs in one batched
+call of the image head (:meth:`Sam3Detector.image_head`: pixels + the prompts' text
+features and masks -> logits, boxes, presence, masks), the image features computed once
+per frame inside it and broadcast over the prompt axis. (Before, prompts ran in Python
+chunks of 16, each chunk one forward.) Memory grows with the prompt count: the mask
+decoder's output is prompts x 200 masks. Scores = sigmoid(logit) x
 sigmoid(presence), the processor's ``post_process_object_detection`` (or
 ``post_process_instance_segmentation`` when masks are requested). The 1008x1008 input is
 a plain resize, undone by the post-processing.
@@ -26,6 +29,7 @@ benchmark scores boxes.
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
@@ -34,16 +38,18 @@ import numpy as np
 from probench.detections import Detections
 from probench.models import hf_common as hf
 from probench.models.base import TEXT_BATCH, StageTimer
+from probench.models.head import ImageHead
 from probench.models.spec import ModelSpec
 
 if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transformers (pyproject)
     from torch import Tensor
+    from torch.nn import Module
     from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
     from transformers.image_processing_utils import BaseImageProcessor
-    from transformers.utils import ModelOutput
 
 TEXT_LEN = 32  # Sam3Processor's max_length
-PROMPT_BATCH = 16  # prompts per forward (memory bound on the image features copies)
+HEAD_INPUTS = ("pixel_values", "text_features", "attention_mask")
+HEAD_OUTPUTS = ("pred_logits", "pred_boxes", "presence_logits", "pred_masks")
 MASK_THRESHOLD = 0.5  # the processor's default
 TINY_IMAGE = 112  # 8x8 patches of 14 px
 
@@ -122,9 +128,27 @@ class Sam3Detector(hf.HFDetector):
         pairs: list[tuple[Tensor, Tensor]] = items  # type: ignore[assignment]
         return torch.stack([f for f, _ in pairs]), torch.stack([m for _, m in pairs])
 
+    def image_head(self) -> ImageHead:
+        """Pixels (1, 3, S, S) + every prompt's text features (N, 32, D) and mask (N, 32) ->
+        pred_logits (N, Q), pred_boxes (N, Q, 4) xyxy, presence_logits (N, 1), pred_masks
+        (N, Q, h, w): all prompts in one call, N the prompt axis."""
+        return ImageHead(
+            family="sam3", module=sam3_head_module(self.model), input_names=HEAD_INPUTS,
+            output_names=HEAD_OUTPUTS, example_inputs=self._example_inputs,
+            prompt_axes={"text_features": 0, "attention_mask": 0, "pred_logits": 0, "pred_boxes": 0,
+                         "presence_logits": 0, "pred_masks": 0},
+        )
+
+    def _example_inputs(self, n_prompts: int) -> tuple[Tensor, ...]:
+        feats, mask = self._join_texts(
+            list(self._encode_texts(tuple(f"thing {i}" for i in range(n_prompts)))), ()
+        )
+        side = int(self.image_processor.size["height"])
+        pv = self.pixel_inputs([np.zeros((side, side, 3), dtype=np.uint8)])["pixel_values"]
+        return pv, feats, mask
+
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
         import torch
-        from transformers.modeling_outputs import BaseModelOutputWithPooling
 
         state: tuple[Tensor, Tensor] = text_state  # type: ignore[assignment]
         feats, mask = state
@@ -133,43 +157,31 @@ class Sam3Detector(hf.HFDetector):
         timer = StageTimer(sync=hf.cuda_sync(self.dev))
         with timer.stage("preprocess"):
             pv = self.pixel_inputs([image])["pixel_values"]
-        outs = []
         with timer.stage("forward"), torch.inference_mode():
-            vision = self.model.get_vision_features(pv)
-            for start in range(0, n, PROMPT_BATCH):
-                stop = min(n, start + PROMPT_BATCH)
-                k = stop - start
-                vis = type(vision)(
-                    fpn_hidden_states=tuple(t.expand(k, *t.shape[1:]) for t in vision.fpn_hidden_states),
-                    fpn_position_encoding=tuple(
-                        t.expand(k, *t.shape[1:]) for t in vision.fpn_position_encoding
-                    ),
-                )
-                text = BaseModelOutputWithPooling(pooler_output=feats[start:stop])
-                outs.append(self.model(vision_embeds=vis, text_embeds=text, attention_mask=mask[start:stop]))
+            logits, boxes_n, presence, pred_masks = self.run_head(pv, feats, mask)
         with timer.stage("postprocess"):
+            out = SimpleNamespace(
+                pred_logits=logits.float(), pred_boxes=boxes_n.float(), presence_logits=presence.float(),
+                pred_masks=pred_masks.float() if self.return_masks else None,
+            )
+            sizes = [(h, w)] * n
+            if self.return_masks:
+                res = self.image_processor.post_process_instance_segmentation(
+                    out, threshold=0.0, mask_threshold=MASK_THRESHOLD, target_sizes=sizes
+                )
+            else:
+                res = self.image_processor.post_process_object_detection(
+                    out, threshold=0.0, target_sizes=sizes
+                )
             boxes, scores, labels, masks = [], [], [], []
-            start = 0
-            for out in outs:
-                k = out.pred_logits.shape[0]
-                sizes = [(h, w)] * k
+            for i, r in enumerate(res):
+                s = r["scores"].cpu().numpy()
+                keep = hf.cap_per_prompt(s, np.zeros(len(s), dtype=np.int64))
+                boxes.append(r["boxes"].cpu().numpy()[keep])
+                scores.append(s[keep])
+                labels.append(np.full(len(keep), i, dtype=np.int64))
                 if self.return_masks:
-                    res = self.image_processor.post_process_instance_segmentation(
-                        _float(out), threshold=0.0, mask_threshold=MASK_THRESHOLD, target_sizes=sizes
-                    )
-                else:
-                    res = self.image_processor.post_process_object_detection(
-                        _float(out), threshold=0.0, target_sizes=sizes
-                    )
-                for i, r in enumerate(res):
-                    s = r["scores"].cpu().numpy()
-                    keep = hf.cap_per_prompt(s, np.zeros(len(s), dtype=np.int64))
-                    boxes.append(r["boxes"].cpu().numpy()[keep])
-                    scores.append(s[keep])
-                    labels.append(np.full(len(keep), start + i, dtype=np.int64))
-                    if self.return_masks:
-                        masks.append(r["masks"].cpu().numpy()[keep].astype(bool))
-                start += k
+                    masks.append(r["masks"].cpu().numpy()[keep].astype(bool))
             all_masks = np.concatenate(masks) if self.return_masks else None
         return Detections.from_arrays(
             np.concatenate(boxes), np.concatenate(scores), np.concatenate(labels), image_size=(h, w),
@@ -177,13 +189,39 @@ class Sam3Detector(hf.HFDetector):
         )
 
 
-def _float(out: ModelOutput) -> SimpleNamespace:
-    """fp16 outputs upcast for post-processing (sigmoid/scaling in fp32)."""
-    return SimpleNamespace(
-        pred_logits=out.pred_logits.float(), pred_boxes=out.pred_boxes.float(),
-        pred_masks=None if out.pred_masks is None else out.pred_masks.float(),
-        presence_logits=None if out.presence_logits is None else out.presence_logits.float(),
-    )
+@functools.cache
+def _head_module_cls() -> type[Module]:
+    import torch
+    from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+    # torch is not followed by mypy (pyproject: follow_imports = "skip"), so Module is Any here
+    class Head(torch.nn.Module):  # type: ignore[misc]
+        """``Sam3Model.forward`` for N text concepts against one image: the vision encoder runs
+        once, its feature maps broadcast (expand, no copy) over the N prompts."""
+
+        def __init__(self, model: PreTrainedModel) -> None:
+            super().__init__()
+            self.sam = model
+
+        def forward(
+            self, pixel_values: Tensor, text_features: Tensor, attention_mask: Tensor
+        ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+            vision = self.sam.get_vision_features(pixel_values)
+            n = text_features.shape[0]
+            vis = type(vision)(
+                fpn_hidden_states=tuple(t.expand(n, *t.shape[1:]) for t in vision.fpn_hidden_states),
+                fpn_position_encoding=tuple(t.expand(n, *t.shape[1:]) for t in vision.fpn_position_encoding),
+            )
+            text = BaseModelOutputWithPooling(pooler_output=text_features)
+            out = self.sam(vision_embeds=vis, text_embeds=text, attention_mask=attention_mask)
+            return out.pred_logits, out.pred_boxes, out.presence_logits, out.pred_masks
+
+    return Head
+
+
+def sam3_head_module(model: PreTrainedModel) -> Module:
+    """The SAM3 image head module (torch imported lazily)."""
+    return _head_module_cls()(model).eval()
 
 
 def _image_processor(side: int) -> BaseImageProcessor:

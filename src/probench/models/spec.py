@@ -17,7 +17,8 @@ TINY_PREFIX = "tiny-"
 RUNTIMES: tuple[str, ...] = ("torch", "onnxruntime", "tensorrt")
 
 TextCache = Literal["per-prompt", "per-set"]
-AccelFamily = Literal["owl", "ultralytics"]
+# "head": any adapter exposing an image head (probench.models.head), exported generically
+AccelFamily = Literal["owl", "ultralytics", "head"]
 
 
 @dataclass(frozen=True)

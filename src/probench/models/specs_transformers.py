@@ -6,7 +6,7 @@ checkpoint, the choice and its uncertainty are in ``notes`` (and docs/MODELS.md)
 
 from __future__ import annotations
 
-from probench.models.spec import Backend, Capabilities, ModelSpec, TextCache
+from probench.models.spec import AccelFamily, Backend, Capabilities, ModelSpec, TextCache
 
 _BACKEND = Backend(
     "transformers", ("torch", "transformers"), "pip install torch transformers (the project venv has both)"
@@ -14,14 +14,15 @@ _BACKEND = Backend(
 
 
 def _caps(
-    *, masks: bool = False, batched: bool = True, text_cache: TextCache = "per-prompt", export: bool = False
+    *, masks: bool = False, batched: bool = True, text_cache: TextCache = "per-prompt",
+    accel: AccelFamily = "head",
 ) -> Capabilities:
-    # export: the image path exports to ONNX (ONNX Runtime on CPU, TensorRT FP16 on GPU);
-    # probench.models.accel does it for the OWL family only.
+    # accel: the wrapper that exports the image path to ONNX (ONNX Runtime on CPU, TensorRT
+    # FP16 on GPU): "owl" for the OWL family, "head" (the adapter's image head, exported
+    # generically) for Grounding DINO / MM-GD / LLMDet, OmDet-T and SAM3.
     # batched: detect_batch runs several images in one forward (OWL only; the others loop).
     return Capabilities(
-        masks=masks, batched=batched, onnx=export, tensorrt=export, text_cache=text_cache,
-        accel="owl" if export else None,
+        masks=masks, batched=batched, onnx=True, tensorrt=True, text_cache=text_cache, accel=accel,
     )
 
 
@@ -40,11 +41,11 @@ SPECS: list[ModelSpec] = [
         "(vil-uob/sam3-litetext-s1 also exists).",
     ),
     _spec(
-        "owlv2-l", "OWLv2-L", "owl", "google/owlv2-large-patch14-ensemble", "owl", _caps(export=True),
+        "owlv2-l", "OWLv2-L", "owl", "google/owlv2-large-patch14-ensemble", "owl", _caps(accel="owl"),
         "OWLv2 ViT-L/14, ensemble checkpoint, 1008 px input.",
     ),
     _spec(
-        "owlv2-b", "OWLv2-B", "owl", "google/owlv2-base-patch16-ensemble", "owl", _caps(export=True),
+        "owlv2-b", "OWLv2-B", "owl", "google/owlv2-base-patch16-ensemble", "owl", _caps(accel="owl"),
         "OWLv2 ViT-B/16, ensemble checkpoint, 960 px input. tiny-owlv2 is tiny-owlv2-b.",
     ),
     _spec(
@@ -60,7 +61,7 @@ SPECS: list[ModelSpec] = [
         "token features the decoder attends to, depends on the whole set.",
     ),
     _spec(
-        "owlvit", "OWL-ViT", "owl", "google/owlvit-base-patch32", "owl", _caps(export=True),
+        "owlvit", "OWL-ViT", "owl", "google/owlvit-base-patch32", "owl", _caps(accel="owl"),
         "OWL-ViT ViT-B/32, 768 px input.",
     ),
     _spec(

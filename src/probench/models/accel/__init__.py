@@ -2,7 +2,11 @@
 
 The registry (:func:`probench.models.zoo.load_detector`) builds the PyTorch detector and
 hands it to :func:`wrap` with its spec; the wrapper is chosen from the spec's data
-(``Capabilities.accel``), never by importing the registry:
+(``Capabilities.accel``), never by importing the registry. Grounding DINO / MM-GD / LLMDet,
+OmDet-T and SAM3 / SAM3-Lite (``accel="head"``) export their image head
+(:mod:`probench.models.head`) generically (:mod:`.head_runtime`): ONNX with the prompt axes
+dynamic, run by ONNX Runtime (fp32) or built into an FP16 TensorRT engine (UNTESTED, no
+GPU). The OWL and ultralytics paths:
 
 =============  ======================================  =========================================
 runtime        OWL-ViT / OWLv2 (transformers)          YOLO-World / YOLOE (ultralytics)
@@ -38,8 +42,8 @@ def check_runtime(spec: ModelSpec, runtime: str, *, device: str, precision: str)
     caps = spec.capabilities
     if caps.accel is None or not (caps.onnx if runtime == "onnxruntime" else caps.tensorrt):
         raise UnsupportedRuntimeError(
-            f"{spec.name}: no {runtime} path (provided for owlvit, owlv2-*, yolo-world-*, yoloe-*; "
-            "the others run in PyTorch)"
+            f"{spec.name}: no {runtime} path (provided for the OWL, Grounding DINO, OmDet-T, SAM3, "
+            "YOLO-World and YOLOE families; the others run in PyTorch)"
         )
     if runtime == "tensorrt":
         from probench.models.accel.tensorrt import require_tensorrt
@@ -64,6 +68,12 @@ def wrap(base: BaseDetector, spec: ModelSpec, runtime: str, *, cache_dir: str | 
         from probench.models.accel.tensorrt import to_tensorrt
 
         return to_tensorrt(base, cache)
+    if family == "head":
+        from probench.models.accel import head_runtime
+
+        if runtime == "onnxruntime":
+            return head_runtime.to_onnxruntime(base, cache)
+        return head_runtime.to_tensorrt(base, cache)
     if family == "ultralytics":
         from probench.models.accel.ultra_export import to_exported
 

@@ -1,4 +1,5 @@
-"""TensorRT for the OWL detectors: the ONNX image path (:mod:`.onnx_export`) built into an
+"""TensorRT for the OWL detectors, and the engine builder and runner of every image head
+(:mod:`.head_runtime`: Grounding DINO family, OmDet-T, SAM3): the ONNX image path built into an
 FP16 engine with the tensorrt Python API, run on CUDA tensors. UNTESTED on a GPU here (this
 machine has none); everything up to the TensorRT calls is unit-tested with a fake module.
 
@@ -11,7 +12,7 @@ baked in, one engine per prompt set).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
@@ -55,6 +56,21 @@ def build_engine(
 ) -> Path:
     """Parse the OWL ONNX file and write a serialised engine (FP16 when asked) with one
     optimisation profile: batch 1..max_batch, queries 1..max_queries."""
+    s = int(image_size)
+    shapes = {
+        INPUTS[0]: ((1, 3, s, s), (1, 3, s, s), (max_batch, 3, s, s)),
+        INPUTS[1]: ((1, 1, query_dim), (1, OPT_QUERIES, query_dim), (1, max_queries, query_dim)),
+    }
+    return build_profiled_engine(onnx_path, engine_path, shapes, fp16=fp16, trt=trt)
+
+
+def build_profiled_engine(
+    onnx_path: str | Path, engine_path: str | Path,
+    shapes: Mapping[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]], *,
+    fp16: bool = True, trt: ModuleType | None = None,
+) -> Path:
+    """Parse any ONNX file and write a serialised engine (FP16 when asked) with one
+    optimisation profile: ``shapes`` maps each input to its (min, opt, max) shape."""
     trt = trt or tensorrt_module()
     logger = trt.Logger(trt.Logger.WARNING)
     builder = trt.Builder(logger)
@@ -75,10 +91,9 @@ def build_engine(
                 "build with fp16=False or use TensorRT 10"
             )
         config.set_flag(trt.BuilderFlag.FP16)
-    s = int(image_size)
     profile = builder.create_optimization_profile()
-    profile.set_shape(INPUTS[0], (1, 3, s, s), (1, 3, s, s), (max_batch, 3, s, s))
-    profile.set_shape(INPUTS[1], (1, 1, query_dim), (1, OPT_QUERIES, query_dim), (1, max_queries, query_dim))
+    for name, (lo, opt, hi) in shapes.items():
+        profile.set_shape(name, lo, opt, hi)
     config.add_optimization_profile(profile)
     serialized = builder.build_serialized_network(network, config)
     if serialized is None:
@@ -123,6 +138,34 @@ class EngineRunner:
         if not self.context.execute_async_v3(stream.cuda_stream):
             raise AccelError("TensorRT execution failed")
         return outputs[OUTPUTS[0]], outputs[OUTPUTS[1]]
+
+
+class HeadEngineRunner(EngineRunner):
+    """Any image head's engine: named inputs in, named fp32 outputs out (CUDA tensors)."""
+
+    def __init__(
+        self, engine_path: str | Path, input_names: Sequence[str], output_names: Sequence[str],
+        trt: ModuleType | None = None,
+    ) -> None:
+        super().__init__(engine_path, trt=trt)
+        self.input_names, self.output_names = tuple(input_names), tuple(output_names)
+
+    def __call__(self, *inputs: Tensor) -> tuple[Tensor, ...]:
+        import torch
+
+        device = inputs[0].device
+        feeds = [t.float().contiguous() if t.is_floating_point() else t.contiguous() for t in inputs]
+        for name, t in zip(self.input_names, feeds, strict=True):
+            self.context.set_input_shape(name, tuple(t.shape))
+            self.context.set_tensor_address(name, t.data_ptr())
+        outputs = []
+        for name in self.output_names:
+            out = torch.empty(tuple(self.context.get_tensor_shape(name)), dtype=torch.float32, device=device)
+            self.context.set_tensor_address(name, out.data_ptr())
+            outputs.append(out)
+        if not self.context.execute_async_v3(torch.cuda.current_stream(device).cuda_stream):
+            raise AccelError("TensorRT execution failed")
+        return tuple(outputs)
 
 
 class TrtOwlDetector(ExportedOwlDetector):
