@@ -109,3 +109,28 @@ def test_frames_go_through_run_head_only(name: str) -> None:
     assert len(ex) == len(head.input_names)
     with torch.inference_mode():
         assert len(head.module(*ex)) == len(head.output_names)
+
+
+def test_sam3_sets_above_a_call_run_in_bounded_calls_with_the_same_detections(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call's memory grows with its prompts: sets above PROMPTS_PER_CALL run in calls of
+    that many, and the frame's detections are those of one call."""
+    from probench.models import sam3
+
+    det = load_detector("tiny-sam3")
+    whole = det.detect(_frame(), list(PROMPTS))
+    calls = []
+    eager = det.run_head
+
+    def counting(*inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        calls.append(int(inputs[1].shape[0]))
+        return eager(*inputs)
+
+    vars(det)["run_head"] = counting
+    monkeypatch.setattr(sam3, "PROMPTS_PER_CALL", 2)
+    split = det.detect(_frame(), list(PROMPTS))
+    assert calls == [2, 1]
+    np.testing.assert_array_equal(split.prompt_index, whole.prompt_index)
+    np.testing.assert_allclose(split.xyxy, whole.xyxy, rtol=0, atol=1e-3)
+    np.testing.assert_allclose(split.scores, whole.scores, rtol=0, atol=1e-5)

@@ -7,8 +7,9 @@ concept. Here each prompt is one concept, and every prompt of the set runs in on
 call of the image head (:meth:`Sam3Detector.image_head`: pixels + the prompts' text
 features and masks -> logits, boxes, presence, masks), the image features computed once
 per frame inside it and broadcast over the prompt axis. (Before, prompts ran in Python
-chunks of 16, each chunk one forward.) Memory grows with the prompt count: the mask
-decoder's output is prompts x 200 masks. Scores = sigmoid(logit) x
+chunks of 16, each chunk one forward.) Memory grows with a call's prompts (the mask
+decoder's output is prompts x 200 masks), so sets above ``PROMPTS_PER_CALL`` run in calls
+of that many. Scores = sigmoid(logit) x
 sigmoid(presence), the processor's ``post_process_object_detection`` (or
 ``post_process_instance_segmentation`` when masks are requested). The 1008x1008 input is
 a plain resize, undone by the post-processing.
@@ -48,6 +49,11 @@ if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transforme
     from transformers.image_processing_utils import BaseImageProcessor
 
 TEXT_LEN = 32  # Sam3Processor's max_length
+# Prompts per head call. A call's activations grow with its prompts (real size: about 33 MB
+# of mask logits per prompt at fp16), so a larger set is run in calls of this many, each
+# re-running the vision encoder: memory stays bounded up to MAX_PROMPTS. Pro-Bench's label
+# spaces and an operator's prompts fit one call.
+PROMPTS_PER_CALL = 64
 HEAD_INPUTS = ("pixel_values", "text_features", "attention_mask")
 HEAD_OUTPUTS = ("pred_logits", "pred_boxes", "presence_logits", "pred_masks")
 MASK_THRESHOLD = 0.5  # the processor's default
@@ -158,7 +164,11 @@ class Sam3Detector(hf.HFDetector):
         with timer.stage("preprocess"):
             pv = self.pixel_inputs([image])["pixel_values"]
         with timer.stage("forward"), torch.inference_mode():
-            logits, boxes_n, presence, pred_masks = self.run_head(pv, feats, mask)
+            calls = [self.run_head(pv, feats[a:a + PROMPTS_PER_CALL], mask[a:a + PROMPTS_PER_CALL])
+                     for a in range(0, n, PROMPTS_PER_CALL)]
+            logits, boxes_n, presence, pred_masks = (
+                parts[0] if len(parts) == 1 else torch.cat(parts) for parts in zip(*calls, strict=True)
+            )
         with timer.stage("postprocess"):
             out = SimpleNamespace(
                 pred_logits=logits.float(), pred_boxes=boxes_n.float(), presence_logits=presence.float(),
