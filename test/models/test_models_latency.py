@@ -17,6 +17,7 @@ from probench.cli import main
 from probench.data.dataset import Dataset, load_dataset
 from probench.models.latency import (
     cuda_sync,
+    format_summary,
     latency_subset,
     load_workload,
     measure_latency,
@@ -205,5 +206,21 @@ def test_cli_preprocess_reference(ds_path: Path, tmp_path: Path, capsys) -> None
     assert main(["latency", "--model", "tiny-owlv2", "--dataset", str(ds_path), "--out", str(out),
                  "--no-progress", "--runs", "1", "--images", "2", "--warmup", "0",
                  "--preprocess", "reference"]) == 0
-    assert json.loads((out / "latency.json").read_text())["preprocess"] == "reference"
+    saved = json.loads((out / "latency.json").read_text())
+    assert saved["preprocess"] == "reference"
+    from probench.models.threads import applied_threads
+
+    assert applied_threads() is not None and saved["protocol"]["cpu_threads"] == applied_threads()
     assert "preprocess path reference" in capsys.readouterr().out
+
+
+def test_the_threads_a_command_set_are_recorded_and_absent_otherwise(ds_path: Path, tmp_path: Path) -> None:
+    """latency.json names the CPU threads the model ran with where the command set them
+    (--threads: a latency figure depends on them), and has no such key where nothing did."""
+    ds = load_dataset(ds_path)
+    plain = run_latency(SlowStart(slow=0), ds, tmp_path / "a", n_images=2, warmup=0, runs=1, progress=False)
+    assert "cpu_threads" not in plain.to_json()["protocol"]
+    result = run_latency(SlowStart(slow=0), ds, tmp_path / "b", n_images=2, warmup=0, runs=1, progress=False,
+                         cpu_threads=3)
+    assert json.loads((tmp_path / "b" / "latency.json").read_text())["protocol"]["cpu_threads"] == 3
+    assert ", 3 CPU thread(s)" in format_summary(result)

@@ -271,6 +271,9 @@ class LatencyProtocol(Record):
     text_encoding: str | None = None
     decode: str | None = None
     std: str | None = None
+    # the CPU threads of the model work (the ``threads`` setting, models/threads.py); absent
+    # where the command did not set them (a Ray worker's are in run.json's ray.workers)
+    cpu_threads: Count | None = None
 
 
 class TextSplit(Record):

@@ -27,6 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from probench.cache.run import RunDir
     from probench.data.dataset import load_dataset
     from probench.models.latency import format_summary, latency_identity, run_latency
+    from probench.models.threads import applied_threads
 
     out = check_paths(args)
     dataset = load_dataset(args.dataset)
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_latency(
         detector, dataset, RunDir(out), n_images=args.images, warmup=args.warmup, runs=args.runs,
         device=args.device, precision=args.precision, overwrite=args.overwrite,
-        progress=args.progress,
+        progress=args.progress, cpu_threads=applied_threads(),
     )
     print(format_summary(result))
     print(f"wrote {out / LATENCY_FILE}")

@@ -235,9 +235,11 @@ def run_latency(
     overwrite: bool = False,
     progress: bool | None = None,
     isolation: Isolation | None = None,
+    cpu_threads: int | None = None,
 ) -> LatencyRecord:
     """Run the protocol and write ``run_dir/latency.json`` (atomically); returns its record.
-    ``isolation``: how the measurement was kept alone on its device (``probench sweep``).
+    ``isolation``: how the measurement was kept alone on its device (``probench sweep``);
+    ``cpu_threads``: the threads the command set for the model work (``--threads``), recorded.
 
     A run folder whose run.json or latency.json names another model, device, precision or
     dataset is refused unless ``overwrite`` (which clears the folder's probench files)."""
@@ -250,7 +252,7 @@ def run_latency(
             clear_run(run_dir)
         check_folder(run_dir.path, identity, shared_only=True)
         record = measure_record(detector, dataset, n_images=n_images, warmup=warmup, runs=runs, device=device,
-                                precision=precision, progress=progress)
+                                precision=precision, progress=progress, cpu_threads=cpu_threads)
         if isolation is not None:
             record = record.updated(isolation=isolation)
         write_latency(run_dir, record)
@@ -271,7 +273,7 @@ def write_latency(run_dir: RunDir, record: LatencyRecord) -> None:
 
 def measure_record(
     detector: Detector, dataset: Dataset, *, n_images: int, warmup: int, runs: int, device: str | None = None,
-    precision: str = "fp32", progress: bool | None = None,
+    precision: str = "fp32", progress: bool | None = None, cpu_threads: int | None = None,
 ) -> LatencyRecord:
     """The protocol's measurement as latency.json's record, written nowhere (a Ray worker
     measures, the driver writes: :func:`write_latency`)."""
@@ -301,6 +303,8 @@ def measure_record(
                "not part of samples_ms",
         std="population (ddof=0)",
     )  # fmt: skip
+    if cpu_threads is not None:  # set by the command (--threads): recorded, else no key
+        protocol = protocol.updated(cpu_threads=cpu_threads)
     return LatencyRecord.model_validate(identity.record()).updated(
         protocol=protocol,
         random_weights=bool(identity.model.get("random_weights", False)),
@@ -342,6 +346,7 @@ def format_summary(result: LatencyRecord) -> str:
         f"{_ms(s.mean)} ± {_ms(s.std)} ms (p50 {_ms(s.p50)}, p95 {_ms(s.p95)}, "
         f"p99 {_ms(s.p99)}, max {_ms(s.max)}) over {p.n_samples} timed inferences "
         f"({p.n_images} images x {p.runs} runs, {p.warmup} warm-up excluded"
+        f"{'' if p.cpu_threads is None else f', {p.cpu_threads} CPU thread(s)'}"
         f"{', CUDA-synchronised' if p.cuda_synchronized else ''}); stage means ms: {stages}; "
         f"preprocess path {result.preprocess or '?'}{text_line}"
     )

@@ -26,7 +26,9 @@ from probench.vocabulary import FORMULATIONS
 if TYPE_CHECKING:  # names for the checker only: mypy skips matplotlib (pyproject)
     from matplotlib.artist import Artist
     from matplotlib.axes import Axes
+    from matplotlib.backend_bases import RendererBase
     from matplotlib.figure import Figure
+    from matplotlib.text import Annotation
 
 SWEEP: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 BUDGET_MS = 33.3  # 30 Hz: the paper's real-time operational reference
@@ -302,11 +304,9 @@ def _labels(ax: Axes, fig: Figure, rows: list[tuple[Entry, float, float]], texts
     placed = np.empty((len(rows), 4))  # the box of every label placed, in placing order
     for n_placed, i in enumerate(sorted(range(len(rows)), key=lambda k: -rows[k][2])):
         e, lat, m50 = rows[i]
-        style = {"fontsize": 6.5, "parse_math": False, "color": "black" if not e.reference else "0.3",
-                 "gid": f"label:{texts.get(i, e.label)}", "zorder": 5,
-                 "bbox": {"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.6}}
         text = texts.get(i, e.label)
-        boxes = _place_boxes(ax, renderer, text, (lat, m50), offsets, style)
+        colour = "black" if not e.reference else "0.3"
+        boxes = _place_boxes(ax, renderer, text, (lat, m50), offsets, colour)
         others = np.delete(markers, i, axis=0)
         cost = (_overlaps(boxes, placed[:n_placed]) + _overlaps(boxes, others)
                 + (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
@@ -314,26 +314,35 @@ def _labels(ax: Axes, fig: Figure, rows: list[tuple[Entry, float, float]], texts
         free = np.flatnonzero(cost == 0)
         k = int(free[0]) if len(free) else int(np.argmin(cost))  # argmin: the first of the least
         dx, dy, ha = _LABEL_PLACES[k]
-        leader = {"arrowprops": {"arrowstyle": "-", "lw": 0.5, "color": "0.45", "shrinkA": 0, "shrinkB": 3}}
-        ann = ax.annotate(text, (lat, m50), xytext=(dx, dy), textcoords="offset points", ha=ha, **style,
-                          **(leader if np.hypot(dx, dy) > 12 else {}))  # placed away from its point
-        ann.set_parse_math(False)
+        ann = _label(ax, text, (lat, m50), (dx, dy), ha, colour, leader=bool(np.hypot(dx, dy) > 12))
         b = ann.get_window_extent(renderer)
         placed[n_placed] = (b.x0, b.y0, b.x1, b.y1)
 
 
-def _place_boxes(ax: Axes, renderer: Any, text: str, xy: tuple[float, float], offsets: np.ndarray,
-                 style: dict[str, Any]) -> np.ndarray:
+def _label(ax: Axes, text: str, xy: tuple[float, float], offset: tuple[float, float], ha: str, colour: str,
+           *, leader: bool = False) -> Annotation:
+    """One Fig. 5 point label, ``offset`` points from its point; ``leader``: a line joins them."""
+    arrow = {"arrowstyle": "-", "lw": 0.5, "color": "0.45", "shrinkA": 0, "shrinkB": 3} if leader else None
+    ann = ax.annotate(text, xy, xytext=offset, textcoords="offset points", ha=ha, fontsize=6.5,
+                      color=colour, gid=f"label:{text}", zorder=5, arrowprops=arrow,
+                      bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.6})
+    ann.set_parse_math(False)
+    return ann
+
+
+def _place_boxes(ax: Axes, renderer: RendererBase, text: str, xy: tuple[float, float], offsets: np.ndarray,
+                 colour: str) -> np.ndarray:
     """The box (x0, y0, x1, y1, pixels) ``text`` would take at each place of
     :data:`_LABEL_PLACES`: measured once per alignment at the point, then shifted."""
-    measured: dict[str, np.ndarray] = {}
+    measured: dict[str, tuple[float, float, float, float]] = {}
     for ha in {ha for _, _, ha in _LABEL_PLACES}:
-        probe = ax.annotate(text, xy, xytext=(0, 0), textcoords="offset points", ha=ha, **style)
+        probe = _label(ax, text, xy, (0, 0), ha, colour)
         b = probe.get_window_extent(renderer)
         probe.remove()
-        measured[ha] = np.array([b.x0, b.y0, b.x1, b.y1])
-    at_point = np.array([measured[ha] for _, _, ha in _LABEL_PLACES])
-    return at_point + np.hstack([offsets, offsets])
+        measured[ha] = (b.x0, b.y0, b.x1, b.y1)
+    at_point = np.array([measured[ha] for _, _, ha in _LABEL_PLACES], dtype=float)
+    boxes: np.ndarray = at_point + np.hstack([offsets, offsets])
+    return boxes
 
 
 def _overlaps(boxes: np.ndarray, others: np.ndarray) -> np.ndarray:
@@ -342,7 +351,8 @@ def _overlaps(boxes: np.ndarray, others: np.ndarray) -> np.ndarray:
         return np.zeros(len(boxes))
     w = np.minimum(boxes[:, None, 2], others[None, :, 2]) - np.maximum(boxes[:, None, 0], others[None, :, 0])
     h = np.minimum(boxes[:, None, 3], others[None, :, 3]) - np.maximum(boxes[:, None, 1], others[None, :, 1])
-    return (np.clip(w, 0, None) * np.clip(h, 0, None)).sum(axis=1)
+    shared: np.ndarray = (np.clip(w, 0, None) * np.clip(h, 0, None)).sum(axis=1)
+    return shared
 
 
 def _family_connectors(ax: Axes, rows: list[tuple[Entry, float, float]]) -> bool:
