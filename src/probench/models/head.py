@@ -41,6 +41,11 @@ class ImageHead:
     prompts (ONNX marks it dynamic; the compiled runtime pads inputs to a bucket along it and
     slices outputs back). ``example_inputs(n_prompts)`` builds inputs of the right shapes,
     dtypes and device for ``n_prompts`` prompts (for export, capture and warm-up).
+    ``pad_prompts``: padding the prompt axes by repeating the last prompt's rows leaves the
+    real prompts' outputs unchanged (each prompt's outputs depend on the image and on that
+    prompt alone, or on a max over prompts, which a repeated row does not change). A head
+    whose prompts interact (attention across prompts, a softmax over them) says False: the
+    compiled runtime then captures one graph per exact prompt count instead of per bucket.
     """
 
     family: str
@@ -49,6 +54,7 @@ class ImageHead:
     output_names: tuple[str, ...]
     example_inputs: Callable[[int], tuple[Tensor, ...]]
     prompt_axes: dict[str, int] = field(default_factory=dict)
+    pad_prompts: bool = True
 
     def __post_init__(self) -> None:
         known = set(self.input_names) | set(self.output_names)

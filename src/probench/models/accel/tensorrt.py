@@ -134,8 +134,9 @@ class TrtOwlDetector(ExportedOwlDetector):
         super().__init__(base)
         self.engine_path, self.runner = engine_path, runner
 
-    def _forward(self, pixel_values: Tensor, text: Tensor) -> tuple[Tensor, Tensor]:
-        return self.runner(pixel_values, text)
+    def run_head(self, *inputs: Tensor) -> tuple[Tensor, ...]:
+        pixel_values, query_embeds = inputs  # the OWL image head's inputs
+        return self.runner(pixel_values, query_embeds)
 
 
 def engine_parts(base: OwlDetector, fp16: bool, trt_version: str, gpu: str) -> dict[str, object]:
