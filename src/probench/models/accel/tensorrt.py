@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Protocol
 from probench.cache.atomic import write_bytes_atomic
 from probench.models.accel.cache import ArtifactCache
 from probench.models.accel.errors import TENSORRT_HINT, AccelError, ExportError, RuntimeUnavailableError
-from probench.models.accel.onnx_export import INPUTS, OUTPUTS, export_owl_onnx, owl_geometry, owl_onnx_parts
+from probench.models.accel.onnx_export import INPUTS, OUTPUTS, export_owl_onnx, owl_onnx_parts
 from probench.models.accel.owl_runtime import ExportedOwlDetector
 from probench.models.base import BaseDetector
 from probench.models.errors import import_backend
-from probench.models.owl import OwlDetector
+from probench.models.owl import OwlDetector, owl_geometry
 
 if TYPE_CHECKING:  # names for the checker only: mypy skips torch (pyproject)
     from torch import Tensor

@@ -161,7 +161,7 @@ class UltralyticsDetector(BaseDetector):
                     torch.zeros(1, n_prompts, dim, dtype=dtype, device=dev))
 
         outputs = HEAD_OUTPUTS + (SEGMENT_OUTPUTS if self.segment else ())
-        return ImageHead(self.kind, ultra_image_head(self.net, self.kind, self.segment), HEAD_INPUTS,
+        return ImageHead(self.kind, ultra_image_head(self.net, self.kind), HEAD_INPUTS,
                          outputs, example, prompt_axes={"text": 1, "scores": 1})
 
     def pixel_inputs(self, images: Sequence[Frame]) -> dict[str, Tensor]:
@@ -238,7 +238,7 @@ HEAD_OUTPUTS = ("boxes", "scores")  # [B,4,A] xywh in input pixels, [B,n,A] sigm
 SEGMENT_OUTPUTS = ("mask_coefficients", "protos")  # [B,32,A], [B,32,H/4,W/4] (-seg models)
 
 
-def ultra_image_head(net: Module, kind: Kind, segment: bool) -> Module:
+def ultra_image_head(net: Module, kind: Kind) -> Module:
     """A ``torch.nn.Module`` over the fused network's forward, the prompt set's embeddings
     an input (YOLO-World: ``txt_feats``, which ``WorldModel.predict`` takes; YOLOE: the class
     embeddings its head appends, already through the RepRTA adapter as the text cache holds
@@ -258,12 +258,13 @@ def ultra_image_head(net: Module, kind: Kind, segment: bool) -> Module:
             n = text.shape[1]
             self.net.model[-1].nc = n  # the class count of this forward (as _apply_vocabulary)
             out = self.net.predict(images, txt_feats=text) if kind == "world" else self._yoloe(images, text)
-            y, protos = out[0] if segment else (out[0], None)
-            if protos is None:
-                return y[:, :4], y[:, 4 : 4 + n]
-            return y[:, :4], y[:, 4 : 4 + n], y[:, 4 + n :], protos
+            y = out[0]
+            if isinstance(y, tuple):  # a -seg model: (predictions, mask prototypes)
+                pred, protos = y
+                return pred[:, :4], pred[:, 4 : 4 + n], pred[:, 4 + n :], protos
+            return y[:, :4], y[:, 4 : 4 + n]
 
-        def _yoloe(self, x: Tensor, pe: Tensor) -> object:
+        def _yoloe(self, x: Tensor, pe: Tensor) -> tuple[Tensor | tuple[Tensor, Tensor], dict[str, Tensor]]:
             """``YOLOEModel.predict`` with ``pe`` as its class embeddings (no visual prompt)."""
             saved: list[object] = []
             head = self.net.model[-1]
@@ -274,7 +275,8 @@ def ultra_image_head(net: Module, kind: Kind, segment: bool) -> Module:
                     x = [*x, pe.type_as(x[0]).expand(x[0].shape[0], -1, -1)]
                 x = m(x)
                 saved.append(x if m.i in self.net.save else None)
-            return x
+            out: tuple[Tensor | tuple[Tensor, Tensor], dict[str, Tensor]] = x  # the head's (y, preds)
+            return out
 
     return UltraImageHead().eval()
 
