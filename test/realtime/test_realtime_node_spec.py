@@ -42,7 +42,7 @@ def test_the_budget_follows_the_rate_unless_given() -> None:
 def test_identity_parameters_are_marked_in_the_table() -> None:
     """The evaluator asks the grounding node for these (run.json's identity): read from the table."""
     names = node_spec.GROUNDING_PARAMS.identity_names()
-    assert names == ["model", "device", "precision", "weights", "preprocess", "score_threshold",
+    assert names == ["model", "device", "precision", "weights", "preprocess", "runtime", "score_threshold",
                      "image_reliability", "max_detections"]
     assert "prompts" not in names and "autostart" not in names
 
