@@ -242,7 +242,8 @@ def ultra_image_head(net: Module, kind: Kind) -> Module:
     """A ``torch.nn.Module`` over the fused network's forward, the prompt set's embeddings
     an input (YOLO-World: ``txt_feats``, which ``WorldModel.predict`` takes; YOLOE: the class
     embeddings its head appends, already through the RepRTA adapter as the text cache holds
-    them), the decoded predictions split so that the class scores are one tensor whose
+    them; the network is called as a module, so its hooks see one call), the decoded
+    predictions split so that the class scores are one tensor whose
     axis 1 is the prompt axis. The head's class count follows the prompt count of the input.
     Every prompt's scores depend on the image and that prompt alone, or on a max over the
     prompts (YOLO-World's text-guided attention): padding by repeating a prompt is safe."""
@@ -257,26 +258,14 @@ def ultra_image_head(net: Module, kind: Kind) -> Module:
         def forward(self, images: Tensor, text: Tensor) -> tuple[Tensor, ...]:
             n = text.shape[1]
             self.net.model[-1].nc = n  # the class count of this forward (as _apply_vocabulary)
-            out = self.net.predict(images, txt_feats=text) if kind == "world" else self._yoloe(images, text)
+            # YOLOE: ready class embeddings go in as ``vpe`` (its head passes a (B, n, D) one
+            # through as is); ``tpe`` would run the RepRTA adapter the text cache already applied
+            out = self.net(images, txt_feats=text) if kind == "world" else self.net(images, vpe=text)
             y = out[0]
             if isinstance(y, tuple):  # a -seg model: (predictions, mask prototypes)
                 pred, protos = y
                 return pred[:, :4], pred[:, 4 : 4 + n], pred[:, 4 + n :], protos
             return y[:, :4], y[:, 4 : 4 + n]
-
-        def _yoloe(self, x: Tensor, pe: Tensor) -> tuple[Tensor | tuple[Tensor, Tensor], dict[str, Tensor]]:
-            """``YOLOEModel.predict`` with ``pe`` as its class embeddings (no visual prompt)."""
-            saved: list[object] = []
-            head = self.net.model[-1]
-            for m in self.net.model:
-                if m.f != -1:  # input from earlier layers
-                    x = saved[m.f] if isinstance(m.f, int) else [x if j == -1 else saved[j] for j in m.f]
-                if m is head:
-                    x = [*x, pe.type_as(x[0]).expand(x[0].shape[0], -1, -1)]
-                x = m(x)
-                saved.append(x if m.i in self.net.save else None)
-            out: tuple[Tensor | tuple[Tensor, Tensor], dict[str, Tensor]] = x  # the head's (y, preds)
-            return out
 
     return UltraImageHead().eval()
 
