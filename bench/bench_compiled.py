@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="bench_compiled-") as cache_dir:
         for name in args.models.split(","):
+            torch._dynamo.reset()  # each model's graphs from scratch, none left by the one before
             try:
                 r = bench_one(name.strip(), args.runs, args.warmup, cache_dir)
             except Exception as exc:  # noqa: BLE001 - a model that fails is a row, not the end of the table

@@ -14,7 +14,8 @@ A captured graph launches them all at once.
   CI): the padding, bucketing and slicing logic is tested on the CPU with an injected
   capture function.
 - **CPU**: ``torch.compile(head.module, dynamic=False)`` (inductor; it needs a C++
-  compiler), one compiled graph per the same keys.
+  compiler), one compiled graph per the same keys. Dynamo's recompile limit is raised to
+  :data:`RECOMPILE_LIMIT` and made an error: past it a frame would run eagerly unnoticed.
 
 Prompt sets are padded to :data:`~probench.models.head.PROMPT_BUCKETS` along the head's
 ``prompt_axes`` by repeating the last prompt's rows (safe where ``ImageHead.pad_prompts``;
@@ -45,6 +46,10 @@ HeadFn = Callable[..., tuple["Tensor", ...]]
 Capture = Callable[["Module", tuple["Tensor", ...]], HeadFn]
 
 FALLBACK = "run it with --runtime torch"
+# dynamo keeps at most this many graphs per code object (its default, 8, is reached by one
+# model's buckets and frame shapes, or by two models sharing layer code); past it, it runs
+# the code eagerly: set to raise instead, so a compiled run never turns eager in silence
+RECOMPILE_LIMIT = 64
 CUDA_WARMUP_ITERS = 3  # eager runs on the side stream before a capture (PyTorch's recipe)
 
 
@@ -142,8 +147,6 @@ class CompiledHead:
 def compile_capture(compiler: Callable[[Module], HeadFn] | None = None) -> Capture:
     """CPU: one ``torch.compile`` of the module (``dynamic=False``: a graph per shape, as
     the keys are), compiled for each new key at once by running it on the example."""
-    import torch
-
     compiled: dict[int, HeadFn] = {}
 
     def make(compile_module: Callable[[Module], HeadFn]) -> Capture:
@@ -156,6 +159,12 @@ def compile_capture(compiler: Callable[[Module], HeadFn] | None = None) -> Captu
         return capture
 
     def default(module: Module) -> HeadFn:
+        import torch._dynamo
+
+        dynamo = torch._dynamo.config
+        dynamo.recompile_limit = max(dynamo.recompile_limit, RECOMPILE_LIMIT)
+        dynamo.accumulated_recompile_limit = max(dynamo.accumulated_recompile_limit, 4 * RECOMPILE_LIMIT)
+        dynamo.fail_on_recompile_limit_hit = True
         fn: HeadFn = torch.compile(module, dynamic=False, fullgraph=False)
         return fn
 
