@@ -120,6 +120,31 @@ def test_a_failed_capture_is_one_line_naming_the_fallback() -> None:
     assert "\n" not in message and "--runtime torch" in message and "CUDA graph capture" in message
 
 
+def test_a_recompile_refused_on_a_later_frame_is_one_line_too() -> None:
+    """Dynamo's recompile limit (made an error by the runtime) hit on a frame after the
+    capture: the same one-line refusal; an error of the model's own code passes as is."""
+    from torch._dynamo.exc import FailOnRecompileLimitHit
+
+    calls = []
+
+    def flaky(module: torch.nn.Module, example: tuple[torch.Tensor, ...]) -> Callable[..., tuple]:
+        def run(*inputs: torch.Tensor) -> tuple:
+            calls.append(1)
+            if len(calls) == 2:
+                raise FailOnRecompileLimitHit("recompile_limit reached with fullgraph=False")
+            if len(calls) == 3:
+                raise ValueError("the model's own error")
+            return module(*inputs)
+        return run
+
+    run = CompiledHead(_toy_head(), flaky, name="toy")
+    run(*_inputs(1))
+    with pytest.raises(CaptureError, match=r"recompile_limit.*--runtime torch"):
+        run(*_inputs(1))
+    with pytest.raises(ValueError, match="own error"):
+        run(*_inputs(1))
+
+
 def _tiny_models() -> list[str]:
     """Each tiny model once (aliases of the same spec left out)."""
     seen: set[str] = set()

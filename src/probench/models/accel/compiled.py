@@ -88,6 +88,11 @@ def slice_prompts(head: ImageHead, outputs: Sequence[Tensor], n: int) -> tuple[T
     )
 
 
+def _compiler_error(exc: BaseException) -> bool:
+    """An error of dynamo or inductor (not of the model's own code)."""
+    return type(exc).__module__.startswith(("torch._dynamo", "torch._inductor"))
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
@@ -131,17 +136,25 @@ class CompiledHead:
             run = self._graphs.get(key)
             if run is None:
                 run = self._graphs[key] = self._make(padded)
-            out = run(*padded)
+            try:
+                out = run(*padded)
+            except Exception as exc:
+                if _compiler_error(exc):  # a recompile on a later frame (its limit, a failure)
+                    raise self._refusal(exc) from exc
+                raise  # the model's own error, as eager would raise it
         return out if n is None else slice_prompts(self.head, out, n)
+
+    def _refusal(self, exc: BaseException) -> CaptureError:
+        return CaptureError(
+            f"{self.name}: the compiled runtime cannot compile this model's image head "
+            f"({_first_line(exc)}); {FALLBACK}"
+        )
 
     def _make(self, example: tuple[Tensor, ...]) -> HeadFn:
         try:
             return self._capture(self.head.module, example)
         except Exception as exc:  # inductor, dynamo and CUDA raise many kinds: one line for all
-            raise CaptureError(
-                f"{self.name}: the compiled runtime cannot compile this model's image head "
-                f"({_first_line(exc)}); {FALLBACK}"
-            ) from exc
+            raise self._refusal(exc) from exc
 
 
 def compile_capture(compiler: Callable[[Module], HeadFn] | None = None) -> Capture:
