@@ -200,19 +200,20 @@ class BaseDetector:
         module) from now on; None: eagerly again."""
         self._head_runner = runner
 
-    def warmup(self, image_size: tuple[int, int], n_prompts: int) -> None:
+    def warmup(self, image_size: tuple[int, int], n_prompts: int, *, every_bucket: bool = True) -> None:
         """Run the whole frame path on a blank ``(height, width)`` frame with 1, 2, 4, ...
         prompts up to ``n_prompts`` (the sizes :data:`probench.models.head.PROMPT_BUCKETS`
-        round to): a compiled runtime compiles or captures its graphs here, and any runtime
-        allocates its buffers, outside a real frame's time budget. The active prompts, the
-        text cache and its counters are left as they were (warm-up prompts are not cached)."""
+        round to; ``every_bucket=False``: with ``n_prompts`` only): a compiled runtime
+        compiles or captures its graphs here, and any runtime allocates its buffers, outside
+        a real frame's time budget. The active prompts, the text cache and its counters are
+        left as they were (warm-up prompts are not cached)."""
         from probench.models.head import PROMPT_BUCKETS
 
         height, width = (int(v) for v in image_size)
         if height < 1 or width < 1 or not 1 <= n_prompts <= MAX_PROMPTS:
             raise ModelError(f"{self.name}: warm-up needs a positive image size and 1..{MAX_PROMPTS} "
                              f"prompts, got {width}x{height} and {n_prompts}")
-        counts = sorted({b for b in PROMPT_BUCKETS if b < n_prompts} | {n_prompts})
+        counts = sorted({b for b in PROMPT_BUCKETS if b < n_prompts and every_bucket} | {n_prompts})
         prompts, lru = self._prompts, OrderedDict(self._text_lru)
         counters = (self.last_text_ms, self.text_encoder_calls, self.text_cache_hits,
                     self.text_cache_misses, self.text_cache_evictions)
