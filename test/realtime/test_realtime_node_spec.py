@@ -169,3 +169,19 @@ def _health(**kw) -> Health:
 def test_diagnostic_levels(kw: dict, level: str, words: str) -> None:
     got_level, message = diagnostic_level(_health(**kw))
     assert got_level == level and words in message
+
+
+def test_runtime_and_warmup_size_parameters() -> None:
+    """``runtime`` takes the zoo's runtimes; ``warmup_size`` WIDTHxHEIGHT or empty, else one line."""
+    from probench.models.head import parse_warmup_size
+
+    table = node_spec.GROUNDING_PARAMS
+    assert table["runtime"].check("compiled") == "compiled"
+    with pytest.raises(ValueError, match="runtime must be one of torch, compiled"):
+        table["runtime"].check("jit")
+    assert table["warmup_size"].check("1280x720") == "1280x720" and table["warmup_size"].check("") == ""
+    assert parse_warmup_size("1280x720") == (720, 1280) and parse_warmup_size(" ") is None
+    for bad in ("1280", "0x720", "1280x720x3", "axb", "99999x1"):
+        with pytest.raises(ValueError, match="warmup_size must be WIDTHxHEIGHT") as info:
+            table["warmup_size"].check(bad)
+        assert "\n" not in str(info.value)
