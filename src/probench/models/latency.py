@@ -228,7 +228,9 @@ def warm_graphs(detector: Detector, workload: Sequence[tuple[int, np.ndarray, li
     (``warmup_size``); the protocol's warm-up runs alone see only a few frames."""
     from probench.models.base import BaseDetector
 
-    if not isinstance(detector, BaseDetector) or (detector.model_info or {}).get("runtime") != "compiled":
+    if not isinstance(detector, BaseDetector) or detector.model_info is None:
+        return
+    if detector.model_info["runtime"] != "compiled":
         return
     for size, n in sorted({(im.shape[:2], len(p)) for _, im, p in workload if p}):
         detector.warmup(size, n, every_bucket=False)

@@ -202,12 +202,19 @@ def cuda_graph_capture() -> Capture:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=pool):
             static_out = module(*static_in)
+        # tensors a module caches as plain attributes (ultralytics' anchors per frame shape)
+        # are read by the graph at their capture-time addresses: kept alive with it, so a
+        # later shape's replacements never free memory this graph still reads
+        kept = [v for m in module.modules() for v in vars(m).values() if isinstance(v, torch.Tensor)]
+
+        held = (graph, static_in, static_out, kept)  # all alive as long as the graph
 
         def replay(*inputs: Tensor) -> tuple[Tensor, ...]:
-            for dst, src in zip(static_in, inputs, strict=True):
+            cuda_graph, buffers, outputs, _ = held
+            for dst, src in zip(buffers, inputs, strict=True):
                 dst.copy_(src, non_blocking=True)
-            graph.replay()
-            return tuple(t.clone() for t in static_out)
+            cuda_graph.replay()
+            return tuple(t.clone() for t in outputs)
 
         return replay
 
