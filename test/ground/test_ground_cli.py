@@ -55,6 +55,29 @@ def test_done_when_tiny_owlv2_bgr8_bag(tmp_path: Path, ground) -> None:
     assert "5 frames from /camera/color/image_raw" in stdout and "latency ms" in stdout
 
 
+def _scores(out: Path) -> list[list[tuple[str, float]]]:
+    return [[(d.results[0].hypothesis.class_id, d.results[0].hypothesis.score) for d in msg.detections]
+            for _, msg in read_output(out).topics["/ground/detections"]]
+
+
+def test_runtime_compiled_with_a_warmup_grounds_as_torch(tmp_path: Path, ground) -> None:
+    """``--runtime compiled --warmup-size``: the same detections as eager (fp32, within
+    1e-4 in score); a malformed size is refused in one line before anything runs."""
+    bag = write_camera_bag(tmp_path / "robot", n=3)
+    flags = ["--bag", bag, "--model", "tiny-owlvit", "--prompt", "; ".join(PROMPTS), "--score-threshold", "0"]
+    rc, _, err = ground(*flags, "--out", tmp_path / "eager")
+    assert rc == 0, err
+    rc, _, err = ground(*flags, "--out", tmp_path / "compiled", "--runtime", "compiled",
+                        "--warmup-size", "64x48")
+    assert rc == 0, err
+    want, got = _scores(tmp_path / "eager"), _scores(tmp_path / "compiled")
+    assert len(got) == 3 and [[c for c, _ in f] for f in got] == [[c for c, _ in f] for f in want]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose([s for _, s in g], [s for _, s in w], atol=1e-4, rtol=0)
+    rc, _, err = ground(*flags, "--out", tmp_path / "bad", "--warmup-size", "64")
+    assert rc != 0 and "--warmup-size must be WIDTHxHEIGHT" in err and not (tmp_path / "bad").exists()
+
+
 def test_compressed_twin_raw_is_picked_and_compressed_on_request(tmp_path: Path, ground) -> None:
     bag = write_camera_bag(tmp_path / "twin", n=4, raw=True, compressed=True)
     rc, stdout, err = ground("--bag", bag, "--model", "test-instant", "--prompt", "a cup",

@@ -224,3 +224,37 @@ def test_the_threads_a_command_set_are_recorded_and_absent_otherwise(ds_path: Pa
                          cpu_threads=3)
     assert json.loads((tmp_path / "b" / "latency.json").read_text())["protocol"]["cpu_threads"] == 3
     assert ", 3 CPU thread(s)" in format_summary(result)
+
+
+def test_compiled_graphs_are_made_before_any_frame_is_timed(
+    ds_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``runtime="compiled"``: a graph per (frame size, prompt bucket) of the workload is made
+    before the warm-up runs (here with an eager stand-in for the compile), none while timing,
+    and the run records its runtime."""
+    from probench.models.accel.compiled import CompiledHead
+
+    made: list[tuple[int, ...]] = []
+
+    def capture(module, example):
+        made.append(tuple(example[1].shape))
+        return module
+
+    det = load_detector("tiny-owlvit", runtime="compiled")
+    runner = det._head_runner
+    assert isinstance(runner, CompiledHead)
+    det.use_head_runner(CompiledHead(runner.head, capture, name=det.name))
+    ds = load_dataset(ds_path)
+    timed_from = []
+
+    def measure(*args, **kwargs):
+        timed_from.append(len(made))
+        return measure_latency(*args, **kwargs)
+
+    import probench.models.latency as latency
+
+    monkeypatch.setattr(latency, "measure_latency", measure)
+    result = run_latency(det, ds, tmp_path / "run", n_images=3, warmup=1, runs=1, progress=False)
+    assert made and timed_from == [len(made)]  # every graph before the protocol started
+    assert json.loads((tmp_path / "run" / "latency.json").read_text())["model"]["runtime"] == "compiled"
+    assert result.to_json()["model"]["runtime"] == "compiled"

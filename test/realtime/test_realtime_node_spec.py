@@ -42,7 +42,7 @@ def test_the_budget_follows_the_rate_unless_given() -> None:
 def test_identity_parameters_are_marked_in_the_table() -> None:
     """The evaluator asks the grounding node for these (run.json's identity): read from the table."""
     names = node_spec.GROUNDING_PARAMS.identity_names()
-    assert names == ["model", "device", "precision", "weights", "preprocess", "score_threshold",
+    assert names == ["model", "device", "precision", "weights", "preprocess", "runtime", "score_threshold",
                      "image_reliability", "max_detections"]
     assert "prompts" not in names and "autostart" not in names
 
@@ -192,3 +192,19 @@ def test_a_running_node_loads_only_the_plugin_and_weights_it_was_started_with() 
     own = {"model": "yolo-world-s", "weights": "/models/yolo"}
     assert refusal(own, own) == ""
     assert "cannot load weights ''" in refusal({"model": "yolo-world-s", "weights": ""}, own)
+
+
+def test_runtime_and_warmup_size_parameters() -> None:
+    """``runtime`` takes the zoo's runtimes; ``warmup_size`` WIDTHxHEIGHT or empty, else one line."""
+    from probench.models.head import parse_warmup_size
+
+    table = node_spec.GROUNDING_PARAMS
+    assert table["runtime"].check("compiled") == "compiled"
+    with pytest.raises(ValueError, match="runtime must be one of torch, compiled"):
+        table["runtime"].check("jit")
+    assert table["warmup_size"].check("1280x720") == "1280x720" and table["warmup_size"].check("") == ""
+    assert parse_warmup_size("1280x720") == (720, 1280) and parse_warmup_size(" ") is None
+    for bad in ("1280", "0x720", "1280x720x3", "axb", "99999x1"):
+        with pytest.raises(ValueError, match="warmup_size must be WIDTHxHEIGHT") as info:
+            table["warmup_size"].check(bad)
+        assert "\n" not in str(info.value)

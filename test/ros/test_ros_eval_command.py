@@ -78,6 +78,11 @@ def test_the_flags_become_options_and_the_namespace_is_left_alone(tmp_path: Path
     assert threaded.grounding_parameters == {"threads": 3}  # handed to the grounding node
     with pytest.raises(SystemExit):  # its IntRange: argparse's usage line (exit 2)
         parser.parse_args([*base, "-1"])
+    compiled = options_from_args(parser.parse_args([*base, "0", "--runtime", "compiled",
+                                                    "--warmup-size", "1280x720"]))
+    assert compiled.grounding_parameters == {"runtime": "compiled", "warmup_size": "1280x720"}
+    with pytest.raises(UsageError, match="--warmup-size must be WIDTHxHEIGHT"):
+        options_from_args(parser.parse_args([*base, "0", "--warmup-size", "1280"]))
     with pytest.raises(UsageError, match="--max-missed is for --find-max-rate"):
         EvalOptions(model="m", bag=Path("b"), out=Path("o"), max_missed=0.1).check()
     with pytest.raises(UsageError, match="--profile needs --prompt-policy"):

@@ -89,9 +89,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_policy_arguments(md, default="as_typed")  # what the model gets, as the node's prompt_policy
 
+    from probench.models.head import add_runtime_arguments
     from probench.models.threads import add_threads_argument
 
     add_threads_argument(md)
+    add_runtime_arguments(md)
     md.add_argument("--max-pixels", type=GROUNDING_PARAMS["max_image_pixels"].int_flag(), metavar="N",
                     default=int(PARAMETER_DEFAULTS["max_image_pixels"]),
                     help="refuse a compressed frame whose header gives more pixels (width x height), "
@@ -184,9 +186,11 @@ def remove_leftovers(plan: GroundPlan) -> list[Path]:
 def run(args: argparse.Namespace) -> int:
     import sys
 
+    from probench.models.head import WARMUP_PROMPTS, warmup_size_flag
     from probench.models.threads import apply_threads, check_threads
 
     check_threads(args.threads)  # a bad value fails before anything is read or written
+    warmup_size = warmup_size_flag(args.warmup_size)
     plan = plan_from_args(args)
     removed = remove_leftovers(plan)
     if removed:
@@ -196,14 +200,18 @@ def run(args: argparse.Namespace) -> int:
     from probench.models.zoo import model_record
     from probench.prompting.options import policy_from_args
 
-    policy = policy_from_args(args, model_record(args.model, weights=args.weights), "ground")
+    policy = policy_from_args(args, model_record(args.model, weights=args.weights, runtime=args.runtime),
+                              "ground")
 
     def load() -> object:
         from probench.models.zoo import load_detector
 
         detector = load_detector(args.model, device=args.device, precision=args.precision,
-                                 score_threshold=args.score_threshold, weights=args.weights)
+                                 score_threshold=args.score_threshold, weights=args.weights,
+                                 runtime=args.runtime)
         apply_threads(args.threads)  # the model is built, it has not run
+        if warmup_size is not None:  # part of the model's load time, not of any frame's
+            detector.warmup(warmup_size, WARMUP_PROMPTS)
         return detector
 
     summary = ground_bag(plan, load, policy)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypedDict, runtime_checkable
 
@@ -170,6 +170,7 @@ class BaseDetector:
         self.text_cache_evictions = 0
         self.last_text_ms = 0.0  # time the last prompt change took (0 when nothing changed)
         self._eager_head: ImageHead | None = None  # built on the first run_head
+        self._head_runner: Callable[..., tuple[Tensor, ...]] | None = None  # a runtime's (use_head_runner)
 
     @property
     def prompts(self) -> tuple[str, ...]:
@@ -182,7 +183,10 @@ class BaseDetector:
 
     def run_head(self, *inputs: Tensor) -> tuple[Tensor, ...]:
         """Run the image head on ``inputs``: the one call an adapter makes per frame into its
-        network. Eager here; a runtime wrapper (compiled, ONNX Runtime, TensorRT) overrides it."""
+        network. Eager here, or the runner a runtime installed (:meth:`use_head_runner`: the
+        compiled runtime); the exported runtimes' subclasses (ONNX Runtime, TensorRT) override it."""
+        if self._head_runner is not None:
+            return self._head_runner(*inputs)
         head = self._eager_head
         if head is None:
             head = self._eager_head = self.image_head()
@@ -190,6 +194,39 @@ class BaseDetector:
                 raise ModelError(f"{self.name}: this adapter exposes no image head")
         out: tuple[Tensor, ...] = head.module(*inputs)
         return out
+
+    def use_head_runner(self, runner: Callable[..., tuple[Tensor, ...]] | None) -> None:
+        """Run the image head through ``runner`` (same inputs and outputs as the head's
+        module) from now on; None: eagerly again."""
+        self._head_runner = runner
+
+    def warmup(self, image_size: tuple[int, int], n_prompts: int, *, every_bucket: bool = True) -> None:
+        """Run the whole frame path on a blank ``(height, width)`` frame with 1, 2, 4, ...
+        prompts up to ``n_prompts`` (the sizes :data:`probench.models.head.PROMPT_BUCKETS`
+        round to; ``every_bucket=False``: with ``n_prompts`` only): a compiled runtime
+        compiles or captures its graphs here, and any runtime allocates its buffers, outside
+        a real frame's time budget. The active prompts, the text cache and its counters are
+        left as they were (warm-up prompts are not cached)."""
+        from probench.models.head import PROMPT_BUCKETS
+
+        height, width = (int(v) for v in image_size)
+        if height < 1 or width < 1 or not 1 <= n_prompts <= MAX_PROMPTS:
+            raise ModelError(f"{self.name}: warm-up needs a positive image size and 1..{MAX_PROMPTS} "
+                             f"prompts, got {width}x{height} and {n_prompts}")
+        counts = sorted({b for b in PROMPT_BUCKETS if b < n_prompts and every_bucket} | {n_prompts})
+        prompts, lru = self._prompts, OrderedDict(self._text_lru)
+        counters = (self.last_text_ms, self.text_encoder_calls, self.text_cache_hits,
+                    self.text_cache_misses, self.text_cache_evictions)
+        frame = np.zeros((height, width, 3), dtype=np.uint8)
+        try:
+            for n in counts:
+                self.detect(frame, [f"warm-up prompt {i}" for i in range(n)])
+        finally:
+            self._text_lru, self._prompts, self._text_state = lru, (), None
+            if prompts:  # made active again, the model-held side (an ultralytics vocabulary) too
+                self.set_prompts(prompts)
+            (self.last_text_ms, self.text_encoder_calls, self.text_cache_hits, self.text_cache_misses,
+             self.text_cache_evictions) = counters
 
     def set_prompts(self, prompts: Sequence[str]) -> None:
         """Make ``prompts`` the active set, its text side ready (from the cache when it can)."""

@@ -34,8 +34,9 @@ def add_common_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--runtime", default="torch", choices=RUNTIMES,
-        help="inference runtime (default torch; onnxruntime on CPU and tensorrt on an NVIDIA GPU "
-        "for the models whose capabilities list them, see docs/ACCELERATION.md)",
+        help="inference runtime (default torch; compiled: torch.compile on a CPU, CUDA graphs on a GPU, "
+        "for every model with an image head; onnxruntime on CPU and tensorrt on an NVIDIA GPU for the "
+        "models whose capabilities list them; see docs/ACCELERATION.md)",
     )
     parser.add_argument(
         "--preprocess", default="device", choices=PREPROCESS_PATHS,

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # names for the checker only: mypy skips torch (pyproject)
+    from argparse import ArgumentParser, _ArgumentGroup
+
     from torch import Tensor
     from torch.nn import Module
 
@@ -41,6 +43,11 @@ class ImageHead:
     prompts (ONNX marks it dynamic; the compiled runtime pads inputs to a bucket along it and
     slices outputs back). ``example_inputs(n_prompts)`` builds inputs of the right shapes,
     dtypes and device for ``n_prompts`` prompts (for export, capture and warm-up).
+    ``pad_prompts``: padding the prompt axes by repeating the last prompt's rows leaves the
+    real prompts' outputs unchanged (each prompt's outputs depend on the image and on that
+    prompt alone, or on a max over prompts, which a repeated row does not change). A head
+    whose prompts interact (attention across prompts, a softmax over them) says False: the
+    compiled runtime then captures one graph per exact prompt count instead of per bucket.
     """
 
     family: str
@@ -49,6 +56,7 @@ class ImageHead:
     output_names: tuple[str, ...]
     example_inputs: Callable[[int], tuple[Tensor, ...]]
     prompt_axes: dict[str, int] = field(default_factory=dict)
+    pad_prompts: bool = True
 
     def __post_init__(self) -> None:
         known = set(self.input_names) | set(self.output_names)
@@ -62,3 +70,46 @@ def bucket_for(n_prompts: int, buckets: Sequence[int] = PROMPT_BUCKETS) -> int |
     if n_prompts < 1:
         raise ValueError(f"a prompt set has at least one prompt, got {n_prompts}")
     return next((b for b in buckets if b >= n_prompts), None)
+
+
+# Prompt counts a warm-up covers (:meth:`probench.models.base.BaseDetector.warmup`): the
+# buckets 1, 2, 4 and 8; a larger set compiles or captures its graph on first use.
+WARMUP_PROMPTS = 8
+
+
+def add_runtime_arguments(parser: ArgumentParser | _ArgumentGroup) -> None:
+    """``--runtime`` and ``--warmup-size``: the flags of the grounding node's ``runtime`` and
+    ``warmup_size`` (``ground``, ``eval``)."""
+    from probench.models.spec import RUNTIMES
+
+    parser.add_argument("--runtime", default="torch", choices=RUNTIMES,
+                        help="the model's runtime (default torch; compiled: torch.compile on a CPU, CUDA "
+                        "graphs on a GPU; docs/ACCELERATION.md)")
+    parser.add_argument("--warmup-size", default="", metavar="WxH",
+                        help="warm up on a blank WIDTHxHEIGHT frame with 1, 2, 4 and 8 prompts before the "
+                        "first frame (the compiled runtime captures its graphs then); default: none")
+
+
+def parse_warmup_size(text: str, what: str = "warmup_size") -> tuple[int, int] | None:
+    """``"WIDTHxHEIGHT"`` (e.g. ``1280x720``) -> ``(height, width)``; ``""``: None (no warm-up).
+    A malformed value is a one-line :class:`ValueError` naming ``what``."""
+    text = text.strip().lower()
+    if not text:
+        return None
+    parts = text.split("x")
+    if len(parts) == 2 and all(p.isdigit() for p in parts):
+        width, height = int(parts[0]), int(parts[1])
+        if 1 <= width <= 16384 and 1 <= height <= 16384:
+            return height, width
+    raise ValueError(f"{what} must be WIDTHxHEIGHT in pixels (1..16384 each, e.g. 1280x720) or empty, "
+                     f"got {text!r}")
+
+
+def warmup_size_flag(text: str) -> tuple[int, int] | None:
+    """``--warmup-size``: :func:`parse_warmup_size`, a bad value a one-line UsageError."""
+    from probench.errors import UsageError
+
+    try:
+        return parse_warmup_size(text, "--warmup-size")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None

@@ -29,10 +29,12 @@ import numpy as np
 from probench.detections import Detections
 from probench.models import hf_common as hf
 from probench.models.base import TEXT_BATCH, StageTimer
+from probench.models.head import ImageHead
 from probench.models.spec import ModelSpec
 
 if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transformers (pyproject)
     from torch import Tensor
+    from torch.nn import Module
     from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
     from transformers.image_processing_utils import BaseImageProcessor
 
@@ -130,15 +132,26 @@ class OwlDetector(hf.HFDetector):
     def _join_texts(self, items: list[object], prompts: tuple[str, ...]) -> Tensor:
         return self._stack(items)[None]  # (1, Q, D): shared by every image
 
+    def image_head(self) -> ImageHead:
+        """The per-frame network (:func:`owl_image_head`): pixels and the prompt set's
+        query embeddings in, logits and boxes out. The same module is exported to ONNX."""
+        import torch
+
+        model, dtype, dev = self.model, self.dtype, self.dev
+        side, dim = owl_geometry(model)
+
+        def example(n_prompts: int) -> tuple[Tensor, Tensor]:
+            return (torch.zeros(1, 3, side, side, dtype=dtype, device=dev),
+                    torch.zeros(1, n_prompts, dim, dtype=dtype, device=dev))
+
+        return ImageHead("owl", owl_image_head(model), HEAD_INPUTS, HEAD_OUTPUTS, example,
+                         prompt_axes={"query_embeds": 1, "logits": 2})
+
     def _forward(self, pixel_values: Tensor, text: Tensor) -> tuple[Tensor, Tensor]:
         import torch
 
         with torch.inference_mode():
-            feature_map, _ = self.model.image_embedder(pixel_values=pixel_values)
-            b, gh, gw, d = feature_map.shape
-            feats = feature_map.reshape(b, gh * gw, d)
-            logits, _ = self.model.class_predictor(feats, text.expand(b, -1, -1), None)
-            boxes = self.model.box_predictor(feats, feature_map)
+            logits, boxes = self.run_head(pixel_values, text)
         return logits, boxes
 
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
@@ -170,6 +183,39 @@ class OwlDetector(hf.HFDetector):
         return [
             Detections.from_arrays(b, s, p, image_size=size, timings_ms=share) for b, s, p, size in parts
         ]
+
+
+HEAD_INPUTS = ("pixel_values", "query_embeds")  # [B,3,S,S], [1,Q,D]
+HEAD_OUTPUTS = ("logits", "pred_boxes")  # [B,P,Q], [B,P,4]
+
+
+def owl_image_head(model: PreTrainedModel) -> Module:
+    """A ``torch.nn.Module`` over ``model``'s per-frame computation: ``image_embedder`` ->
+    ``class_predictor`` + ``box_predictor``, with the cached query embeddings as an input
+    (the model's ``forward`` minus the text tower). The eager, compiled, ONNX Runtime and
+    TensorRT paths all run this module or its export."""
+    import torch
+
+    # torch is not followed by mypy (pyproject: follow_imports = "skip"), so Module is Any here
+    class OwlImageHead(torch.nn.Module):  # type: ignore[misc]
+        def __init__(self, owl: PreTrainedModel) -> None:
+            super().__init__()
+            self.owl = owl
+
+        def forward(self, pixel_values: Tensor, query_embeds: Tensor) -> tuple[Tensor, Tensor]:
+            feature_map, _ = self.owl.image_embedder(pixel_values=pixel_values)
+            b, gh, gw, d = feature_map.shape
+            feats = feature_map.reshape(b, gh * gw, d)
+            logits, _ = self.owl.class_predictor(feats, query_embeds.expand(b, -1, -1), None)
+            return logits, self.owl.box_predictor(feats, feature_map)
+
+    return OwlImageHead(model).eval()
+
+
+def owl_geometry(model: PreTrainedModel) -> tuple[int, int]:
+    """(image side, query embedding size) of an OWL model."""
+    cfg = model.config
+    return int(cfg.vision_config.image_size), int(cfg.projection_dim)
 
 
 def _tame(model: PreTrainedModel) -> PreTrainedModel:

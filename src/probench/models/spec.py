@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal, TypedDict
 
 TINY_PREFIX = "tiny-"
-RUNTIMES: tuple[str, ...] = ("torch", "onnxruntime", "tensorrt")
+RUNTIMES: tuple[str, ...] = ("torch", "compiled", "onnxruntime", "tensorrt")
 
 TextCache = Literal["per-prompt", "per-set"]
 # "head": any adapter exposing an image head (probench.models.head), exported generically

@@ -238,8 +238,8 @@ def load_detector(
 ) -> BaseDetector:
     """Build a detector by zoo name. Never downloads: real weights come from ``weights``
     (a local folder) or the local Hugging Face / ultralytics cache. ``runtime``
-    ("torch", "onnxruntime", "tensorrt"): the PyTorch detector is built first, then handed
-    to :mod:`probench.models.accel`. ``preprocess``: "device" (torch ops on the model's
+    ("torch", "compiled", "onnxruntime", "tensorrt"): the PyTorch detector is built first,
+    then handed to :mod:`probench.models.accel`. ``preprocess``: "device" (torch ops on the model's
     device, default) or "reference" (the library's own processor;
     :mod:`probench.models.preprocess`). The detector's ``model_info`` is :func:`model_record`."""
     from probench.models.preprocess import check_preprocess

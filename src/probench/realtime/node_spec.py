@@ -25,6 +25,8 @@ from probench.limits import (
     MIN_RATE_HZ,
     THREADS_DEFAULT,
 )
+from probench.models.head import parse_warmup_size
+from probench.models.spec import RUNTIMES
 from probench.msgs.images import DEFAULT_MAX_PIXELS
 from probench.prompting.messages import check_prompt_specs, split_prompts
 from probench.prompting.messages import prompt_message_limit as prompt_message_limit  # re-exported
@@ -103,6 +105,12 @@ def start_time_refusal(values: Mapping[str, object], started: Mapping[str, objec
     return ""
 
 
+def _warmup_size(value: object) -> str:
+    text = str(value)
+    parse_warmup_size(text)  # a ValueError: the one-line refusal
+    return text
+
+
 def _topic(param: str) -> Callable[[object], str]:
     def check(value: object) -> str:
         text = str(value)
@@ -129,6 +137,14 @@ GROUNDING_PARAMS = ParamTable(NODE_NAME, (
     Param("preprocess", "string", "device",
           "image preprocessing: torch ops on the model's device, or the library's reference processor",
           "configure", choices=PREPROCESS_PATHS, identity=True),
+    Param("runtime", "string", "torch",
+          "the model's runtime: torch (eager), compiled (torch.compile on a CPU, CUDA graphs on a GPU), "
+          "onnxruntime, tensorrt, as the model allows (docs/ACCELERATION.md)", "configure", choices=RUNTIMES,
+          identity=True),
+    Param("warmup_size", "string", "",
+          "WIDTHxHEIGHT of a blank frame run at configure with 1, 2, 4 and 8 prompts, so that the compiled "
+          "runtime captures its graphs (and any runtime allocates) before the first camera frame; "
+          "empty: none", "configure", check_value=_warmup_size),
     Param("threads", "integer", THREADS_DEFAULT,
           "CPU threads of the model work (torch intra- and inter-op, OpenCV), set at configure; 0: half the "
           "CPUs the node may use, at least 1 (more oversubscribes a CPU that other work shares)", "configure",
@@ -222,6 +238,8 @@ class GroundingConfig:
     prompt_policy: str = DEFAULT_POLICY
     prompt_profile: str = ""
     threads: int = THREADS_DEFAULT  # probench.models.threads.apply_threads at configure
+    runtime: str = "torch"
+    warmup_size: str = ""  # WIDTHxHEIGHT: BaseDetector.warmup at configure
 
 
 EVALUATOR_NAME = "evaluator_node"

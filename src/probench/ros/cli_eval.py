@@ -64,10 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="give up (and stop both nodes) after this many seconds (default 3600)")
     parser.add_argument("--domain-id", type=IntRange(0, MAX_DOMAIN_ID), default=None,
                         help="ROS_DOMAIN_ID for the graph (default: $ROS_DOMAIN_ID, else a random one)")
+    from probench.models.head import add_runtime_arguments
     from probench.models.threads import add_threads_argument
     from probench.prompting.options import add_policy_arguments
 
     add_threads_argument(parser)  # the grounding node's `threads`
+    add_runtime_arguments(parser)  # its `runtime` and `warmup_size`
     add_policy_arguments(parser)  # --prompt-policy P [--profile PROFILE]: the fourth formulation `policy`
     from probench.data.negatives import add_negatives_arguments
 
@@ -77,11 +79,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def options_from_args(args: argparse.Namespace) -> EvalOptions:
     """The typed options of the flags (nothing checked but their syntax: :func:`run_eval`
     checks the rest)."""
+    from probench.models.head import warmup_size_flag
     from probench.models.threads import check_threads
     from probench.ros.eval_command import EvalOptions
     from probench.vocabulary import parse_formulations
 
     check_threads(args.threads)  # a range, like the other flags' syntax: before any node starts
+    warmup_size_flag(args.warmup_size)
+    node_params: dict[str, object] = {"threads": int(args.threads)} if args.threads else {}
+    if args.runtime != "torch":  # the node's own defaults otherwise (config/grounding.yaml)
+        node_params["runtime"] = args.runtime
+    if args.warmup_size:
+        node_params["warmup_size"] = args.warmup_size
     profile = args.profile
     if profile not in (None, "", "paper"):
         profile = str(Path(profile).resolve())  # the nodes read it
@@ -94,7 +103,7 @@ def options_from_args(args: argparse.Namespace) -> EvalOptions:
         dataset=None if args.dataset is None else Path(args.dataset), overwrite=args.overwrite,
         params_file=None if args.params_file is None else Path(args.params_file), timeout_s=args.timeout,
         domain_id=args.domain_id, prompt_policy=args.prompt_policy, profile=profile,
-        grounding_parameters={"threads": int(args.threads)} if args.threads else {},
+        grounding_parameters=node_params,
         negatives=args.negatives, negatives_seed=args.negatives_seed,
     )  # fmt: skip
 

@@ -274,6 +274,7 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
 
     def _configure(self, values: dict[str, Any]) -> TransitionCallbackReturn:
         from probench.models import load_detector
+        from probench.models.head import WARMUP_PROMPTS, parse_warmup_size
         from probench.models.threads import apply_threads
 
         cfg = self._cfg = GROUNDING_PARAMS.to_config(GroundingConfig, values)
@@ -287,12 +288,18 @@ class GroundingNode(LifecycleNode):  # type: ignore[misc]  # rclpy is not follow
         try:
             detector = load_detector(cfg.model, device=cfg.device, precision=cfg.precision,
                                      score_threshold=float(cfg.score_threshold), weights=cfg.weights or None,
-                                     preprocess=cfg.preprocess)
+                                     preprocess=cfg.preprocess, runtime=cfg.runtime)
         except ProbenchError as exc:
             return self._fail(f"cannot load model {cfg.model!r}: {exc}")
         except Exception as exc:  # noqa: BLE001 - e.g. a torch/CUDA error; reported, node stays up
             return self._fail(f"cannot load model {cfg.model!r}: {type(exc).__name__}: {exc}")
         apply_threads(cfg.threads, "threads")  # once per process: the model is built, it has not run
+        warmup_size = parse_warmup_size(cfg.warmup_size)
+        if warmup_size is not None:  # graphs captured here, outside any frame's budget
+            try:
+                detector.warmup(warmup_size, WARMUP_PROMPTS)
+            except ProbenchError as exc:
+                return self._fail(f"warm-up of {cfg.model!r} failed: {exc}")
         try:  # the model may have changed since: best reads its profile entry again
             self.worker.policy = self._resolve_policy()
         except ProbenchError as exc:

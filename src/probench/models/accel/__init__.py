@@ -1,4 +1,8 @@
-"""Accelerated runtimes for zoo detectors: ONNX Runtime and TensorRT.
+"""Accelerated runtimes for zoo detectors: compiled graphs, ONNX Runtime and TensorRT.
+
+``compiled`` (:mod:`.compiled`) serves every detector whose adapter exposes its image head
+(:mod:`probench.models.head`): ``torch.compile`` on a CPU, CUDA graphs on a GPU (untested
+on a GPU here). The table below is the exported runtimes'.
 
 The registry (:func:`probench.models.zoo.load_detector`) builds the PyTorch detector and
 hands it to :func:`wrap` with its spec; the wrapper is chosen from the spec's data
@@ -37,7 +41,7 @@ def check_runtime(spec: ModelSpec, runtime: str, *, device: str, precision: str)
 
     if runtime not in RUNTIMES:
         raise UsageError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
-    if runtime == "torch":
+    if runtime in ("torch", "compiled"):  # compiled: any adapter with an image head (wrap)
         return
     caps = spec.capabilities
     if caps.accel is None or not (caps.onnx if runtime == "onnxruntime" else caps.tensorrt):
@@ -58,6 +62,10 @@ def wrap(base: BaseDetector, spec: ModelSpec, runtime: str, *, cache_dir: str | 
     from probench.models.accel.cache import ArtifactCache
     from probench.models.accel.errors import UnsupportedRuntimeError
 
+    if runtime == "compiled":
+        from probench.models.accel.compiled import to_compiled
+
+        return to_compiled(base)
     cache = ArtifactCache(cache_dir)
     family = spec.capabilities.accel
     if family == "owl":

@@ -19,3 +19,7 @@ class RuntimeUnavailableError(BackendUnavailableError):
 
 class UnsupportedRuntimeError(AccelError):
     """The model has no export path for the requested runtime."""
+
+
+class CaptureError(AccelError):
+    """The compiled runtime could not compile or capture a model's image head."""

@@ -1,7 +1,8 @@
 """ONNX export of the OWL image path (OWL-ViT and OWLv2).
 
 What is exported is the per-frame computation of :class:`probench.models.owl.OwlDetector`
-(``image_embedder`` -> ``class_predictor`` + ``box_predictor``) with the **cached text
+(its image head, :func:`probench.models.owl.owl_image_head`: ``image_embedder`` ->
+``class_predictor`` + ``box_predictor``) with the **cached text
 embeddings as an input**: ``(pixel_values[B,3,S,S], query_embeds[1,Q,D]) -> (logits[B,P,Q],
 pred_boxes[B,P,4])``. The text tower stays in PyTorch and runs once per prompt set, so a
 prompt change never needs a new ONNX file or TensorRT engine (Q is a dynamic axis).
@@ -18,35 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from probench.models.accel.errors import ExportError
+from probench.models.owl import HEAD_INPUTS, HEAD_OUTPUTS, owl_geometry, owl_image_head
 
 if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transformers (pyproject)
-    from torch import Tensor
     from torch.nn import Module
     from transformers import PreTrainedModel
 
 OPSET = 17
-INPUTS = ("pixel_values", "query_embeds")
-OUTPUTS = ("logits", "pred_boxes")
-
-
-def owl_image_head(model: PreTrainedModel) -> Module:
-    """A ``torch.nn.Module`` computing exactly ``OwlDetector._forward`` for export."""
-    import torch
-
-    # torch is not followed by mypy (pyproject: follow_imports = "skip"), so Module is Any here
-    class OwlImageHead(torch.nn.Module):  # type: ignore[misc]
-        def __init__(self, owl: PreTrainedModel) -> None:
-            super().__init__()
-            self.owl = owl
-
-        def forward(self, pixel_values: Tensor, query_embeds: Tensor) -> tuple[Tensor, Tensor]:
-            feature_map, _ = self.owl.image_embedder(pixel_values=pixel_values)
-            b, gh, gw, d = feature_map.shape
-            feats = feature_map.reshape(b, gh * gw, d)
-            logits, _ = self.owl.class_predictor(feats, query_embeds.expand(b, -1, -1), None)
-            return logits, self.owl.box_predictor(feats, feature_map)
-
-    return OwlImageHead(model).eval()
+INPUTS, OUTPUTS = HEAD_INPUTS, HEAD_OUTPUTS  # the image head's names (probench.models.owl)
 
 
 def model_fingerprint(model: Module) -> str:
@@ -60,12 +40,6 @@ def model_fingerprint(model: Module) -> str:
             h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode())
             h.update(t.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
-
-
-def owl_geometry(model: PreTrainedModel) -> tuple[int, int]:
-    """(image side, query embedding size) of an OWL model."""
-    cfg = model.config
-    return int(cfg.vision_config.image_size), int(cfg.projection_dim)
 
 
 def export_owl_onnx(model: PreTrainedModel, path: str | Path, *, opset: int = OPSET) -> Path:

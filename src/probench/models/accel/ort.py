@@ -53,13 +53,10 @@ class OrtOwlDetector(ExportedOwlDetector):
         super().__init__(base)
         self.onnx_path, self.session = onnx_path, session
 
-    def _forward(self, pixel_values: Tensor, text: Tensor) -> tuple[Tensor, Tensor]:
+    def run_head(self, *inputs: Tensor) -> tuple[Tensor, ...]:
         import torch
 
-        feeds = {
-            INPUTS[0]: pixel_values.detach().float().cpu().numpy(),
-            INPUTS[1]: text.detach().float().cpu().numpy(),
-        }
+        feeds = {name: t.detach().float().cpu().numpy() for name, t in zip(INPUTS, inputs, strict=True)}
         try:
             logits, boxes = self.session.run(None, feeds)
         except Exception as exc:  # onnxruntime raises its own untyped errors

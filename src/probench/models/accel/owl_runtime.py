@@ -1,6 +1,6 @@
 """The OWL detector with its image path on another runtime (ONNX Runtime, TensorRT).
 
-Only ``_forward`` (image + cached text embeddings -> logits, boxes) changes; the
+Only ``run_head`` (the image head: image + cached text embeddings -> logits, boxes) changes; the
 preprocessing (device or reference path, as the base detector), the text tower and the
 post-processing stay the PyTorch detector's, so outputs are comparable box for box.
 """

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Protocol
 from probench.cache.atomic import write_bytes_atomic
 from probench.models.accel.cache import ArtifactCache
 from probench.models.accel.errors import TENSORRT_HINT, AccelError, ExportError, RuntimeUnavailableError
-from probench.models.accel.onnx_export import INPUTS, OUTPUTS, export_owl_onnx, owl_geometry, owl_onnx_parts
+from probench.models.accel.onnx_export import INPUTS, OUTPUTS, export_owl_onnx, owl_onnx_parts
 from probench.models.accel.owl_runtime import ExportedOwlDetector
 from probench.models.base import BaseDetector
 from probench.models.errors import import_backend
-from probench.models.owl import OwlDetector
+from probench.models.owl import OwlDetector, owl_geometry
 
 if TYPE_CHECKING:  # names for the checker only: mypy skips torch (pyproject)
     from torch import Tensor
@@ -177,8 +177,9 @@ class TrtOwlDetector(ExportedOwlDetector):
         super().__init__(base)
         self.engine_path, self.runner = engine_path, runner
 
-    def _forward(self, pixel_values: Tensor, text: Tensor) -> tuple[Tensor, Tensor]:
-        return self.runner(pixel_values, text)
+    def run_head(self, *inputs: Tensor) -> tuple[Tensor, ...]:
+        pixel_values, query_embeds = inputs  # the OWL image head's inputs
+        return self.runner(pixel_values, query_embeds)
 
 
 def engine_parts(base: OwlDetector, fp16: bool, trt_version: str, gpu: str) -> dict[str, object]:

@@ -12,6 +12,7 @@ import numpy as np
 from probench.detections import Detections
 from probench.models.base import TEXT_BATCH, BaseDetector, StageTimer
 from probench.models.errors import ModelError
+from probench.models.head import ImageHead
 from probench.models.hf_common import MAX_PER_PROMPT, cuda_sync, resolve_device
 from probench.models.spec import ModelSpec
 from probench.models.specs_ultralytics import UltraArch
@@ -22,6 +23,7 @@ from probench.models.ultra.weights import Kind, find_checkpoint, model_class, re
 if TYPE_CHECKING:  # names for the checker only: mypy skips torch and ultralytics (pyproject)
     from torch import Tensor
     from torch import device as TorchDevice
+    from torch.nn import Module
     from ultralytics import YOLOE, YOLOWorld
     from ultralytics.engine.results import Results
 
@@ -135,11 +137,32 @@ class UltralyticsDetector(BaseDetector):
         return results
 
     def _run(self, image: np.ndarray, text_state: object) -> Detections:
-        return self._run_many([image])[0]
+        return self._run_many([image], text_state)[0]
 
     def _run_batch(self, images: list[np.ndarray], text_state: object) -> list[Detections]:
         """One batched forward for all images (same prompts for all)."""
-        return self._run_many(images)
+        return self._run_many(images, text_state)
+
+    def image_head(self) -> ImageHead | None:
+        """The network's forward with the prompt set's embeddings as a tensor input
+        (:func:`ultra_image_head`), or None on the ``reference`` path (ultralytics' own
+        predictor runs the network there: no seam to replace)."""
+        if self.preprocess == "reference":
+            return None
+        import torch
+
+        from probench.models.ultra.tiny import embed_dim
+
+        dtype, dev, side = self._param.dtype, self._torch_device, self.imgsz
+        dim = embed_dim(self.model, self.kind)
+
+        def example(n_prompts: int) -> tuple[Tensor, Tensor]:
+            return (torch.zeros(1, 3, side, side, dtype=dtype, device=dev),
+                    torch.zeros(1, n_prompts, dim, dtype=dtype, device=dev))
+
+        outputs = HEAD_OUTPUTS + (SEGMENT_OUTPUTS if self.segment else ())
+        return ImageHead(self.kind, ultra_image_head(self.net, self.kind), HEAD_INPUTS,
+                         outputs, example, prompt_axes={"text": 1, "scores": 1})
 
     def pixel_inputs(self, images: Sequence[Frame]) -> dict[str, Tensor]:
         """The network input for ``images`` by the detector's path: the device letterbox, or
@@ -158,11 +181,11 @@ class UltralyticsDetector(BaseDetector):
         x = torch.from_numpy(batch).to(self._torch_device).permute(0, 3, 1, 2)
         return {"pixel_values": (x.to(self._param.dtype) / 255.0).contiguous()}
 
-    def _run_many(self, images: list[Frame]) -> list[Detections]:
+    def _run_many(self, images: list[Frame], text: object) -> list[Detections]:
         try:
             if self.preprocess == "reference":
                 return self._run_reference(images)
-            return self._run_device(images)
+            return self._run_device(images, text)
         except (RuntimeError, ValueError) as exc:
             raise ModelError(f"{self.name}: ultralytics inference failed: {exc}") from exc
 
@@ -175,14 +198,17 @@ class UltralyticsDetector(BaseDetector):
             for r, im in zip(results, images, strict=True)
         ]
 
-    def _run_device(self, images: list[Frame]) -> list[Detections]:
+    def _run_device(self, images: list[Frame], text: object) -> list[Detections]:
         import torch
 
         timer = StageTimer(sync=cuda_sync(self._torch_device))
         with timer.stage("preprocess"):
             x = self.pixel_inputs(images)["pixel_values"]
         with timer.stage("forward"), torch.inference_mode():
-            preds = self.net(x)
+            outs = self.run_head(x, text)
+            # the predictions as the network gives them: (B, 4 + nc [+ mask coefficients], A)
+            y = torch.cat(outs[:3] if self.segment else outs, 1)
+            preds: RawOutput = (y, outs[3]) if self.segment else y
         with timer.stage("postprocess"):
             sizes = [(int(im.shape[0]), int(im.shape[1])) for im in images]
             parts = self.postprocess(preds, tuple(x.shape[2:]), sizes)
@@ -205,6 +231,43 @@ class UltralyticsDetector(BaseDetector):
         )
 
 
+
+
+HEAD_INPUTS = ("images", "text")  # [B,3,H,W], [1,n,D] (YOLOE: after its RepRTA adapter)
+HEAD_OUTPUTS = ("boxes", "scores")  # [B,4,A] xywh in input pixels, [B,n,A] sigmoid scores
+SEGMENT_OUTPUTS = ("mask_coefficients", "protos")  # [B,32,A], [B,32,H/4,W/4] (-seg models)
+
+
+def ultra_image_head(net: Module, kind: Kind) -> Module:
+    """A ``torch.nn.Module`` over the fused network's forward, the prompt set's embeddings
+    an input (YOLO-World: ``txt_feats``, which ``WorldModel.predict`` takes; YOLOE: the class
+    embeddings its head appends, already through the RepRTA adapter as the text cache holds
+    them; the network is called as a module, so its hooks see one call), the decoded
+    predictions split so that the class scores are one tensor whose
+    axis 1 is the prompt axis. The head's class count follows the prompt count of the input.
+    Every prompt's scores depend on the image and that prompt alone, or on a max over the
+    prompts (YOLO-World's text-guided attention): padding by repeating a prompt is safe."""
+    import torch
+
+    # torch is not followed by mypy (pyproject: follow_imports = "skip"), so Module is Any here
+    class UltraImageHead(torch.nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net
+
+        def forward(self, images: Tensor, text: Tensor) -> tuple[Tensor, ...]:
+            n = text.shape[1]
+            self.net.model[-1].nc = n  # the class count of this forward (as _apply_vocabulary)
+            # YOLOE: ready class embeddings go in as ``vpe`` (its head passes a (B, n, D) one
+            # through as is); ``tpe`` would run the RepRTA adapter the text cache already applied
+            out = self.net(images, txt_feats=text) if kind == "world" else self.net(images, vpe=text)
+            y = out[0]
+            if isinstance(y, tuple):  # a -seg model: (predictions, mask prototypes)
+                pred, protos = y
+                return pred[:, :4], pred[:, 4 : 4 + n], pred[:, 4 + n :], protos
+            return y[:, :4], y[:, 4 : 4 + n]
+
+    return UltraImageHead().eval()
 
 
 def _channels_last(dev: TorchDevice, half: bool) -> bool:
