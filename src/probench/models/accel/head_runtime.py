@@ -16,6 +16,7 @@ through the artefact cache, so a warm-up frame pays for it and later runs find t
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
@@ -58,7 +59,7 @@ def head_of(base: BaseDetector, runtime: str) -> ImageHead:
     return head
 
 
-class _HeadRunner:
+class _HeadRunner(abc.ABC):
     """Per input geometry: one exported file and what runs it (``_open``)."""
 
     runtime = "torch"
@@ -86,8 +87,9 @@ class _HeadRunner:
             run = self._by_geometry[geo] = self._open(path, inputs)
         return run(inputs)
 
+    @abc.abstractmethod
     def _open(self, onnx_path: Path, inputs: Inputs) -> Run:
-        raise NotImplementedError
+        """What runs the exported file at ``onnx_path`` (ORT session, TensorRT engine)."""
 
 
 class OrtHeadRunner(_HeadRunner):
