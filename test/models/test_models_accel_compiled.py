@@ -10,8 +10,9 @@
   and inductor's C++ code generation), so inductor compiles the first model of each head
   family (``ImageHead.family``; the others are the same code at another size), and the
   other models run the same padded, bucketed head through an eager capture function: what
-  they check is that padding their prompt axes by repetition leaves every real prompt's
-  boxes and scores unchanged.
+  they check is that padding their prompt axes (by repetition, or the head's own padding:
+  G-DINO's masked tokens, OmDet-T's classes and task tokens) leaves every real prompt's
+  boxes and scores unchanged. Every call here is padded (none is a bucket size already).
 """
 
 from __future__ import annotations
@@ -109,6 +110,30 @@ def test_a_head_that_may_not_be_padded_gets_a_graph_per_exact_count() -> None:
     assert [s[1] for s in rec.shapes] == [(1, 3, 3), (1, 4, 3)]
 
 
+def test_a_head_with_its_own_padding_gets_a_graph_per_padded_shapes() -> None:
+    """``ImageHead.pad``: the head pads (here: zero rows to a multiple of 4, None above 8),
+    the runtime keys graphs by the padded shapes, runs eagerly on None and slices the
+    outputs back to the unpadded prompt count."""
+    def pad_zeros(inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...] | None:
+        image, text = inputs
+        n = text.shape[1]
+        if n > 8:
+            return None
+        return image, torch.cat((text, text.new_zeros(1, -n % 4, text.shape[2])), 1)
+
+    head = ImageHead("toy", _PerPrompt(), ("image", "text"), ("scores", "pooled"),
+                     lambda n: (torch.ones(1, 3), torch.ones(1, n, 3)),
+                     prompt_axes={"text": 1, "scores": 1}, pad=pad_zeros)
+    rec = _Recorder()
+    run = CompiledHead(head, rec, name="toy", buckets=(1, 2))  # the head's own padding wins
+    for n in (3, 4, 5, 9):
+        inputs = _inputs(n)
+        for got, want in zip(run(*inputs), head.module(*inputs), strict=True):
+            assert got.shape == want.shape and torch.equal(got, want)
+    assert [s[1] for s in rec.shapes] == [(1, 4, 3), (1, 8, 3)]
+    assert run.padded_runs == 2 and run.eager_runs == 1  # 3 -> 4 and 5 -> 8 padded; 4 as is; 9 eager
+
+
 def test_a_failed_capture_is_one_line_naming_the_fallback() -> None:
     def refuse(module: torch.nn.Module, example: tuple[torch.Tensor, ...]) -> Callable[..., tuple]:
         raise RuntimeError("Cannot copy between CPU and CUDA tensors during CUDA graph capture\nmore")
@@ -181,7 +206,11 @@ def test_compiled_equals_eager_or_refuses(name: str) -> None:
     compiled = to_compiled(det, compile_capture() if inductor else _eager_capture)
     got = compiled.detect(image, PROMPTS)
     runner = compiled._head_runner
-    assert isinstance(runner, CompiledHead) and runner.graphs == 1  # bucket 4, made once
+    assert isinstance(runner, CompiledHead)
+    # 3 prompts: one call in bucket 4 (OmDet-T: 4 classes, its task tokens in a token bucket);
+    # a tiny G-DINO caption holds 24 tokens, so two calls: 22 tokens -> 24, 5 -> 16
+    calls = 2 if head.family == "grounding-dino" else 1
+    assert runner.graphs == calls and runner.padded_runs == calls and runner.eager_runs == 0
     assert len(want) > 0 and len(got) == len(want)
     np.testing.assert_array_equal(got.prompt_index, want.prompt_index)
     np.testing.assert_allclose(got.xyxy, want.xyxy, atol=BOX_ATOL, rtol=0)

@@ -134,3 +134,90 @@ def test_sam3_sets_above_a_call_run_in_bounded_calls_with_the_same_detections(
     np.testing.assert_array_equal(split.prompt_index, whole.prompt_index)
     np.testing.assert_allclose(split.xyxy, whole.xyxy, rtol=0, atol=1e-3)
     np.testing.assert_allclose(split.scores, whole.scores, rtol=0, atol=1e-5)
+
+
+# -- the compiled runtime's padding (ImageHead.pad / the default repeat-last padding) ------
+PAD_ATOL = 1e-5  # the padded call's kernels see other shapes: fp32 rounding only
+
+
+def _assert_real_part_equal(want: tuple[torch.Tensor, ...], got: tuple[torch.Tensor, ...]) -> None:
+    """Outputs of the unpadded call and the padded call sliced back: the same shapes, -inf in
+    the same places (G-DINO's masked tokens), equal elsewhere within PAD_ATOL."""
+    assert len(want) == len(got)
+    for w, g in zip(want, got, strict=True):
+        assert w.shape == g.shape
+        finite = torch.isfinite(w)
+        assert torch.equal(finite, torch.isfinite(g))
+        torch.testing.assert_close(g[finite], w[finite], rtol=0, atol=PAD_ATOL)
+
+
+@pytest.mark.parametrize("name", ["tiny-grounding-dino-t", "tiny-mm-grounding-dino-t"])
+def test_grounding_dino_caption_padding_leaves_the_real_tokens_outputs(name: str) -> None:
+    """Masked tokens to the next token bucket change no real output; repeating the last
+    token instead (the default padding) would, which is why the head pads itself."""
+    from probench.models.accel.compiled import pad_prompts
+    from probench.models.grounding_dino import pad_caption
+
+    det = load_detector(name)
+    head = det.image_head()
+    assert head.pad is not None
+    enc = det.pixel_inputs([_frame()])
+    caps = det._encode_prompts(("a red backpack", "a door handle", "a chair"))  # 22 and 5 tokens
+    with torch.inference_mode():
+        for cap, bucket in zip(caps, (det.max_text_len, 16), strict=True):  # 24 (the limit), 16
+            inputs = det._head_inputs(enc["pixel_values"], enc.get("pixel_mask"), cap)
+            n = inputs[2].shape[1]
+            padded = head.pad(inputs)
+            assert padded is not None and padded[2].shape[1] == bucket > n
+            assert all(t.shape[1] == bucket for t in padded[2:])
+            groups = padded[5][0].tolist()  # padded tokens: a block each, apart from every phrase
+            assert not set(groups[n:]) & set(groups[:n]) and len(set(groups[n:])) == bucket - n
+            want = head.module(*inputs)
+            _assert_real_part_equal(want, head.module(*padded))
+            # the last token repeated instead: it joins the last phrase, the real tokens' logits move
+            repeated = head.module(*pad_prompts(head, inputs, bucket))
+            assert not torch.allclose(repeated[0][..., :n], want[0][..., :n], rtol=0, atol=100 * PAD_ATOL)
+    # a caption above the last bucket runs eagerly
+    assert pad_caption(inputs, buckets=(4,)) is None
+
+
+def test_omdet_padding_of_classes_and_task_tokens_leaves_the_real_classes_outputs() -> None:
+    """Classes (3 -> 4, the last repeated) and task tokens (-> a token bucket, mask 0) padded
+    apart: the real classes' boxes and logits are unchanged."""
+    from probench.models.accel.compiled import slice_prompts
+    from probench.models.omdet import pad_classes_and_task
+
+    det = load_detector("tiny-omdet-turbo")
+    head = det.image_head()
+    assert head.pad is pad_classes_and_task
+    pv = det.pixel_inputs([_frame()])["pixel_values"]
+    with torch.inference_mode():
+        for prompts in (PROMPTS, (*PROMPTS, "a cup", "a long wooden kitchen table")):
+            inputs = (pv, *det._encode_prompts(prompts))
+            padded = pad_classes_and_task(inputs)
+            assert padded is not None
+            classes, tokens = inputs[1].shape[0], inputs[2].shape[0]
+            assert padded[1].shape[0] == {3: 4, 5: 8}[classes]
+            assert padded[2].shape[0] in (16, 32, 64) and padded[2].shape[0] > tokens
+            assert padded[3].shape == (1, padded[2].shape[0]) and int(padded[3][0, tokens:].sum()) == 0
+            got = slice_prompts(head, head.module(*padded), classes)
+            _assert_real_part_equal(head.module(*inputs), got)
+    too_many = (pv, inputs[1].repeat(65, 1, 1), inputs[2], inputs[3])
+    assert pad_classes_and_task(too_many) is None  # above the last prompt bucket: eager
+
+
+@pytest.mark.parametrize("name", ["tiny-sam3", "tiny-sam3-lite"])
+def test_sam3_repeat_last_padding_leaves_the_real_prompts_outputs(name: str) -> None:
+    """SAM3's prompts are a batch axis: the default padding (the last prompt repeated, 3 -> 4)
+    is safe."""
+    from probench.models.accel.compiled import pad_prompts, slice_prompts
+
+    det = load_detector(name)
+    head = det.image_head()
+    assert head.pad is None and head.pad_prompts
+    feats, mask = det._join_texts(list(det._encode_texts(PROMPTS)), PROMPTS)
+    inputs = (det.pixel_inputs([_frame()])["pixel_values"], feats, mask)
+    padded = pad_prompts(head, inputs, 4)
+    assert padded[1].shape[0] == padded[2].shape[0] == 4
+    with torch.inference_mode():
+        _assert_real_part_equal(head.module(*inputs), slice_prompts(head, head.module(*padded), 3))

@@ -39,7 +39,7 @@ import numpy as np
 from probench.detections import Detections
 from probench.models import hf_common as hf
 from probench.models.base import StageTimer
-from probench.models.head import ImageHead
+from probench.models.head import ImageHead, bucket_for, buckets_upto, fill_to
 from probench.models.spec import ModelSpec
 
 if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transformers (pyproject)
@@ -241,6 +241,7 @@ class GroundingDinoDetector(hf.HFDetector):
             input_names=HEAD_INPUTS, output_names=HEAD_OUTPUTS, example_inputs=self._example_inputs,
             prompt_axes={"input_ids": 1, "text_hidden": 1, "attention_mask": 1, "token_groups": 1,
                          "position_ids": 1},
+            pad=functools.partial(pad_caption, buckets=buckets_upto(self.max_text_len)),
         )
 
     def _example_inputs(self, n_prompts: int) -> tuple[Tensor, ...]:
@@ -370,6 +371,28 @@ def _head_module_cls() -> type[Module]:
 def gdino_head_module(model: PreTrainedModel, text_cache: TextCache) -> Module:
     """The Grounding DINO image head module (torch imported lazily)."""
     return _head_module_cls()(model, text_cache).eval()
+
+
+def pad_caption(inputs: tuple[Tensor, ...], buckets: tuple[int, ...]) -> tuple[Tensor, ...] | None:
+    """The compiled runtime's padding of a head call (``ImageHead.pad``): the caption's token
+    axis grown to a bucket with masked tokens (None above the last bucket). Repeating the
+    last token would join it to the last phrase; a padded token instead has attention mask
+    0, zero BERT features, token id 0 (only the ids' shape is read in a head call), position
+    id 0 and a block id of its own (its position: no real token's id, which is the first
+    position of its phrase), so no real token attends to it. Grounding DINO masks such
+    tokens in its fusion layers, query selection and logits (-inf), so the real tokens'
+    outputs are unchanged up to float rounding; the logits are max_text_len wide already
+    (nothing to slice back)."""
+    import torch
+
+    pv, pm, ids, hidden, mask, groups, position_ids = inputs
+    n = int(ids.shape[1])
+    size = bucket_for(n, buckets)
+    if size is None:
+        return None
+    own = torch.arange(n, size, dtype=groups.dtype, device=groups.device).expand(groups.shape[0], -1)
+    return (pv, pm, fill_to(ids, 1, size), fill_to(hidden, 1, size), fill_to(mask, 1, size),
+            torch.cat((groups, own), 1), fill_to(position_ids, 1, size))
 
 
 def _token_groups(self_mask: Tensor) -> Tensor:

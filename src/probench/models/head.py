@@ -6,7 +6,9 @@ tensor inputs) and post-processing. Only the image head differs between runtimes
 
 - ``torch``: the head's module, eager;
 - ``compiled``: the same module under ``torch.compile`` (CPU) or captured as CUDA graphs
-  with static input buffers, prompt counts padded to :data:`PROMPT_BUCKETS` (GPU);
+  with static input buffers (GPU), one graph per bucket of prompt counts: the inputs padded
+  to a bucket (``ImageHead.pad``: by default the last prompt's rows repeated up to
+  :data:`PROMPT_BUCKETS`), the outputs sliced back;
 - ``onnxruntime`` / ``tensorrt``: the module exported to ONNX (the prompt axes dynamic) and
   run by ONNX Runtime, or built into an FP16 TensorRT engine.
 
@@ -31,6 +33,13 @@ if TYPE_CHECKING:  # names for the checker only: mypy skips torch (pyproject)
 # smallest bucket >= n (padded rows are sliced off the outputs), so a new prompt set of a
 # known size class never recaptures. Sets above the last bucket run eagerly.
 PROMPT_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+# Token counts, where a head's growing axis is a sentence's tokens (a Grounding DINO
+# caption, OmDet-T's task sentence): capped at the model's token limit (:func:`buckets_upto`)
+TOKEN_BUCKETS: tuple[int, ...] = (16, 32, 64, 128, 256)
+
+# a head's own padding (ImageHead.pad): inputs -> the inputs padded to their graph's shapes,
+# or None when an axis is above its last bucket (the head runs eagerly)
+Pad = Callable[[tuple["Tensor", ...]], "tuple[Tensor, ...] | None"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,12 @@ class ImageHead:
     prompt alone, or on a max over prompts, which a repeated row does not change). A head
     whose prompts interact (attention across prompts, a softmax over them) says False: the
     compiled runtime then captures one graph per exact prompt count instead of per bucket.
+    ``pad``: the head's own padding, for a head whose growing axes are not one independent
+    row per prompt (tokens of a caption; two axes growing apart): it grows each axis to a
+    bucket of its choosing with rows that leave the real rows' outputs unchanged (masked
+    tokens, repeated classes) and returns None above a last bucket (run eagerly); the
+    compiled runtime makes one graph per padded shapes and slices the outputs' prompt axes
+    back to :func:`prompt_count` of the unpadded inputs. None: the default padding above.
     """
 
     family: str
@@ -57,6 +72,7 @@ class ImageHead:
     example_inputs: Callable[[int], tuple[Tensor, ...]]
     prompt_axes: dict[str, int] = field(default_factory=dict)
     pad_prompts: bool = True
+    pad: Pad | None = None
 
     def __post_init__(self) -> None:
         known = set(self.input_names) | set(self.output_names)
@@ -70,6 +86,48 @@ def bucket_for(n_prompts: int, buckets: Sequence[int] = PROMPT_BUCKETS) -> int |
     if n_prompts < 1:
         raise ValueError(f"a prompt set has at least one prompt, got {n_prompts}")
     return next((b for b in buckets if b >= n_prompts), None)
+
+
+def buckets_upto(limit: int, buckets: Sequence[int] = TOKEN_BUCKETS) -> tuple[int, ...]:
+    """The ``buckets`` below ``limit``, then ``limit``: the sizes of an axis that never grows
+    past it (a model's token limit)."""
+    return (*(b for b in buckets if b < limit), limit)
+
+
+def prompt_count(head: ImageHead, inputs: Sequence[Tensor]) -> int | None:
+    """The number of prompts of ``inputs``: the length of the first input's prompt axis
+    (None: the head has no prompt axis among its inputs)."""
+    for name, t in zip(head.input_names, inputs, strict=True):
+        axis = head.prompt_axes.get(name)
+        if axis is not None:
+            return int(t.shape[axis])
+    return None
+
+
+def repeat_last(t: Tensor, axis: int, size: int) -> Tensor:
+    """``t`` grown to ``size`` along ``axis`` by repeating its last row (as is when it is
+    that long already)."""
+    import torch
+
+    n = int(t.shape[axis])
+    if n >= size:
+        return t
+    reps = [1] * t.dim()
+    reps[axis] = size - n
+    return torch.cat((t, t.narrow(axis, n - 1, 1).repeat(*reps)), axis)
+
+
+def fill_to(t: Tensor, axis: int, size: int, value: float = 0) -> Tensor:
+    """``t`` grown to ``size`` along ``axis`` with rows of ``value`` (as is when it is that
+    long already)."""
+    import torch
+
+    n = int(t.shape[axis])
+    if n >= size:
+        return t
+    shape = list(t.shape)
+    shape[axis] = size - n
+    return torch.cat((t, t.new_full(shape, value)), axis)
 
 
 # Prompt counts a warm-up covers (:meth:`probench.models.base.BaseDetector.warmup`): the

@@ -38,7 +38,7 @@ import numpy as np
 from probench.detections import Detections
 from probench.models import hf_common as hf
 from probench.models.base import StageTimer
-from probench.models.head import ImageHead
+from probench.models.head import ImageHead, bucket_for, buckets_upto, fill_to, repeat_last
 from probench.models.spec import ModelSpec
 
 if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transformers (pyproject)
@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # names for the checker only: mypy skips torch and transforme
 
 NMS_IOU = 0.5  # the processor's default
 TEXT_LEN = 77  # the processor's text max_length
+TASK_BUCKETS = buckets_upto(TEXT_LEN)  # the task sentence's token counts a compiled graph is made for
 CLASS_CACHE = 4096  # class embeddings kept by the model's own LRU (transformers' default is 100)
 TINY_IMAGE = 64
 CLIP_PAD = "<|endoftext|>"  # OmDet's CLIP tokenizer pads with end-of-text
@@ -141,6 +142,7 @@ class OmDetTurboDetector(hf.HFDetector):
             family="omdet", module=omdet_head_module(self.model), input_names=HEAD_INPUTS,
             output_names=HEAD_OUTPUTS, example_inputs=self._example_inputs,
             prompt_axes={"class_features": 0, "task_features": 0, "task_mask": 1, "class_logits": 2},
+            pad=pad_classes_and_task,
         )
 
     def _example_inputs(self, n_prompts: int) -> tuple[Tensor, ...]:
@@ -169,6 +171,22 @@ class OmDetTurboDetector(hf.HFDetector):
             res["boxes"][keep], res["scores"][keep], res["labels"][keep], image_size=(h, w),
             timings_ms=timer.timings_ms,
         )
+
+
+def pad_classes_and_task(inputs: tuple[Tensor, ...]) -> tuple[Tensor, ...] | None:
+    """The compiled runtime's padding of a head call (``ImageHead.pad``): the classes and
+    the task sentence's tokens grow apart, each to its own bucket (None above a last one).
+    Classes: the last class repeated to a prompt bucket. Each class enters the decoder only
+    through its own projection and similarity to the queries, and the query selection takes
+    the max over classes, which a repeated class does not change; the runtime slices the
+    logits back to the real classes. Task tokens: zero features with task mask 0, to a
+    token bucket; the decoder's query-task self-attention masks them as keys."""
+    pv, classes, task, task_mask = inputs
+    n_classes = bucket_for(int(classes.shape[0]))
+    n_tokens = bucket_for(int(task.shape[0]), TASK_BUCKETS)
+    if n_classes is None or n_tokens is None:
+        return None
+    return pv, repeat_last(classes, 0, n_classes), fill_to(task, 0, n_tokens), fill_to(task_mask, 1, n_tokens)
 
 
 HEAD_INPUTS = ("pixel_values", "class_features", "task_features", "task_mask")

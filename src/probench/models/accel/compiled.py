@@ -19,10 +19,12 @@ A captured graph launches them all at once.
 
 Prompt sets are padded to :data:`~probench.models.head.PROMPT_BUCKETS` along the head's
 ``prompt_axes`` by repeating the last prompt's rows (safe where ``ImageHead.pad_prompts``;
-else one graph per exact count), and the outputs are sliced back, so a new prompt set of a
-known size class runs without a new capture. A set larger than the last bucket runs the
-head eagerly. Graphs are made on first use; :meth:`BaseDetector.warmup` (the grounding
-node's warm-up, the latency protocol's warm-up runs) makes them before the timed frames.
+else one graph per exact count), or by the head's own ``ImageHead.pad`` (a caption's
+tokens: masked tokens to :data:`~probench.models.head.TOKEN_BUCKETS`), and the outputs
+are sliced back, so a new prompt set of a known size class runs without a new capture. A
+set larger than the last bucket runs the head eagerly. Graphs are made on first use;
+:meth:`BaseDetector.warmup` (the grounding node's warm-up, the latency protocol's warm-up
+runs) makes them before the timed frames.
 
 A head that cannot be compiled or captured fails with one line naming the fallback,
 ``--runtime torch`` (:class:`~probench.models.accel.errors.CaptureError`).
@@ -35,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from probench.models.accel.errors import CaptureError, UnsupportedRuntimeError
 from probench.models.base import BaseDetector
-from probench.models.head import PROMPT_BUCKETS, ImageHead, bucket_for
+from probench.models.head import PROMPT_BUCKETS, ImageHead, bucket_for, prompt_count, repeat_last
 
 if TYPE_CHECKING:  # names for the checker only: mypy skips torch (pyproject)
     from torch import Tensor
@@ -53,31 +55,12 @@ RECOMPILE_LIMIT = 64
 CUDA_WARMUP_ITERS = 3  # eager runs on the side stream before a capture (PyTorch's recipe)
 
 
-def prompt_count(head: ImageHead, inputs: Sequence[Tensor]) -> int | None:
-    """The number of prompts of ``inputs``: the length of the first input's prompt axis
-    (None: the head has no prompt axis among its inputs)."""
-    for name, t in zip(head.input_names, inputs, strict=True):
-        axis = head.prompt_axes.get(name)
-        if axis is not None:
-            return int(t.shape[axis])
-    return None
-
-
 def pad_prompts(head: ImageHead, inputs: Sequence[Tensor], size: int) -> tuple[Tensor, ...]:
     """``inputs`` with every prompt axis grown to ``size`` by repeating its last row."""
-    import torch
-
-    out = []
-    for name, t in zip(head.input_names, inputs, strict=True):
-        axis = head.prompt_axes.get(name)
-        n = int(t.shape[axis]) if axis is not None else size
-        if axis is not None and n < size:
-            last = t.narrow(axis, n - 1, 1)
-            reps = [1] * t.dim()
-            reps[axis] = size - n
-            t = torch.cat((t, last.repeat(*reps)), axis)
-        out.append(t)
-    return tuple(out)
+    return tuple(
+        repeat_last(t, head.prompt_axes[name], size) if name in head.prompt_axes else t
+        for name, t in zip(head.input_names, inputs, strict=True)
+    )
 
 
 def slice_prompts(head: ImageHead, outputs: Sequence[Tensor], n: int) -> tuple[Tensor, ...]:
@@ -101,7 +84,9 @@ def _first_line(exc: BaseException) -> str:
 class CompiledHead:
     """``run_head`` of the compiled runtime (module doc): pads, picks or makes the graph of
     the padded shapes, runs it, slices. ``capture`` makes a graph; ``graphs`` counts the
-    ones made, ``eager_runs`` the calls that ran eagerly (a set above the last bucket)."""
+    ones made, ``eager_runs`` the calls that ran eagerly (a set above the last bucket),
+    ``padded_runs`` the calls whose inputs were padded. ``buckets``: the prompt counts of
+    the default padding (a head with its own ``pad`` chooses its own)."""
 
     def __init__(self, head: ImageHead, capture: Capture, *, name: str,
                  buckets: Sequence[int] = PROMPT_BUCKETS) -> None:
@@ -109,6 +94,7 @@ class CompiledHead:
         self._capture = capture
         self._graphs: dict[tuple[object, ...], HeadFn] = {}
         self.eager_runs = 0
+        self.padded_runs = 0
 
     @property
     def graphs(self) -> int:
@@ -121,17 +107,28 @@ class CompiledHead:
             return None
         return bucket_for(n_prompts, self.buckets) if self.head.pad_prompts else n_prompts
 
+    def padded(self, inputs: tuple[Tensor, ...], n_prompts: int | None) -> tuple[Tensor, ...] | None:
+        """``inputs`` padded to the shapes of their graph (the head's own ``pad``, else the
+        last prompt repeated up to the bucket), or None: run eagerly (above a last bucket)."""
+        if self.head.pad is not None:
+            return self.head.pad(inputs)
+        if n_prompts is None:
+            return inputs
+        size = self.size_for(n_prompts)
+        return None if size is None else pad_prompts(self.head, inputs, size)
+
     def __call__(self, *inputs: Tensor) -> tuple[Tensor, ...]:
         import torch
 
         n = prompt_count(self.head, inputs)
-        size = None if n is None else self.size_for(n)
         with torch.inference_mode():
-            if n is not None and size is None:
+            padded = self.padded(inputs, n)
+            if padded is None:
                 self.eager_runs += 1
                 eager: tuple[Tensor, ...] = self.head.module(*inputs)
                 return eager
-            padded = tuple(inputs) if n is None or size is None else pad_prompts(self.head, inputs, size)
+            if any(p.shape != t.shape for p, t in zip(padded, inputs, strict=True)):
+                self.padded_runs += 1
             key = tuple((tuple(t.shape), str(t.dtype), str(t.device)) for t in padded)
             run = self._graphs.get(key)
             if run is None:
