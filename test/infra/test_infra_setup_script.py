@@ -6,6 +6,7 @@ import importlib.metadata as md
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -62,9 +63,13 @@ def test_environment_matches_the_pins(repo_root):
 def test_environment_has_nothing_unpinned(repo_root):
     # A package installed by hand makes tests pass here and fail on a fresh clone (CI).
     pins = {name.lower().replace("_", "-") for name in _pins(repo_root)}
+    # The venv's site-packages, not sys.path: once anything in this process imports
+    # setuptools (torch.compile does), its _vendor folder joins sys.path with the
+    # distributions it vendors, which nobody installed.
+    site = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
     extra = sorted(
         f"{d.metadata['Name']}=={d.version}"
-        for d in md.distributions()
+        for d in md.distributions(path=site)
         if (d.read_text("INSTALLER") or "").strip() == "pip"
         and d.metadata["Name"].lower().replace("_", "-") not in pins | {"probench"}
     )

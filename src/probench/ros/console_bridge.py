@@ -108,11 +108,16 @@ class RosConsoleBridge:
         self._state_future: Future | None = None
         self._state_asked = -float("inf")
 
+        from rclpy.signals import SignalHandlerOptions
+
         self._ctx = rclpy.Context()
+        # No rclpy signal handlers: Ctrl-C is the program's (a KeyboardInterrupt in its main
+        # thread, then close()), never a context shut down under the spin thread first.
+        init = {"context": self._ctx, "signal_handler_options": SignalHandlerOptions.NO}
         if domain_id is None:
-            rclpy.init(context=self._ctx)
+            rclpy.init(**init)
         else:
-            rclpy.init(context=self._ctx, domain_id=domain_id)
+            rclpy.init(**init, domain_id=domain_id)
         try:
             self._node = rclpy.create_node(f"probench_console_{os.getpid()}", context=self._ctx,
                                            start_parameter_services=False)
